@@ -1,0 +1,89 @@
+"""Read the compatibility data (``envguard/data/compat.yaml``).
+
+Pure: no processes, no network. Other modules ask questions here instead of
+hard-coding release facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+from packaging.version import Version
+
+
+def _key(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split(".") if p.isdigit())
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    version: str  # "2.13"
+    python: tuple[str, ...]
+    cuda: tuple[str, ...]
+    channels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Compat:
+    raw: dict[str, Any]
+
+    @property
+    def supported_python(self) -> tuple[str, ...]:
+        return tuple(self.raw["python"]["supported"])
+
+    @property
+    def default_python(self) -> str:
+        return str(self.raw["python"]["default"])
+
+    def python_legacy(self, python: str) -> dict[str, Any] | None:
+        return self.raw["python"].get("legacy", {}).get(python)
+
+    @property
+    def torch_releases(self) -> list[TorchRelease]:
+        rels = [
+            TorchRelease(str(v), tuple(d["python"]), tuple(d["cuda"]), tuple(d["channels"]))
+            for v, d in self.raw["torch"].items()
+        ]
+        return sorted(rels, key=lambda r: _key(r.version))
+
+    def torch(self, version: str) -> TorchRelease | None:
+        """The release line ``X.Y`` for any torch version string (``2.13.0+cpu`` -> 2.13)."""
+        mm = ".".join(str(Version(version.split("+")[0]).release[i]) for i in range(2)) if version else ""
+        return next((r for r in self.torch_releases if r.version == mm), None)
+
+    @property
+    def newest_torch(self) -> str:
+        return self.torch_releases[-1].version
+
+    def min_driver(self, cuda: str) -> str | None:
+        """Minimum driver for a CUDA runtime version such as ``12.6`` or ``12``."""
+        return self.raw["min_driver"].get(cuda.split(".")[0])
+
+    def min_arch(self, cuda: str) -> str | None:
+        return self.raw["min_arch"].get(cuda.split(".")[0])
+
+    @property
+    def pytorch_channel_frozen_at(self) -> str:
+        return str(self.raw["channels"]["pytorch"]["frozen_at"])
+
+    @property
+    def pytorch_mkl_max(self) -> str:
+        return str(self.raw["channels"]["pytorch_mkl_max"])
+
+    @property
+    def legacy_packages(self) -> dict[str, str]:
+        return dict(self.raw.get("legacy_packages", {}))
+
+
+@lru_cache(maxsize=1)
+def load() -> Compat:
+    text = resources.files("envguard").joinpath("data/compat.yaml").read_text(encoding="utf-8")
+    return Compat(yaml.safe_load(text))
+
+
+def driver_satisfies(driver: str, minimum: str) -> bool:
+    return _key(driver) >= _key(minimum)

@@ -1,0 +1,93 @@
+"""Exit codes and the errors that carry them.
+
+Every command maps its failures onto one small, documented set of exit codes
+(see README.md). The CLI catches :class:`EnvguardError` and prints its one-line
+message; anything else is a bug and is shown with a traceback only under
+``--verbose``.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    PROBLEMS = 1  # findings (lint errors, check findings, diff differences)
+    USAGE = 2  # bad input or usage
+    INTEGRITY = 3  # hash mismatch, tampering, half-built prefix
+    STALE = 4  # lock missing or stale
+    BUSY = 5  # another envguard holds the prefix lock
+    BACKEND = 6  # solver, installer or backend failure; permissions; full disk
+    SMOKE_FAILED = 7
+    SMOKE_TIMEOUT = 124
+    INTERRUPTED = 130
+
+
+class EnvguardError(Exception):
+    """An expected failure, reported as one line with an exit code."""
+
+    exit_code: ExitCode = ExitCode.BACKEND
+
+    def __init__(self, message: str, *, exit_code: ExitCode | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class UserError(EnvguardError):
+    """Bad input: names the file, the key (with line:column for YAML) and the fix."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        key: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        fix: str | None = None,
+    ) -> None:
+        self.file, self.key, self.line, self.column, self.fix = file, key, line, column, fix
+        where = ""
+        if file:
+            where = str(file)
+            if line is not None:
+                where += f":{line}"
+                if column is not None:
+                    where += f":{column}"
+            where += ": "
+        text = where + (f"{key}: " if key else "") + message
+        if fix:
+            text += f" (fix: {fix})"
+        super().__init__(text)
+
+
+class IntegrityError(EnvguardError):
+    exit_code = ExitCode.INTEGRITY
+
+
+class StaleLockError(EnvguardError):
+    exit_code = ExitCode.STALE
+
+
+class BusyError(EnvguardError):
+    exit_code = ExitCode.BUSY
+
+
+class BackendError(EnvguardError):
+    exit_code = ExitCode.BACKEND
+
+
+class SmokeFailed(EnvguardError):
+    exit_code = ExitCode.SMOKE_FAILED
+
+
+class SmokeTimeout(EnvguardError):
+    exit_code = ExitCode.SMOKE_TIMEOUT

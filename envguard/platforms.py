@@ -1,0 +1,38 @@
+"""Conda platform names and the host's platform."""
+
+from __future__ import annotations
+
+import os
+import platform as _platform
+import sys
+
+KNOWN_PLATFORMS = (
+    "linux-64",
+    "linux-aarch64",
+    "linux-ppc64le",
+    "osx-64",
+    "osx-arm64",
+    "win-64",
+    "win-arm64",
+)
+DEFAULT_PLATFORMS = ("linux-64", "osx-arm64", "win-64")
+
+
+def host_platform() -> str:
+    machine = _platform.machine().lower()
+    if sys.platform.startswith("linux"):
+        return {"x86_64": "linux-64", "amd64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64",
+                "ppc64le": "linux-ppc64le"}.get(machine, f"linux-{machine}")
+    if sys.platform == "darwin":
+        return "osx-arm64" if machine in ("arm64", "aarch64") else "osx-64"
+    if sys.platform == "win32":
+        return "win-arm64" if machine in ("arm64", "aarch64") else "win-64"
+    return f"{sys.platform}-{machine}"
+
+
+def python_in_prefix(prefix: str | os.PathLike[str]) -> str:
+    """Path of the interpreter inside a conda prefix or virtualenv."""
+    prefix = os.fspath(prefix)
+    if sys.platform == "win32":
+        return os.path.join(prefix, "python.exe")
+    return os.path.join(prefix, "bin", "python")

@@ -1,0 +1,43 @@
+"""Keep secrets out of lockfiles and terminals.
+
+Channel URLs may carry ``user:password@`` userinfo or anaconda.org-style
+``/t/<token>/`` path segments, and query strings such as ``?token=``.
+``${VAR}`` placeholders are *not* secrets: they are kept verbatim so that the
+lock stays usable by whoever has the variable set.
+"""
+
+from __future__ import annotations
+
+import re
+
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+_TOKEN_PATH = re.compile(r"/t/(?P<tok>[^/\s]+)")
+_QUERY_SECRET = re.compile(r"(?P<key>[?&](?:token|access_token|api_key|apikey|password|auth)=)[^&\s#]+", re.I)
+_PLACEHOLDER = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+
+MASK = "***"
+
+
+def _mask_userinfo(m: re.Match[str]) -> str:
+    userinfo = m.group("userinfo")
+    parts = userinfo.split(":", 1)
+    if all(_PLACEHOLDER.match(p) for p in parts):
+        return m.group(0)
+    return f"{m.group('scheme')}{MASK}@"
+
+
+def _mask_token(m: re.Match[str]) -> str:
+    tok = m.group("tok")
+    return m.group(0) if _PLACEHOLDER.match(tok) else f"/t/{MASK}"
+
+
+def redact(text: str) -> str:
+    """Mask credentials in every URL found in ``text``; keep ``${VAR}`` placeholders."""
+    text = _USERINFO.sub(_mask_userinfo, text)
+    text = _TOKEN_PATH.sub(_mask_token, text)
+    return _QUERY_SECRET.sub(lambda m: m.group("key") + MASK, text)
+
+
+def has_credentials(url: str) -> bool:
+    """True when ``url`` carries a literal secret (not a ``${VAR}`` placeholder)."""
+    return redact(url) != url

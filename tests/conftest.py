@@ -1,0 +1,65 @@
+"""Session-wide test setup.
+
+* Caches (rattler, conda-lock, pip, pre-commit) go to one temporary directory,
+  never ``~/.cache``.
+* The process leaves with ``os._exit`` after pytest has printed its summary:
+  py-rattler's runtime can crash during interpreter finalisation
+  (engine-notes.md), which would turn a green run red at random.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_SESSION_TMP = Path(tempfile.mkdtemp(prefix="envguard-tests-"))
+for _var, _sub in {
+    "XDG_CACHE_HOME": "cache",
+    "RATTLER_CACHE_DIR": "cache/rattler",
+    "CONDA_PKGS_DIRS": "cache/pkgs",
+    "PIP_CACHE_DIR": "cache/pip",
+    "PRE_COMMIT_HOME": "cache/pre-commit",
+    "ENVGUARD_ENVS_DIR": "envs",
+}.items():
+    os.environ[_var] = str(_SESSION_TMP / _sub)
+    (_SESSION_TMP / _sub).mkdir(parents=True, exist_ok=True)
+os.environ.pop("CONDA_PREFIX", None)
+os.environ.pop("ENVGUARD_BACKEND", None)
+
+REPO = Path(__file__).resolve().parent.parent
+REALWORLD = Path(os.environ.get("ENVGUARD_REALWORLD", REPO.parent / "shared" / "realworld"))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(scope="session")
+def session_tmp() -> Path:
+    return _SESSION_TMP
+
+
+@pytest.fixture(scope="session")
+def realworld() -> Path:
+    if not REALWORLD.is_dir():
+        pytest.skip(f"real-world corpus not found at {REALWORLD}")
+    return REALWORLD
+
+
+_exit_status = {"code": 0}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status["code"] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # Only the top-level pytest process; never a pytester/in-process run.
+    if os.environ.get("ENVGUARD_TESTS_NO_HARD_EXIT"):
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_exit_status["code"])
