@@ -35,6 +35,8 @@ REALWORLD = Path(os.environ.get("ENVGUARD_REALWORLD", REPO.parent / "shared" / "
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+pytest_plugins = ["channel_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def session_tmp() -> Path:

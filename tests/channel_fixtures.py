@@ -1,0 +1,1 @@
+"""Pytest fixtures around the test channel library (tests/channels.py)."""
