@@ -78,11 +78,49 @@ class Compat:
     def legacy_packages(self) -> dict[str, str]:
         return dict(self.raw.get("legacy_packages", {}))
 
+    # -- added for init/lint (#7) -------------------------------------------
+    @property
+    def core_packages(self) -> tuple[str, ...]:
+        """PyPI names of the packages one manager must own (torch, numpy, ...)."""
+        return tuple(self.raw.get("core_packages", ()))
+
+    @property
+    def cuda_runtime_packages(self) -> tuple[str, ...]:
+        return tuple(self.raw.get("cuda_runtime_packages", ()))
+
+    @property
+    def nightly_channels(self) -> tuple[str, ...]:
+        return tuple(self.raw.get("nightly_channels", ()))
+
+    def cuda_platforms(self, channel: str) -> tuple[str, ...]:
+        """Conda subdirs with CUDA builds of pytorch on a channel route."""
+        return tuple(self.raw.get("cuda_platforms", {}).get(channel, ()))
+
+    def releases_on(self, channel: str) -> list[TorchRelease]:
+        return [r for r in self.torch_releases if channel in r.channels]
+
+    def releases_for_python(self, python: str) -> list[TorchRelease]:
+        return [r for r in self.torch_releases if python in r.python]
+
+    @property
+    def known_channels(self) -> tuple[str, ...]:
+        """Channel routes named by at least one release, in data order."""
+        seen: dict[str, None] = {}
+        for r in self.torch_releases:
+            for c in r.channels:
+                seen.setdefault(c, None)
+        return tuple(seen)
+
 
 @lru_cache(maxsize=1)
 def load() -> Compat:
     text = resources.files("envguard").joinpath("data/compat.yaml").read_text(encoding="utf-8")
     return Compat(yaml.safe_load(text))
+
+
+def version_key(v: str) -> tuple[int, ...]:
+    """Numeric sort key for dotted versions such as ``3.10`` or ``12.6``."""
+    return _key(v)
 
 
 def driver_satisfies(driver: str, minimum: str) -> bool:

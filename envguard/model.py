@@ -29,6 +29,18 @@ CONDA_TO_PYPI: dict[str, str] = {
     "pytorch-lightning": "pytorch-lightning",
     "lightning": "lightning",
     "tensorboard": "tensorboard",
+    # conda-forge names that differ from PyPI's (from conda-lock's mapping, data/conda-pypi-mapping.json),
+    # so that a pip-installed copy and a spec's pip: line meet the conda package (diff, #6).
+    "pytorch-geometric": "torch-geometric",
+    "pytorch-scatter": "torch-scatter",
+    "pytorch-sparse": "torch-sparse",
+    "pytorch-cluster": "torch-cluster",
+    "pytorch-spline-conv": "torch-spline-conv",
+    "python-build": "build",
+    "python-graphviz": "graphviz",
+    "python-xxhash": "xxhash",
+    "python-kaleido": "kaleido",
+    "pytables": "tables",
 }
 
 _NORMALISE = re.compile(r"[-_.]+")

@@ -1,0 +1,137 @@
+"""Benchmark `envguard lock` and `envguard lock --check` (run on demand: python bench/lock.py).
+
+Prints, in one run:
+* lock time for a generated 500-package channel on 3 platforms, against the bare rattler solves it contains;
+* lock time for a generated 30,000-record repodata (linux-64), against the bare rattler solve;
+* whole-process wall time of `envguard lock --check` against `conda-lock lock --check-input-hash`
+  (real CLI, stub conda) on the same files and lock. Target: envguard <= 0.5x conda-lock.
+
+Everything runs offline in a temporary directory with its own caches.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+BIN = Path(sys.executable).parent
+PLATFORMS = ["linux-64", "osx-arm64", "win-64"]
+
+
+def _median_wall(cmd: list[str], cwd: Path, runs: int, env: dict[str, str], ok: tuple[int, ...] = (0,)) -> float:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+        times.append(time.perf_counter() - t)
+        if proc.returncode not in ok:
+            raise SystemExit(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return statistics.median(times)
+
+
+def _rattler_only(channel: str, specs: list[str], platforms: list[str]) -> float:
+    """The bare solves (same specs, same virtual packages, fresh Gateway): the floor a lock stands on."""
+    import asyncio
+
+    import rattler
+    from rattler import Channel, ChannelPriority, Gateway, MatchSpec
+
+    from envguard.solver import cache_dir, rattler_virtual_packages, virtual_package_repo
+
+    vpr = virtual_package_repo(False)
+
+    async def run() -> None:
+        gw = Gateway(cache_dir=cache_dir())
+        for p in platforms:
+            await rattler.solve([Channel(channel)], [MatchSpec(s) for s in specs], gateway=gw,
+                                platforms=[p, "noarch"], virtual_packages=rattler_virtual_packages(vpr, p),
+                                channel_priority=ChannelPriority.Strict)
+
+    t = time.perf_counter()
+    asyncio.run(run())
+    return time.perf_counter() - t
+
+
+def _write_env(path: Path, channel: str, specs: list[str], platforms: list[str]) -> Path:
+    lines = ["name: bench", "channels:", f"  - {channel}", "dependencies:"] + [f"  - {s}" for s in specs]
+    lines += ["platforms:"] + [f"  - {p}" for p in platforms]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def main() -> None:
+    import channels  # tests/channels.py: the synthetic channel generators
+
+    from envguard.lock import lock
+
+    root = Path(tempfile.mkdtemp(prefix="envguard-bench-lock-"))
+    env = dict(os.environ, XDG_CACHE_HOME=str(root / "cache"), RATTLER_CACHE_DIR=str(root / "cache" / "rattler"),
+               TMPDIR=str(root))
+    os.environ.update({k: env[k] for k in ("XDG_CACHE_HOME", "RATTLER_CACHE_DIR")})
+    print(f"envguard lock benchmark (python {sys.version.split()[0]}, {os.cpu_count()} CPUs) in {root}")
+
+    # 1. 500 packages x 3 platforms
+    t = time.perf_counter()
+    gen = channels.generate_channel(root / "gen500", 500, platforms=PLATFORMS)
+    print(f"  generated 500-package channel in {time.perf_counter() - t:.2f} s")
+    env500 = _write_env(root / "p500" / "environment.yml", gen.url, gen.root_specs, PLATFORMS)
+    lock([env500], cuda=False)  # warm the imports once; the timed runs below are what a user sees twice
+    t = time.perf_counter()
+    r = lock([env500], cuda=False)
+    in_proc = time.perf_counter() - t
+    bare = _rattler_only(gen.url, gen.root_specs, PLATFORMS)
+    cli = _median_wall([str(BIN / "envguard"), "lock", "--no-cuda"], env500.parent, 3, env)
+    print(f"  500 pkgs x 3 platforms: lock {in_proc:.3f} s in-process ({sum(r.packages.values())} locked), "
+          f"{cli:.3f} s whole process; bare rattler solves {bare:.3f} s; "
+          f"in-process/bare = {in_proc / bare:.1f}x")
+
+    # 2. 30,000 records, linux-64
+    t = time.perf_counter()
+    big = channels.generate_repodata(root / "gen30k", 30_000, platforms=("linux-64",))
+    print(f"  generated 30,000-record repodata in {time.perf_counter() - t:.2f} s")
+    big_url = big.resolve().as_uri()
+    names = sorted({f"synth-{i:05d}" for i in range(14_990, 15_000)})
+    env30k = _write_env(root / "p30k" / "environment.yml", big_url, names, ["linux-64"])
+    t = time.perf_counter()
+    r = lock([env30k], cuda=False)
+    cold = time.perf_counter() - t
+    t = time.perf_counter()
+    lock([env30k], cuda=False)
+    warm = time.perf_counter() - t
+    bare = _rattler_only(big_url, names, ["linux-64"])
+    print(f"  30,000 records, linux-64: lock {cold:.3f} s first, {warm:.3f} s again "
+          f"({r.packages['linux-64']} locked); bare rattler solve {bare:.3f} s; again/bare = {warm / bare:.1f}x")
+
+    # 3. --check, whole process, against conda-lock's own check on the same files
+    stub = root / "stub-conda"
+    stub.write_text('#!/bin/sh\necho "conda 24.1.0"\n')
+    stub.chmod(0o755)
+    mapping = REPO / "envguard" / "data" / "conda-pypi-mapping.json"
+    ours = _median_wall([str(BIN / "envguard"), "lock", "--check"], env500.parent, 9, env)
+    theirs_cmd = [str(BIN / "conda-lock"), "lock", "--check-input-hash", "--conda", str(stub), "--kind", "lock",
+                  "-f", "environment.yml", "--lockfile", "conda-lock.yml", "--without-cuda",
+                  "--pypi_to_conda_lookup_file", str(mapping)]
+    theirs = _median_wall(theirs_cmd, env500.parent, 9, env)
+    print(f"  --check (fresh, 3 platforms, median of 9): envguard {ours:.3f} s, conda-lock {theirs:.3f} s, "
+          f"ratio {ours / theirs:.2f}x (target <= 0.5x)")
+    # the exact path: a comment changed, so the fingerprint misses and conda-lock's hash decides
+    env500.write_text(env500.read_text() + "# edited\n")
+    ours_slow = _median_wall([str(BIN / "envguard"), "lock", "--check"], env500.parent, 5, env)
+    theirs_slow = _median_wall(theirs_cmd, env500.parent, 5, env)
+    print(f"  --check (fresh after a comment edit: exact path): envguard {ours_slow:.3f} s, "
+          f"conda-lock {theirs_slow:.3f} s, ratio {ours_slow / theirs_slow:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
+    sys.stdout.flush()
+    os._exit(0)  # py-rattler's runtime can crash during interpreter finalisation (engine-notes.md)

@@ -1,0 +1,69 @@
+"""What a backend is: something that lays down a list of locked conda artifacts into a directory.
+
+A backend never solves and never decides where the environment ends up: `envguard.create` hands it an
+:class:`InstallPlan` and a build directory, verifies hashes before and after, renames and rolls back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from envguard.integrity import Artifact
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    artifacts: tuple[Artifact, ...]
+    target: Path  # where the environment will live (the final prefix)
+    cache_dir: Path  # rattler package cache (external backends use their own)
+    platform: str
+    lockfile: Path | None = None
+
+
+class InstallProgress(Protocol):
+    """Events a backend reports; every method may be called from an installer thread."""
+
+    def install_start(self, total: int) -> None: ...
+
+    def cached(self, name: str) -> None: ...
+
+    def linked(self, name: str) -> None: ...
+
+    def message(self, text: str) -> None: ...
+
+
+class NullProgress:
+    def install_start(self, total: int) -> None:
+        pass
+
+    def cached(self, name: str) -> None:
+        pass
+
+    def linked(self, name: str) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+
+@runtime_checkable
+class Backend(Protocol):
+    #: name used by --backend / ENVGUARD_BACKEND
+    name: str
+    #: True when the backend can build in one directory an environment meant to live at another path
+    #: (prefix placeholders and shebangs get the final path). Then envguard builds in a staging directory
+    #: beside the target and renames it into place; otherwise it builds at the target path itself, with
+    #: the old environment moved aside and a marker that lets the next run undo a half-built one.
+    relocatable: bool
+
+    def available(self) -> bool: ...
+
+    def describe(self) -> str:
+        """One line for messages: the backend and, for external tools, the executable used."""
+        ...
+
+    def install(self, plan: InstallPlan, build_dir: Path, progress: InstallProgress) -> None:
+        """Install every artifact of ``plan`` into ``build_dir`` (empty or absent). Raise EnvguardError."""
+        ...

@@ -1,0 +1,65 @@
+"""The failure catalogue: known ways a PyTorch environment breaks.
+
+Data lives in ``envguard/data/failures.yaml`` (one file, reviewed like code);
+this module reads it and matches real error text against the symptoms. Pure:
+no processes. ``smoke`` classifies probe failures with it and ``check`` reuses
+the fix texts, so one wording reaches the user whichever command found it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+from envguard.yamlio import load_fast
+
+
+@dataclass(frozen=True)
+class FailureCase:
+    id: str
+    title: str
+    fix: str
+    symptoms: tuple[re.Pattern[str], ...] = field(default=(), repr=False)
+    refs: tuple[str, ...] = ()
+
+    def matches(self, text: str) -> bool:
+        return any(p.search(text) for p in self.symptoms)
+
+
+@lru_cache(maxsize=1)
+def cases() -> tuple[FailureCase, ...]:
+    """All cases, in matching order (specific first)."""
+    res = resources.files("envguard").joinpath("data/failures.yaml")
+    raw = load_fast("envguard/data/failures.yaml", text=res.read_text(encoding="utf-8"))
+    out = []
+    for c in raw["cases"]:
+        out.append(FailureCase(
+            id=str(c["id"]),
+            title=str(c["title"]),
+            fix=" ".join(str(c["fix"]).split()),
+            symptoms=tuple(re.compile(s, re.IGNORECASE) for s in c.get("symptoms") or ()),
+            refs=tuple(c.get("refs") or ()),
+        ))
+    return tuple(out)
+
+
+def ids() -> list[str]:
+    return [c.id for c in cases()]
+
+
+def get(case_id: str) -> FailureCase:
+    """The case with this id; KeyError names the known ids."""
+    for c in cases():
+        if c.id == case_id:
+            return c
+    raise KeyError(f"unknown failure id {case_id!r} (known: {', '.join(ids())})")
+
+
+def classify(text: str, default: str | None = None) -> FailureCase | None:
+    """The first case whose symptom matches ``text``, else ``get(default)`` or None."""
+    for c in cases():
+        if c.matches(text):
+            return c
+    return get(default) if default else None

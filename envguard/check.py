@@ -1,0 +1,400 @@
+"""``envguard check``: verify an installed environment against its lock, its policy and its hardware.
+
+Orchestration only: gather facts (prefix inspection, lock, spec, driver, the
+smoke probe, import origins), hand them to the pure rules in
+:mod:`envguard.checks`, and return a :class:`CheckReport`. Nothing is written
+into the checked prefix. Imports stay lazy: check is the command people run
+first and most often (bench/check.py measures its start-up).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from envguard.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
+from envguard.errors import ExitCode, UserError
+from envguard.findings import Finding, Severity, sort_findings
+from envguard.model import Package
+from envguard.prefix import FileProblem, PrefixInfo
+
+SCHEMA = "envguard.check/1"
+FilesMode = str  # "none" | "size" | "sha256"
+
+
+@dataclass
+class CheckReport:
+    prefix: Path
+    platform: str
+    kind: str  # "conda", "venv" or "other"
+    python_version: str | None
+    lock_file: str | None
+    findings: list[Finding]
+    packages: list[Package]
+    files_mode: FilesMode = "none"
+    file_problems: list[FileProblem] = field(default_factory=list)
+    torch: TorchBuild | None = None
+    gpu: GpuFacts | None = None
+    import_origins: dict[str, Any] | None = None
+    smoke: dict[str, Any] | None = None  # {"exit_code", "timed_out", "findings": n}
+    smoke_exit: int = 0
+    strict: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        """3 integrity > smoke failure (7/124) > 1 findings > 0. Info notes never fail."""
+        if any(f.code in INTEGRITY_CODES for f in self.findings):
+            return int(ExitCode.INTEGRITY)
+        if self.smoke_exit:
+            return int(self.smoke_exit)
+        if any(f.severity is Severity.ERROR for f in self.findings):
+            return int(ExitCode.PROBLEMS)
+        if self.strict and any(f.severity is Severity.WARNING for f in self.findings):
+            return int(ExitCode.PROBLEMS)
+        return int(ExitCode.OK)
+
+    def to_json(self) -> dict[str, Any]:
+        """The versioned report (docs/check-schema.md). URLs are redacted."""
+        from envguard import __version__
+        from envguard.redact import redact
+        from envguard.report import findings_to_json
+
+        fs = sort_findings(self.findings)
+        return {
+            "schema": SCHEMA,
+            "envguard_version": __version__,
+            "prefix": redact(str(self.prefix)),
+            "platform": self.platform,
+            "kind": self.kind,
+            "python": self.python_version,
+            "lockfile": redact(self.lock_file) if self.lock_file else None,
+            "exit_code": self.exit_code,
+            "summary": {
+                "errors": sum(f.severity is Severity.ERROR for f in fs),
+                "warnings": sum(f.severity is Severity.WARNING for f in fs),
+                "info": sum(f.severity is Severity.INFO for f in fs),
+            },
+            "findings": findings_to_json(fs),
+            "files": {
+                "mode": self.files_mode,
+                "problems": [{"path": p.path, "package": p.package, "problem": p.problem,
+                              "expected": p.expected or None, "actual": p.actual or None}
+                             for p in self.file_problems],
+            },
+            "torch": self.torch.to_dict() if self.torch and self.torch.source != "none" else None,
+            "gpu": ({"driver_version": self.gpu.driver_version,
+                     "gpus": [{"name": n, "capability": c} for n, c in self.gpu.gpus]} if self.gpu else None),
+            "import_origins": {k: v for k, v in (self.import_origins or {}).items() if not k.startswith("_")}
+            or None,
+            "smoke": self.smoke,
+            "packages": [_redacted(p.to_dict()) for p in self.packages],
+        }
+
+
+def _redacted(d: dict[str, Any]) -> dict[str, Any]:
+    from envguard.redact import redact
+
+    return {k: (redact(v) if isinstance(v, str) and k in ("url", "channel") else v) for k, v in d.items()}
+
+
+# --------------------------------------------------------------------------- facts
+
+
+def default_target(env: Mapping[str, str] | None = None) -> Path:
+    """The active environment: CONDA_PREFIX, else the running interpreter's prefix."""
+    env = os.environ if env is None else env
+    p = env.get("CONDA_PREFIX")
+    return Path(p) if p else Path(sys.prefix)
+
+
+def default_lockfile(cwd: Path | None = None) -> Path | None:
+    """conda-lock.yml beside environment.yml in the working directory, when both exist."""
+    cwd = cwd or Path.cwd()
+    lock = cwd / "conda-lock.yml"
+    return lock if lock.is_file() and (cwd / "environment.yml").is_file() else None
+
+
+def resolve_target(prefix: Path | None, name: str | None, env: Mapping[str, str] | None = None) -> Path:
+    if prefix is not None and name is not None:
+        raise UserError("give either -p PREFIX or -n NAME, not both", key="-p/-n")
+    if name is not None:
+        # TODO(#6): a public name resolver; sources owns the lookup (envguard envs, then conda's).
+        from envguard.sources import _resolve_name
+
+        return _resolve_name(name)
+    return Path(prefix) if prefix is not None else default_target(env)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return pid != os.getpid()
+
+
+def half_built_reason(prefix: Path) -> str | None:
+    """Why ``prefix`` looks like the remains of an interrupted create, or None.
+
+    envguard create (envguard/create.py) builds in ``.<name>.envguard-staging-<pid>`` beside the target
+    and renames it into place; external backends build in place, marked by a sibling
+    ``.<name>.envguard-building-<pid>``. A directory with one of those names, or a target with a
+    building marker, whose process is gone, is half-built. Raises BusyError while that process lives.
+    """
+    from envguard.errors import BusyError
+
+    prefix = Path(os.path.abspath(prefix))
+    tags = ("envguard-staging", "envguard-building", "envguard-old")
+    candidates: list[tuple[str, int, str]] = []
+    m = re.match(r"^\.(?P<name>.+)\.(?P<tag>" + "|".join(tags) + r")-(?P<pid>\d+)$", prefix.name)
+    if m:
+        candidates.append((m["tag"], int(m["pid"]), f"{prefix.name} is a directory `envguard create` was building"))
+    marker_prefix = f".{prefix.name}.envguard-building-"
+    try:
+        siblings = [n for n in os.listdir(prefix.parent) if n.startswith(marker_prefix)]
+    except OSError:
+        siblings = []
+    for n in siblings:
+        pid = n[len(marker_prefix):]
+        if pid.isdigit():
+            candidates.append(("envguard-building", int(pid), f"marker {n} says `envguard create` was building "
+                               "this environment in place"))
+    for tag, pid, what in candidates:
+        if _pid_alive(pid):
+            raise BusyError(f"{prefix}: {what} and process {pid} is still running; check it when it is done")
+        return f"{what}, and process {pid} is gone (interrupted)"
+    meta = prefix / "conda-meta"
+    if meta.is_dir():
+        try:
+            names = os.listdir(meta)
+        except OSError:
+            return None
+        has_records = any(n.endswith(".json") and not n.startswith("envguard-") for n in names)
+        populated = any((prefix / d).exists() for d in ("bin", "lib", "Lib", "include", "share"))
+        if not has_records and populated:
+            return "conda-meta holds no package records but the prefix holds files (an interrupted install)"
+    return None
+
+
+def _lock_packages(lockfile: Path, platform: str) -> tuple[list[Package] | None, list[Finding]]:
+    from envguard import sources
+
+    try:
+        desc = sources.load(str(lockfile), platform=platform)
+    except UserError as e:
+        if "is not in this lock" in e.message:
+            return None, [Finding("EG513", Severity.ERROR, e.message,
+                                  f"relock for {platform}: `envguard lock -p {platform}`", file=str(lockfile))]
+        raise
+    return desc.packages_for(platform), []
+
+
+def _spec_wants_cuda(spec_file: Path, platform: str) -> tuple[str | None, str]:
+    from envguard.checks import cuda_from_spec
+    from envguard.errors import EnvguardError
+
+    try:
+        from envguard.spec import read_spec
+
+        spec = read_spec([spec_file], [platform])
+    except (EnvguardError, ImportError):
+        return None, ""  # lint reports a broken spec; check judges the installed env
+    conda, pip = spec.dependencies_for(platform)
+    return cuda_from_spec(conda, pip, str(spec_file))
+
+
+def _library_path_libs(env: Mapping[str, str], prefix: Path) -> list[tuple[str, list[str]]]:
+    out: list[tuple[str, list[str]]] = []
+    inside = str(prefix).rstrip("/") + "/"
+    for d in (env.get("LD_LIBRARY_PATH") or "").split(os.pathsep):
+        if not d or (d.rstrip("/") + "/").startswith(inside):
+            continue
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        libs = sorted({n.split(".so")[0] for n in names if n.startswith(("libcudnn", "libnccl")) and ".so" in n})
+        if libs:
+            out.append((d, libs))
+    return out
+
+
+def _default_driver_info() -> Any:
+    try:
+        from envguard.driver import get_driver_info
+    except ImportError:  # TODO(#4): envguard.driver lands with the smoke issue
+        return None
+    return get_driver_info()
+
+
+def _run_smoke(python: str, timeout: float, require_cuda: bool, driver_raw: Any,
+               driver_checked: bool) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any], int]:
+    """(findings, torch facts from the probe, smoke summary, exit code to propagate)."""
+    from envguard.smoke import run_smoke
+
+    # The driver was queried once already (or deliberately not): hand the smoke test the same answer.
+    res = run_smoke(python, quick=True, timeout=timeout, require_cuda=require_cuda,
+                    driver_info=(lambda: driver_raw) if driver_checked else (lambda: None))
+    probe = res.probe or {}
+    torch_facts = dict(probe["torch"]) if isinstance(probe.get("torch"), Mapping) else None
+    cuda = probe.get("cuda") if isinstance(probe.get("cuda"), Mapping) else {}
+    if torch_facts is not None and cuda.get("arch_list"):
+        torch_facts["arch_list"] = list(cuda["arch_list"])
+    summary = {"exit_code": int(res.exit_code), "timed_out": bool(res.timed_out), "findings": len(res.findings)}
+    return list(res.findings), torch_facts, summary, int(res.exit_code)
+
+
+# A static rule and a smoke finding can report one problem twice: the smoke test names it by its
+# failure-catalogue id. Keep the more severe of the two (the static one on a tie: it names the lock).
+_SAME_CASE = {"EG550": "cpu-build", "EG551": "driver-old", "EG552": "arch", "EG553": "no-driver",
+              "EG543": "mkl-symbol", "EG561": "omp-dup"}
+
+
+def _merge(static: list[Finding], smoke: list[Finding]) -> list[Finding]:
+    by_case = {f.code: f for f in smoke}
+    drop_smoke: set[int] = set()
+    out: list[Finding] = []
+    for f in static:
+        twin = by_case.get(_SAME_CASE.get(f.code, ""))
+        if twin is not None and twin.severity.rank < f.severity.rank:
+            continue  # the smoke test's finding is more severe: it stays, this one goes
+        if twin is not None:
+            drop_smoke.add(id(twin))
+        out.append(f)
+    return out + [f for f in smoke if id(f) not in drop_smoke]
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def run_check(
+    prefix: Path | None = None,
+    *,
+    name: str | None = None,
+    lockfile: Path | None = None,
+    files: bool = False,
+    deep: bool = False,
+    smoke: bool = True,
+    imports: bool | None = None,
+    env: Mapping[str, str] | None = None,
+    driver_info_fn: Callable[[], Any] | None = None,
+    core: Sequence[str] | None = None,
+    strict: bool = False,
+    smoke_timeout: float = 300.0,
+    cwd: Path | None = None,
+    workers: int | None = None,
+) -> CheckReport:
+    """Check one environment. Raises UserError for bad input; everything else is a finding.
+
+    ``smoke`` runs the smoke probe in the environment's interpreter; ``imports`` (default: same as
+    ``smoke``) runs envguard/probe/import_origin.py there. With both off, no process is started.
+    ``env`` replaces os.environ for the environment rules; ``driver_info_fn`` replaces the NVML /
+    nvidia-smi query (envguard.driver.get_driver_info).
+    """
+    from envguard import checks
+    from envguard.platforms import host_platform, python_in_prefix
+    from envguard.prefix import inspect_prefix, verify_files
+
+    env = dict(os.environ) if env is None else env
+    target = resolve_target(prefix, name, env)
+    platform = host_platform()
+    info: PrefixInfo = inspect_prefix(target)
+    cwd = cwd or Path.cwd()
+
+    findings: list[Finding] = []
+    lock_path = Path(lockfile) if lockfile is not None else default_lockfile(cwd)
+    if lockfile is not None and not lock_path.is_file():  # type: ignore[union-attr]
+        raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
+                        fix="pass an existing conda-lock.yml, or run `envguard lock` first")
+    lock_pkgs: list[Package] | None = None
+    changes: list[Any] | None = None
+    installed = info.packages(platform)
+    if lock_path is not None:
+        lock_pkgs, lock_findings = _lock_packages(lock_path, platform)
+        findings += lock_findings
+        if lock_pkgs is not None:
+            from envguard.diff import diff_packages
+
+            changes = diff_packages(lock_pkgs, installed)
+
+    wants, wants_src = checks.cuda_from_packages(lock_pkgs or [])
+    if wants:
+        wants_src = f"the lock ({wants_src})"
+    else:
+        spec_file = (lock_path.parent if lock_path else cwd) / "environment.yml"
+        if spec_file.is_file():
+            wants, wants_src = _spec_wants_cuda(spec_file, platform)
+
+    mode = "sha256" if deep else ("size" if files else "none")
+    problems = verify_files(info, deep=deep, workers=workers) if (files or deep) and info.is_conda else []
+    if (files or deep) and not info.is_conda:
+        findings.append(Finding("EG503", Severity.INFO, "no conda-meta: --files/--deep have no records to verify "
+                                "against", ""))
+
+    # The driver matters only to a CUDA build (or an env that should be one): skip the query otherwise.
+    static_build = checks.torch_build(info)
+    driver_checked = bool(wants) or (static_build.source != "none" and not static_build.cpu)
+    driver_fn = driver_info_fn or _default_driver_info
+    driver_raw = driver_fn() if driver_checked else None
+    gpu = checks.gpu_facts(driver_raw)
+    half_built = half_built_reason(target)
+
+    python = python_in_prefix(target)
+    origins: dict[str, Any] | None = None
+    probe: dict[str, Any] | None = None
+    smoke_summary: dict[str, Any] | None = None
+    smoke_findings: list[Finding] = []
+    smoke_exit = 0
+    imports = smoke if imports is None else imports
+    if half_built:
+        pass  # running code from a half-built prefix proves nothing
+    elif (smoke or imports) and not os.path.exists(python):
+        findings.append(Finding("EG504", Severity.WARNING, f"no interpreter at {python}: smoke test and import "
+                                "checks skipped", "check the prefix, or pass --no-smoke"))
+    elif smoke or imports:
+        from envguard.errors import EnvguardError
+        from envguard.prefix import import_origins
+
+        try:
+            origins = import_origins(python)
+        except EnvguardError as e:
+            findings.append(Finding("EG505", Severity.ERROR, f"the environment's interpreter does not run: "
+                                    f"{e.message}", "recreate the environment with `envguard create`"))
+        if smoke and origins is not None:
+            smoke_findings, probe, smoke_summary, smoke_exit = _run_smoke(
+                python, smoke_timeout, bool(wants), driver_raw, driver_checked)
+
+    fp_conda: dict[str, str] | None = None
+    fp_pip: list[str] | None = None
+    if info.is_conda and changes is None:
+        from envguard.fingerprint import read_fingerprint
+
+        fp = read_fingerprint(target)
+        if fp is not None:
+            fp_conda, fp_pip = dict(fp.conda), list(fp.pip)
+
+    inp = CheckInput(
+        info=info, platform=platform, lock_file=str(lock_path) if lock_path else None, lock_packages=lock_pkgs,
+        lock_changes=changes, wants_cuda=wants, wants_cuda_source=wants_src, gpu=gpu,
+        driver_checked=driver_checked, env=env, library_path_libs=_library_path_libs(env, target),
+        import_origins=origins, probe=probe, file_problems=problems, files_mode=mode,
+        half_built=half_built, core=tuple(core) if core else DEFAULT_CORE,
+        fingerprint_conda=fp_conda, fingerprint_pip=fp_pip,
+    )
+    findings = _merge(findings + checks.evaluate(inp), smoke_findings)
+    kind = "conda" if info.is_conda else ("venv" if info.is_venv else "other")
+    return CheckReport(
+        prefix=target, platform=platform, kind=kind, python_version=info.python_version,
+        lock_file=str(lock_path) if lock_path else None, findings=sort_findings(findings), packages=installed,
+        files_mode=mode, file_problems=problems, torch=checks.torch_build(info, probe), gpu=gpu,
+        import_origins=origins, smoke=smoke_summary, smoke_exit=smoke_exit, strict=strict,
+    )
+

@@ -1,0 +1,808 @@
+"""``envguard create``: build an environment from the lock, atomically, with every hash verified.
+
+The sequence, all under a per-prefix lock (envguard.prefixlock):
+
+1. Clean what an interrupted earlier run left beside the target (see :func:`cleanup_leftovers`).
+2. Verify the sha256 of every local (``file://``) artifact against the lock: rattler does not.
+3. Build. A relocatable backend (rattler) builds in ``.<name>.envguard-staging-<pid>`` beside the target,
+   with rattler's ``alternative_target_prefix`` so that placeholders and shebangs carry the final path.
+   pip packages go into the same staging directory, then the fingerprint.
+4. Swap it into place: a plain rename when the target is absent; over an existing environment (``--force``)
+   an atomic exchange (Linux ``renameat2(RENAME_EXCHANGE)``), or else rename-aside + rename-in. The old
+   environment is deleted only once the new one is in place.
+
+A SIGKILL at any point leaves the target as it was once the next run has cleaned up: staging directories
+are deleted, an old environment renamed aside is put back if the target is missing, and (for external
+backends, which build at the target path itself) a half-built target marked by
+``.<name>.envguard-building-<pid>`` is removed before the old one is restored. SIGINT is deferred while the
+renames run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envguard import __version__
+from envguard.backends import Backend, InstallPlan, get_backend
+from envguard.errors import BackendError, EnvguardError, IntegrityError, StaleLockError, UserError
+from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
+from envguard.integrity import Artifact, mismatch_error, verify_cache_entries, verify_local_artifacts
+from envguard.model import pep503
+from envguard.platforms import host_platform, python_in_prefix
+from envguard.prefixlock import PrefixLock
+from envguard.redact import redact
+
+STAGING_TAG = "envguard-staging"
+OLD_TAG = "envguard-old"
+BUILDING_TAG = "envguard-building"
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<tag>envguard-staging|envguard-old|envguard-building)-(?P<pid>\d+)$")
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+class CreateReporter:
+    """Callbacks for progress; every method is a no-op here. cli.py renders them with rich.
+
+    ``cached``/``linked`` may be called from installer threads.
+    """
+
+    def stage(self, text: str) -> None:
+        """A new step begins (verifying, installing, pip, activating, checking)."""
+
+    def waiting(self, holder_pid: int | None, waited_s: float) -> None:
+        """Another envguard holds the prefix lock; called every few seconds while waiting."""
+
+    def install_start(self, total: int) -> None:
+        """The installer starts ``total`` package operations."""
+
+    def cached(self, name: str) -> None:
+        """A package is in the package cache (downloaded or already there)."""
+
+    def linked(self, name: str) -> None:
+        """A package is linked into the new environment."""
+
+    def warning(self, text: str) -> None:
+        """Something the user should know; the create goes on."""
+
+
+class _Progress:
+    """InstallProgress for backends: forwards to the reporter and runs the test hooks.
+
+    ``ENVGUARD_TEST_KILL_AT=link:N`` SIGKILLs this process when the N-th package is linked;
+    ``ENVGUARD_TEST_PAUSE_AT=link:N:SECONDS`` sleeps there instead. Tests use them to interrupt a real
+    create at a known point; they cost one dict lookup per event otherwise.
+    """
+
+    def __init__(self, reporter: CreateReporter) -> None:
+        self.reporter = reporter
+        self.linked_count = 0
+        self.cached_count = 0
+        self._lock = threading.Lock()
+
+    def install_start(self, total: int) -> None:
+        self.reporter.install_start(total)
+
+    def cached(self, name: str) -> None:
+        with self._lock:
+            self.cached_count += 1
+        self.reporter.cached(name)
+
+    def linked(self, name: str) -> None:
+        with self._lock:
+            self.linked_count += 1
+            n = self.linked_count
+        self.reporter.linked(name)
+        _test_hook(f"link:{n}")
+
+    def message(self, text: str) -> None:
+        self.reporter.stage(text)
+
+
+def _test_hook(event: str) -> None:
+    kill_at = os.environ.get("ENVGUARD_TEST_KILL_AT")
+    if kill_at and kill_at == event:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    pause_at = os.environ.get("ENVGUARD_TEST_PAUSE_AT")
+    if pause_at:
+        where, _, seconds = pause_at.rpartition(":")
+        if where == event:
+            time.sleep(float(seconds))
+
+
+# --------------------------------------------------------------------------- result
+
+
+@dataclass
+class CreateResult:
+    prefix: Path
+    status: str  # "created", "replaced" or "unchanged"
+    backend: str
+    lockfile: Path
+    fingerprint: Fingerprint
+    conda_count: int = 0
+    pip_count: int = 0
+    verified_local: int = 0
+    waited: bool = False
+    warnings: list[str] = field(default_factory=list)
+    check: Any = None  # envguard.check.CheckReport when the check ran
+    seconds: float = 0.0  # lock to environment in place, without the check
+
+    @property
+    def exit_code(self) -> int:
+        """0, or the check's exit code when the post-create check found problems."""
+        if self.check is not None:
+            return int(getattr(self.check, "exit_code", 0))
+        return 0
+
+
+# --------------------------------------------------------------------------- where
+
+
+def envs_dir(env: dict[str, str] | None = None) -> Path:
+    """Where ``-n NAME`` environments go.
+
+    ``ENVGUARD_ENVS_DIR`` when set; else the first entry of ``CONDA_ENVS_PATH``; else ``$CONDA_ROOT/envs``
+    when ``CONDA_ROOT`` is set; else ``~/.conda/envs`` (conda's per-user envs directory).
+    """
+    env = dict(os.environ) if env is None else env
+    if env.get("ENVGUARD_ENVS_DIR"):
+        return Path(env["ENVGUARD_ENVS_DIR"]).expanduser()
+    for entry in env.get("CONDA_ENVS_PATH", "").split(os.pathsep):
+        if entry.strip():
+            return Path(entry.strip()).expanduser()
+    if env.get("CONDA_ROOT"):
+        return Path(env["CONDA_ROOT"]).expanduser() / "envs"
+    return Path.home() / ".conda" / "envs"
+
+
+def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None) -> Path:
+    if prefix is not None and name is not None:
+        raise UserError("give either -p PREFIX or -n NAME, not both", key="-p/-n")
+    if name is not None:
+        if not name.strip() or name in (".", "..") or "/" in name or os.sep in name or name.startswith("."):
+            raise UserError(f"invalid environment name {name!r}", key="-n",
+                            fix="use a plain name such as 'torch-dev', or -p PATH")
+        return Path(os.path.abspath(envs_dir() / name))
+    if prefix is None:
+        raise UserError("no target environment given", key="-p/-n",
+                        fix="pass -p PREFIX (a path) or -n NAME")
+    return Path(os.path.abspath(os.path.expanduser(os.fspath(prefix))))
+
+
+def default_pkgs_dir(env: dict[str, str] | None = None) -> Path:
+    """rattler's package cache: ``ENVGUARD_PKGS_DIR``, else rattler's own default (shared with pixi)."""
+    env = dict(os.environ) if env is None else env
+    if env.get("ENVGUARD_PKGS_DIR"):
+        return Path(env["ENVGUARD_PKGS_DIR"]).expanduser()
+    if env.get("RATTLER_CACHE_DIR"):
+        return Path(env["RATTLER_CACHE_DIR"]).expanduser() / "pkgs"
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    elif os.name == "nt":
+        base = Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    else:
+        base = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "rattler" / "cache" / "pkgs"
+
+
+def is_env(path: Path) -> bool:
+    return (path / "conda-meta").is_dir()
+
+
+def _is_empty_dir(path: Path) -> bool:
+    try:
+        return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+    except OSError:
+        return False
+
+
+def _sibling(target: Path, tag: str, pid: int | None = None) -> Path:
+    return target.parent / f".{target.name}.{tag}-{os.getpid() if pid is None else pid}"
+
+
+# --------------------------------------------------------------------------- lock
+
+
+@dataclass(frozen=True)
+class PipArtifact:
+    name: str
+    version: str
+    url: str
+    sha256: str | None
+
+
+@dataclass
+class LockPlan:
+    lockfile: Path
+    platform: str
+    content_hash: str | None
+    conda: list[Artifact]
+    pip: list[PipArtifact]
+    sources: list[Path]
+
+    def fingerprint(self, backend: str) -> Fingerprint:
+        return Fingerprint(
+            platform=self.platform,
+            content_hash=self.content_hash,
+            conda={a.name: (a.sha256 or f"md5:{a.md5}") for a in self.conda},
+            pip={pep503(p.name): (p.sha256 or "") for p in self.pip},
+            lockfile=redact(str(self.lockfile)),
+            backend=backend,
+            envguard_version=__version__,
+        )
+
+
+_PLACEHOLDER = re.compile(r"\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_url(url: str, lockfile: Path, package: str) -> str:
+    """conda-lock writes credentials as ``${VAR}`` placeholders; fill them from the environment."""
+
+    def sub(m: re.Match[str]) -> str:
+        value = os.environ.get(m["var"])
+        if value is None:
+            raise UserError(f"{package}: the URL needs ${{{m['var']}}}, which is not set", file=str(lockfile),
+                            fix=f"export {m['var']}=... (the credential for that channel)")
+        return value
+
+    return _PLACEHOLDER.sub(sub, url)
+
+
+_HEX = {"sha256": re.compile(r"^[0-9a-fA-F]{64}$"), "md5": re.compile(r"^[0-9a-fA-F]{32}$")}
+
+
+def _hash_field(entry: Any, algorithm: str, lockfile: Path) -> str | None:
+    value = getattr(entry, algorithm)
+    if value is None or value == "":
+        return None
+    # YAML turns an all-digit "hash" into a number: that, like any non-hex value, is a damaged lock
+    if not isinstance(value, str) or not _HEX[algorithm].match(value):
+        raise IntegrityError(f"{lockfile}: {entry.name}: hash.{algorithm} is not a {algorithm} ({value!r}) "
+                             "(fix: restore the lock from version control, or re-lock with `envguard lock`)")
+    return value.lower()
+
+
+def _entry_fields(entry: Any, lockfile: Path) -> dict[str, Any]:
+    """The fields of an envguard.lockfile.LockEntry that installing needs."""
+    return {
+        "name": entry.name,
+        "version": str(entry.version),
+        "url": entry.url,
+        "sha256": _hash_field(entry, "sha256", lockfile),
+        "md5": _hash_field(entry, "md5", lockfile),
+        "build": entry.build if entry.manager == "conda" else None,
+        "depends": tuple(entry.depends),
+        "platform": entry.platform,
+    }
+
+
+def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
+    path = url.split("?", 1)[0].split("#", 1)[0]
+    filename = path.rsplit("/", 1)[-1]
+    stem = filename
+    for suffix in (".tar.bz2", ".conda"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    else:
+        raise UserError(f"{f['name']}: the URL is not a conda package (.conda or .tar.bz2): {redact(url)}",
+                        file=str(lockfile), fix="re-lock with `envguard lock`")
+    parts = stem.rsplit("-", 2)
+    build = f["build"] or (parts[2] if len(parts) == 3 else "")
+    if not build:
+        raise UserError(f"{f['name']}: cannot read the build string from {filename}", file=str(lockfile),
+                        fix="re-lock with `envguard lock`")
+    subdir = path.rsplit("/", 2)[-2] if path.count("/") >= 2 else (f["platform"] or "noarch")
+    return Artifact(name=f["name"], version=f["version"], build=build, url=url,
+                    sha256=(f["sha256"] or "").lower() or None, md5=(f["md5"] or "").lower() or None,
+                    subdir=subdir, depends=f["depends"])
+
+
+def read_plan(lockfile: Path, platform: str) -> LockPlan:
+    """The host platform's conda artifacts and pip packages from a conda-lock file."""
+    from envguard.lockfile import host_records, pip_records, read_lock
+
+    lock = read_lock(lockfile)
+    if platform not in lock.platforms:
+        raise StaleLockError(f"{lockfile}: the lock has no packages for this machine's platform {platform} "
+                             f"(it covers {', '.join(lock.platforms) or 'none'}) (fix: `envguard lock` with "
+                             f"{platform} among the platforms)")
+    conda: list[Artifact] = []
+    pip: list[PipArtifact] = []
+    for entry in host_records(lock, platform):
+        f = _entry_fields(entry, lockfile)
+        if not f["name"].startswith("__"):  # virtual packages are never installed
+            conda.append(_conda_artifact(f, expand_url(f["url"], lockfile, f["name"]), lockfile))
+    for entry in pip_records(lock, platform):
+        f = _entry_fields(entry, lockfile)
+        pip.append(PipArtifact(f["name"], f["version"], expand_url(f["url"], lockfile, f["name"]),
+                               (f["sha256"] or "").lower() or None))
+    sources = [lockfile.parent / s for s in lock.sources]
+    return LockPlan(lockfile, platform, lock.content_hash.get(platform), conda, pip, sources)
+
+
+def _freshness(files: Sequence[Path], lockfile: Path, platform: str) -> tuple[bool, str]:
+    """(fresh, message) from `envguard lock --check`'s test, for this platform only."""
+    from envguard.lock import check_fresh
+
+    result = check_fresh(list(files), lockfile, platforms=[platform])
+    return result.fresh, result.message
+
+
+def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: bool,
+                reporter: CreateReporter, cwd: Path) -> tuple[Path, list[str]]:
+    """The lock to install from: given, default, or made now from ``-f`` files. Applies --locked."""
+    warnings: list[str] = []
+    files = [Path(f) for f in env_files]
+    for f in files:
+        if not f.is_file():
+            raise UserError("environment file not found", file=str(f), key="-f",
+                            fix="pass an existing environment.yml")
+    if lockfile is None:
+        lockfile = (files[0].parent if files else cwd) / "conda-lock.yml"
+    lockfile = Path(lockfile)
+    if not lockfile.is_file():
+        if not files or locked:
+            why = "--locked needs an existing lock" if files else "nothing to install from"
+            raise StaleLockError(f"lock file not found: {lockfile} ({why}) (fix: run `envguard lock` first"
+                                 + ("" if files else ", or pass -f environment.yml") + ")")
+        reporter.stage(f"no lock yet: locking {', '.join(str(f) for f in files)} into {lockfile}")
+        from envguard.lock import lock as do_lock
+
+        do_lock(files, lockfile=lockfile)
+        return lockfile, warnings
+    return lockfile, warnings
+
+
+def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool) -> list[str]:
+    """Stale lock: exit 4 under --locked, else a warning. Sources that no longer exist are not checked."""
+    files = [Path(f) for f in env_files] or [s for s in plan.sources if s.is_file()]
+    if not files or (not env_files and len(files) != len(plan.sources)):
+        return []
+    fresh, message = _freshness(files, plan.lockfile, plan.platform)
+    if fresh:
+        return []
+    if locked:
+        raise StaleLockError(f"--locked: {message}")
+    return [f"{message}; installing what the lock says anyway (--locked refuses this)"]
+
+
+# --------------------------------------------------------------------------- leftovers
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # a leftover of an earlier process that had our PID
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def leftovers(target: Path) -> list[tuple[str, int, Path]]:
+    """(tag, pid, path) of every staging/old/building entry beside ``target``."""
+    found: list[tuple[str, int, Path]] = []
+    try:
+        entries = list(target.parent.iterdir())
+    except OSError:
+        return found
+    for path in entries:
+        m = _LEFTOVER.match(path.name)
+        if m and m["name"] == target.name:
+            found.append((m["tag"], int(m["pid"]), path))
+    return found
+
+
+def cleanup_leftovers(target: Path) -> list[str]:
+    """Undo what interrupted runs left (only entries whose process is gone). Returns what was done.
+
+    Call only while holding the prefix lock: then nobody else is building this target.
+    """
+    done: list[str] = []
+    dead = [(tag, pid, path) for tag, pid, path in leftovers(target) if not _pid_alive(pid)]
+    # 1. A target an external backend was building in place is half-built: remove it.
+    for tag, _pid, path in dead:
+        if tag == BUILDING_TAG:
+            if target.exists() or target.is_symlink():
+                _rmtree(target)
+                done.append(f"removed the half-built environment at {target}")
+            path.unlink(missing_ok=True)
+    # 2. An old environment moved aside: put it back if the target is missing, else it is obsolete.
+    for tag, _pid, path in dead:
+        if tag == OLD_TAG:
+            if not target.exists() and not target.is_symlink():
+                os.rename(path, target)
+                done.append(f"restored the previous environment at {target}")
+            else:
+                _rmtree(path)
+                done.append(f"removed the replaced environment {path.name}")
+    # 3. Staging directories never became the target (or hold an old one after an exchange).
+    for tag, _pid, path in dead:
+        if tag == STAGING_TAG:
+            _rmtree(path)
+            done.append(f"removed the leftover staging directory {path.name}")
+    return done
+
+
+def _rmtree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+        return
+
+    def onerror(func: Any, p: str, exc: Any) -> None:
+        # read-only files and dirs (some packages ship them) block deletion: make writable, retry once
+        try:
+            os.chmod(p, 0o700)
+            parent = os.path.dirname(p)
+            os.chmod(parent, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=onerror)  # noqa: B028 - onexc is 3.12+
+
+
+# --------------------------------------------------------------------------- renames
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE). False when unsupported here."""
+    if not sys.platform.startswith("linux") or os.environ.get("ENVGUARD_NO_RENAME_EXCHANGE"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+@contextmanager
+def _deferred_sigint() -> Iterator[None]:
+    """Hold SIGINT (and SIGTERM) while the renames run; deliver it as KeyboardInterrupt afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, lambda s, _f: received.append(s))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if received:
+            raise KeyboardInterrupt
+
+
+def _os_error(e: OSError, what: str, path: Path) -> BackendError:
+    hint = {
+        errno.ENOSPC: "free some space",
+        errno.EDQUOT: "free some space (disk quota)",
+        errno.EACCES: "choose a writable location",
+        errno.EPERM: "choose a writable location",
+        errno.EROFS: "choose a location on a writable filesystem",
+    }.get(e.errno or 0, "check the path")
+    return BackendError(f"{what} {path}: {e.strerror or e} (fix: {hint})")
+
+
+# --------------------------------------------------------------------------- pip
+
+
+def _pip_command(build_python: str) -> list[str]:
+    """Run pip from envguard's own interpreter against the new environment's (``--python``, pip >= 22.3),
+    so the environment needs no pip of its own; fall back to the environment's pip."""
+    import importlib.util
+
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip", "--python", build_python]
+    return [build_python, "-m", "pip"]
+
+
+def install_pip(pip: Sequence[PipArtifact], build_dir: Path, target: Path, lockfile: Path) -> None:
+    """``pip install --no-deps --require-hashes`` of the locked URLs into the environment being built."""
+    missing = [p.name for p in pip if not p.sha256]
+    if missing:
+        raise IntegrityError(f"{lockfile}: pip package(s) without a sha256 in the lock: {', '.join(missing)} "
+                             "(fix: re-lock with `envguard lock`)")
+    python = python_in_prefix(build_dir)
+    if not os.path.exists(python):
+        raise BackendError(f"the lock has pip packages ({', '.join(p.name for p in pip)}) but the environment "
+                           f"has no python at {python} (fix: add python to the environment and re-lock)")
+    with tempfile.TemporaryDirectory(prefix="envguard-pip-") as tmp:
+        req = Path(tmp) / "requirements.txt"
+        req.write_text("".join(f"{p.name} @ {p.url} --hash=sha256:{p.sha256}\n" for p in pip), encoding="utf-8")
+        cmd = _pip_command(python) + [
+            "install", "--no-deps", "--require-hashes", "--no-input", "--disable-pip-version-check",
+            "--no-warn-script-location", "--no-compile", "--no-cache-dir", "-r", str(req),
+        ]
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PIP_USER",
+                                                               "PIP_REQUIRE_VIRTUALENV", "PIP_TARGET",
+                                                               "PIP_PREFIX")}
+        env["PYTHONNOUSERSITE"] = "1"
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                                  errors="replace")
+        except OSError as e:
+            raise BackendError(f"cannot run pip ({cmd[0]}): {e.strerror or e}") from e
+    if proc.returncode != 0:
+        raise _pip_error(proc.stdout + "\n" + proc.stderr, pip, lockfile)
+    if build_dir != target:
+        relocate_scripts(build_dir, target)
+
+
+_PIP_MISMATCH = re.compile(r"Expected sha256 (?P<expected>[0-9a-fA-F]+)\s+Got\s+(?P<actual>[0-9a-fA-F]+)")
+
+
+def _pip_error(output: str, pip: Sequence[PipArtifact], lockfile: Path) -> EnvguardError:
+    if "DO NOT MATCH THE HASHES" in output:
+        m = _PIP_MISMATCH.search(output)
+        expected, actual = (m["expected"], m["actual"]) if m else ("?", "?")
+        art = next((p for p in pip if p.sha256 == expected.lower()), None)
+        if art is None:  # pip names the requirement line just above; find it by URL
+            art = next((p for p in pip if p.url in output), pip[0])
+        return mismatch_error(art.name, art.version, art.url, expected, actual, lockfile=lockfile)
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("ERROR:")] or lines[-3:]
+    text = " / ".join(errors)[:600]
+    lower = text.lower()
+    if "no space left" in lower or "errno 28" in lower:
+        return BackendError(f"pip: no space left on device: {redact(text)} (fix: free some space)")
+    if "permission denied" in lower or "errno 13" in lower:
+        return BackendError(f"pip: permission denied: {redact(text)} (fix: choose a writable prefix)")
+    return BackendError(f"pip failed to install the locked pip packages: {redact(text)}")
+
+
+def relocate_scripts(build_dir: Path, target: Path) -> int:
+    """pip wrote the staging path into the shebangs of the scripts it installed; point them at the target.
+
+    Only the first few lines are touched (pip's ``#!/bin/sh`` + ``exec`` form for long paths spans three).
+    conda-linked scripts already carry the target path (alternative_target_prefix) and are left alone.
+    """
+    old, new = os.fsencode(str(build_dir)), os.fsencode(str(target))
+    changed = 0
+    for sub in ("bin", "Scripts"):
+        d = build_dir / sub
+        if not d.is_dir():
+            continue
+        for path in d.iterdir():
+            if path.is_symlink() or not path.is_file():
+                continue
+            try:
+                with open(path, "rb") as fh:
+                    head = fh.read(2)
+                    if head != b"#!":
+                        continue
+                    data = head + fh.read()
+            except OSError:
+                continue
+            lines = data.split(b"\n", 3)
+            if not any(old in ln for ln in lines[:3]):
+                continue
+            lines[:3] = [ln.replace(old, new) for ln in lines[:3]]
+            mode = path.stat().st_mode
+            tmp = path.with_name(f".{path.name}.envguard-tmp")
+            tmp.write_bytes(b"\n".join(lines))
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+            changed += 1
+    return changed
+
+
+# --------------------------------------------------------------------------- create
+
+
+def create(
+    prefix: str | os.PathLike[str] | None = None,
+    *,
+    name: str | None = None,
+    lockfile: str | os.PathLike[str] | None = None,
+    env_files: Sequence[str | os.PathLike[str]] = (),
+    force: bool = False,
+    locked: bool = False,
+    backend: str | None = None,
+    timeout: float | None = None,
+    check: bool = True,
+    reporter: CreateReporter | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    platform: str | None = None,
+) -> CreateResult:
+    """Create the environment a lock describes at ``prefix`` (or envs dir / ``name``). See the module doc.
+
+    Raises EnvguardError subclasses: UserError (2: bad input, target is not an environment, or exists
+    without --force), IntegrityError (3), StaleLockError (4: lock missing, stale under --locked, or
+    without this platform), BusyError (5), BackendError (6: installer, permissions, disk full).
+    """
+    started = time.monotonic()
+    rep = reporter or CreateReporter()
+    target = resolve_target(prefix, name)
+    be = get_backend(backend)
+    files = [Path(f) for f in env_files]
+    lock_path, warnings = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked,
+                                      reporter=rep, cwd=Path(cwd) if cwd else Path.cwd())
+    platform = platform or host_platform()
+    plan = read_plan(lock_path, platform)
+    warnings += check_lock_fresh(plan, files, locked=locked)
+    for w in warnings:
+        rep.warning(w)
+    expected = plan.fingerprint(be.name)
+    pkgs = Path(cache_dir) if cache_dir is not None else default_pkgs_dir()
+
+    with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
+        for note in cleanup_leftovers(target):
+            rep.stage(note)
+        _refuse_non_env(target)  # only now: a half-built target of a killed run is gone after the cleanup
+        replacing = target.exists() and is_env(target)
+        if replacing:
+            current = read_fingerprint(target)
+            same = current is not None and current.digest == expected.digest
+            if same and (plock.waited or not force):
+                return CreateResult(prefix=target, status="unchanged", backend=be.name, lockfile=lock_path,
+                                    fingerprint=current, conda_count=len(plan.conda), pip_count=len(plan.pip),
+                                    waited=plock.waited, warnings=warnings,
+                                    seconds=time.monotonic() - started)
+            if not force:
+                what = "a different environment" if current is not None else "an environment"
+                raise UserError(f"{target} already holds {what}", key="--force",
+                                fix="pass --force to replace it (the old one is kept until the new one is in "
+                                    "place), or choose another prefix")
+
+        rep.stage(f"verifying {sum(1 for a in plan.conda if a.url.startswith('file:'))} local artifacts")
+        verified = verify_local_artifacts(plan.conda, pkgs, lockfile=lock_path)
+        progress = _Progress(rep)
+        install_plan = InstallPlan(tuple(plan.conda), target, pkgs, platform, lock_path)
+        if be.relocatable:
+            _build_staged(be, install_plan, plan, expected, target, pkgs, progress, rep)
+        else:
+            _build_in_place(be, install_plan, plan, expected, target, progress, rep)
+
+    result = CreateResult(prefix=target, status="replaced" if replacing else "created", backend=be.name,
+                          lockfile=lock_path, fingerprint=expected, conda_count=len(plan.conda),
+                          pip_count=len(plan.pip), verified_local=verified, waited=plock.waited,
+                          warnings=warnings, seconds=time.monotonic() - started)
+    if check:  # the environment stays whatever the check says; its findings decide the exit code
+        result.check = _run_check(target, lock_path, rep)
+    return result
+
+
+def _refuse_non_env(target: Path) -> None:
+    if target.is_symlink() and not target.exists():
+        raise UserError(f"{target} is a dangling symlink", key="-p", fix="remove it or choose another prefix")
+    if target.exists() and not is_env(target) and not _is_empty_dir(target):
+        kind = "a file" if not target.is_dir() else "a directory that is not a conda environment (no conda-meta/)"
+        raise UserError(f"{target} exists and is {kind}; it was left untouched", key="-p",
+                        fix="choose another prefix, or remove it yourself")
+
+
+def _build_staged(be: Backend, install_plan: InstallPlan, plan: LockPlan, expected: Fingerprint, target: Path,
+                  pkgs: Path, progress: _Progress, rep: CreateReporter) -> None:
+    staging = _sibling(target, STAGING_TAG)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
+    except OSError as e:
+        raise _os_error(e, "cannot create the staging directory", staging) from e
+    interrupted = False
+    try:
+        rep.stage(f"installing {len(plan.conda)} packages with {be.describe()}")
+        be.install(install_plan, staging, progress)
+        verify_cache_entries(plan.conda, pkgs, lockfile=plan.lockfile)
+        if plan.pip:
+            rep.stage(f"installing {len(plan.pip)} pip packages (--no-deps --require-hashes)")
+            install_pip(plan.pip, staging, target, plan.lockfile)
+        write_fingerprint(staging, expected)
+        _test_hook("staged")
+        rep.stage(f"moving the new environment into place at {target}")
+        _swap_in(staging, target)
+    except KeyboardInterrupt:
+        # rattler's transaction may still be writing into the staging directory from its own threads:
+        # leave it; the next run removes it once this process is gone.
+        interrupted = True
+        raise
+    except OSError as e:
+        raise _os_error(e, "cannot write", staging) from e
+    finally:
+        if not interrupted and staging.exists():
+            _rmtree(staging)
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    with _deferred_sigint():
+        if not target.exists() or _is_empty_dir(target):
+            if target.is_dir():
+                target.rmdir()
+            os.rename(staging, target)
+            return
+        if _exchange(staging, target):
+            _test_hook("swap")
+            return  # staging now holds the old environment: the caller's cleanup deletes it
+        old = _sibling(target, OLD_TAG)
+        os.rename(target, old)
+        try:
+            _test_hook("swap")
+            os.rename(staging, target)
+        except BaseException:
+            os.rename(old, target)
+            raise
+    _rmtree(old)
+
+
+def _build_in_place(be: Backend, install_plan: InstallPlan, plan: LockPlan, expected: Fingerprint,
+                    target: Path, progress: _Progress, rep: CreateReporter) -> None:
+    old: Path | None = None
+    marker = _sibling(target, BUILDING_TAG)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _deferred_sigint():
+            if target.exists():
+                old = _sibling(target, OLD_TAG)
+                os.rename(target, old)
+            _test_hook("swap")
+            marker.touch()  # from here on a dead run's target is half-built (see cleanup_leftovers)
+    except OSError as e:
+        if old is not None and old.exists() and not target.exists():
+            os.rename(old, target)
+        raise _os_error(e, "cannot prepare", target) from e
+    ok = False
+    try:
+        rep.stage(f"installing {len(plan.conda)} packages with {be.describe()} at {target}")
+        be.install(install_plan, target, progress)
+        if plan.pip:
+            rep.stage(f"installing {len(plan.pip)} pip packages (--no-deps --require-hashes)")
+            install_pip(plan.pip, target, target, plan.lockfile)
+        write_fingerprint(target, expected)
+        ok = True
+    finally:
+        with _deferred_sigint():
+            if not ok:
+                if target.exists() or target.is_symlink():
+                    _rmtree(target)
+                if old is not None:
+                    os.rename(old, target)
+            marker.unlink(missing_ok=True)
+    if old is not None:
+        _rmtree(old)
+
+
+def _run_check(target: Path, lockfile: Path, rep: CreateReporter) -> Any:
+    try:
+        from envguard.check import run_check
+    except ImportError:  # the check command (#5) is not part of this build
+        return None
+    rep.stage(f"checking the new environment (envguard check -p {target})")
+    return run_check(target, lockfile=lockfile)

@@ -1,0 +1,103 @@
+"""A small record of what `envguard create` installed, kept in ``<prefix>/conda-meta/``.
+
+It holds the lock's content hash for the platform and the sha256 of every package (conda and pip), so that
+`envguard check` and a second, concurrent `envguard create` can tell quickly whether an environment is the
+one a lock describes, without reading every ``conda-meta/*.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FINGERPRINT_NAME = "envguard-fingerprint.json"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    platform: str
+    content_hash: str | None  # the lock's metadata.content_hash[platform]
+    conda: dict[str, str] = field(default_factory=dict)  # package name -> sha256 (or "md5:<hex>")
+    pip: dict[str, str] = field(default_factory=dict)  # PEP 503 name -> sha256
+    lockfile: str | None = None  # path of the lock it was built from, for messages only
+    backend: str | None = None
+    envguard_version: str | None = None
+
+    @property
+    def digest(self) -> str:
+        """A hash of what matters for identity: platform, content hash and every package hash.
+
+        The lock path, backend and envguard version are left out: the same packages built by another
+        backend or from a copy of the lock are the same environment.
+        """
+        payload = json.dumps(
+            {"platform": self.platform, "content_hash": self.content_hash, "conda": self.conda, "pip": self.pip},
+            sort_keys=True, separators=(",", ":"),
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "digest": self.digest,
+            "platform": self.platform,
+            "content_hash": self.content_hash,
+            "lockfile": self.lockfile,
+            "backend": self.backend,
+            "envguard_version": self.envguard_version,
+            "packages": {"conda": dict(sorted(self.conda.items())), "pip": dict(sorted(self.pip.items()))},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fingerprint:
+        pkgs = data.get("packages") or {}
+        return cls(
+            platform=str(data.get("platform", "")),
+            content_hash=data.get("content_hash"),
+            conda={str(k): str(v) for k, v in (pkgs.get("conda") or {}).items()},
+            pip={str(k): str(v) for k, v in (pkgs.get("pip") or {}).items()},
+            lockfile=data.get("lockfile"),
+            backend=data.get("backend"),
+            envguard_version=data.get("envguard_version"),
+        )
+
+
+def fingerprint_path(prefix: str | os.PathLike[str]) -> Path:
+    return Path(prefix) / "conda-meta" / FINGERPRINT_NAME
+
+
+def write_fingerprint(prefix: str | os.PathLike[str], fp: Fingerprint) -> Path:
+    """Write atomically (temp file + rename) so a reader never sees half a fingerprint."""
+    path = fingerprint_path(prefix)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(fp.to_dict(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_fingerprint(prefix: str | os.PathLike[str]) -> Fingerprint | None:
+    """The fingerprint of an environment created by envguard; None if absent or unreadable.
+
+    A fingerprint whose stored digest does not match its content (edited by hand, or truncated) is
+    treated as absent: it can no longer vouch for the environment.
+    """
+    path = fingerprint_path(prefix)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION:
+        return None
+    try:
+        fp = Fingerprint.from_dict(data)
+    except (AttributeError, TypeError):
+        return None
+    if data.get("digest") != fp.digest:
+        return None
+    return fp

@@ -1,0 +1,212 @@
+"""sha256 verification of package artifacts, and cleaning bad ones out of the package cache.
+
+rattler verifies the sha256 of what it downloads over http(s), but links ``file://`` packages without
+checking them (engine-notes.md). So before anything is linked, envguard hashes every local artifact against
+the lock. A failure names the package, the expected and the actual hash, and removes that package's entry
+from the rattler package cache, so that nothing extracted from the bad bytes can be linked later.
+
+Layout of rattler's package cache (py-rattler 0.28, as observed): ``<cache>/<name>-<version>-<build>/`` is
+the extracted package, ``<cache>/<stem>.lock`` holds a revision and the sha256 it was extracted for, and
+``<cache>/.<stem><random>`` are extractions in progress.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from envguard.errors import IntegrityError
+from envguard.redact import redact
+
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One conda package to install, as the lock describes it."""
+
+    name: str
+    version: str
+    build: str
+    url: str
+    sha256: str | None
+    md5: str | None
+    subdir: str
+    depends: tuple[str, ...] = ()
+
+    @property
+    def filename(self) -> str:
+        return urlsplit(self.url).path.rsplit("/", 1)[-1]
+
+    @property
+    def stem(self) -> str:
+        """``name-version-build``: the package cache's directory name."""
+        return strip_archive_suffix(self.filename)
+
+    @property
+    def channel(self) -> str:
+        """The channel URL: the artifact URL without ``/<subdir>/<file>``."""
+        return self.url.rsplit("/", 2)[0]
+
+
+def strip_archive_suffix(filename: str) -> str:
+    for suffix in (".tar.bz2", ".conda"):
+        if filename.endswith(suffix):
+            return filename[: -len(suffix)]
+    return filename
+
+
+def file_url_path(url: str) -> Path | None:
+    """The local path of a ``file://`` URL, else None."""
+    parts = urlsplit(url)
+    if parts.scheme != "file":
+        return None
+    path = unquote(parts.path)
+    if os.name == "nt" and re.match(r"^/[A-Za-z]:", path):  # file:///C:/x -> C:/x
+        path = path[1:]
+    return Path(path)
+
+
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
+    with open(path, "rb") as fh:
+        if hasattr(hashlib, "file_digest"):  # Python >= 3.11: hashes without copying through Python
+            return hashlib.file_digest(fh, algorithm).hexdigest()
+        h = hashlib.new(algorithm)
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+        return h.hexdigest()
+
+
+def mismatch_error(name: str, version: str, url: str, expected: str, actual: str, algorithm: str = "sha256",
+                   *, lockfile: str | os.PathLike[str] | None = None) -> IntegrityError:
+    where = f" (lock: {lockfile})" if lockfile else ""
+    return IntegrityError(
+        f"{name} {version}: {algorithm} mismatch for {redact(url)}: expected {expected}, got {actual}{where}; "
+        "the artifact was changed after locking (fix: restore the original artifact, or re-lock with "
+        "`envguard lock` if the change is intended)"
+    )
+
+
+def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None,
+                           *, lockfile: str | os.PathLike[str] | None = None) -> int:
+    """Hash every ``file://`` artifact against the lock; return how many were checked.
+
+    Raises IntegrityError for the first mismatch (in lock order) after purging that package from the cache.
+    A missing local file is reported as a backend error by the installer later; here it is one line too.
+    """
+    local: list[tuple[Artifact, Path]] = []
+    for art in artifacts:
+        path = file_url_path(art.url)
+        if path is not None:
+            local.append((art, path))
+
+    def check(item: tuple[Artifact, Path]) -> tuple[Artifact, str, str, str] | None:
+        art, path = item
+        algorithm, expected = ("sha256", art.sha256) if art.sha256 else ("md5", art.md5)
+        if not expected:
+            return (art, "sha256", "<no hash in the lock>", "-")
+        try:
+            actual = file_digest(path, algorithm)
+        except FileNotFoundError:
+            return (art, algorithm, expected, "<file missing>")
+        return None if actual == expected.lower() else (art, algorithm, expected, actual)
+
+    # hashlib releases the GIL: a few threads help for many or large files.
+    workers = min(4, os.cpu_count() or 1) if len(local) > 8 else 1
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(check, local))
+    else:
+        results = [check(item) for item in local]
+    for res in results:
+        if res is None:
+            continue
+        art, algorithm, expected, actual = res
+        if actual == "<file missing>":
+            from envguard.errors import BackendError
+
+            raise BackendError(f"{art.name} {art.version}: artifact not found: {art.url} "
+                               "(fix: restore the channel, or re-lock against a channel that has it)")
+        if actual == "-":
+            raise IntegrityError(f"{art.name} {art.version}: the lock has no sha256 or md5 for {redact(art.url)} "
+                                 "(fix: re-lock with `envguard lock`)")
+        if cache_dir is not None:
+            purge_cache_entry(cache_dir, art.stem)
+        raise mismatch_error(art.name, art.version, art.url, expected, actual, algorithm, lockfile=lockfile)
+    return len(local)
+
+
+def purge_cache_entry(cache_dir: Path, stem: str) -> list[Path]:
+    """Remove a package's extracted directory, its cache lock and any half-done extraction."""
+    removed: list[Path] = []
+    if not cache_dir.is_dir():
+        return removed
+    candidates = [cache_dir / stem, cache_dir / f"{stem}.lock"]
+    # In-progress extractions are ".<stem><random suffix>"; the suffix has no '-', so a longer package
+    # name that merely starts with this stem is not matched.
+    pattern = re.compile(r"^\." + re.escape(stem) + r"[A-Za-z0-9]{4,12}$")
+    candidates += [p for p in cache_dir.iterdir() if pattern.match(p.name)]
+    for path in candidates:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        elif path.exists() or path.is_symlink():
+            try:
+                path.unlink()
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
+def cache_entry_sha256(cache_dir: Path, stem: str) -> str | None:
+    """The sha256 rattler recorded for an extracted package (bytes 8..40 of ``<stem>.lock``), if any."""
+    try:
+        data = (cache_dir / f"{stem}.lock").read_bytes()
+    except OSError:
+        return None
+    return data[8:40].hex() if len(data) >= 40 else None
+
+
+def verify_cache_entries(artifacts: Iterable[Artifact], cache_dir: Path,
+                         *, lockfile: str | os.PathLike[str] | None = None) -> int:
+    """After a download, check that each remote artifact's cache entry was extracted for the locked sha256.
+
+    rattler refuses a download whose sha256 differs, and keys its cache entries by sha256; this re-reads
+    what it recorded, so that a cache entry from elsewhere (another tool, an older lock) is never linked
+    in place of the locked bytes unnoticed. Entries without a readable record are skipped.
+    """
+    checked = 0
+    for art in artifacts:
+        if file_url_path(art.url) is not None or not art.sha256:
+            continue
+        recorded = cache_entry_sha256(cache_dir, art.stem)
+        if recorded is None:
+            continue
+        checked += 1
+        if recorded != art.sha256.lower():
+            purge_cache_entry(cache_dir, art.stem)
+            raise mismatch_error(art.name, art.version, art.url, art.sha256, recorded, lockfile=lockfile)
+    return checked
+
+
+# rattler: "hash mismatch when extracting <url> to <dir>: expected <hex>, got <hex>, total size N bytes"
+_RATTLER_MISMATCH = re.compile(
+    r"hash mismatch when extracting (?P<url>\S+) to (?P<dir>.+?): expected (?P<expected>[0-9a-fA-F]+), "
+    r"got (?P<actual>[0-9a-fA-F]+)"
+)
+
+
+def parse_rattler_mismatch(message: str) -> tuple[str, str, str] | None:
+    """(url, expected, actual) from a rattler download hash-mismatch error, else None."""
+    m = _RATTLER_MISMATCH.search(message)
+    if not m:
+        return None
+    return m["url"], m["expected"].lower(), m["actual"].lower()

@@ -1,0 +1,629 @@
+"""``envguard lint``: static rules for environment files and lock files.
+
+Pure: reads files, runs nothing. Every rule has a stable code (``EG1xx``,
+listed in :data:`RULES` and in README.md), a severity, a message naming the
+exact line, and a fix. Release facts (which torch supports which Python and
+CUDA line, which channel is frozen) come from ``envguard/data/compat.yaml``
+through :mod:`envguard.compat`; structural checks of environment files
+(unknown keys, credentials, ``pip:`` without ``pip``, unparseable specs) come
+from :func:`envguard.spec.validate`, so ``lint`` and ``lock`` agree.
+
+Lock files (conda-lock.yml, pixi.lock, explicit files) are read by
+:mod:`envguard.sources` and checked by :mod:`envguard.lint_lock`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from envguard import compat
+from envguard.errors import UserError
+from envguard.findings import Finding, Severity
+from envguard.redact import has_credentials, redact
+
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    severity: Severity  # the usual severity; some rules soften to a warning when the case is unsure
+    summary: str
+    applies_to: str = "environment"  # "environment" | "lock"
+
+
+_RULE_LIST = [
+    Rule("EG100", "invalid-environment-file", E, "the file's structure is not a valid environment file"),
+    Rule("EG101", "python-not-pinned", E, "Python is missing or not pinned to one release (3.10, 3.11)"),
+    Rule("EG102", "python-unsupported", E, "Python is not 3.10/3.11 (error when older, warning when newer)"),
+    Rule("EG103", "python-legacy", W, "Python 3.10 is legacy: end of life, capped at torch 2.14"),
+    Rule("EG104", "torch-python-mismatch", E, "the pinned torch has no builds for the pinned Python"),
+    Rule("EG105", "torch-not-pinned", E, "torch/pytorch is not pinned to one release line"),
+    Rule("EG106", "torch-unknown-release", W, "the pinned torch release is not in the compatibility data"),
+    Rule("EG107", "core-package-under-pip", E, "torch, torchvision, torchaudio or numpy installed by pip"),
+    Rule("EG108", "pytorch-cuda-with-pip-torch", E, "conda's pytorch-cuda next to a torch from pip"),
+    Rule("EG109", "cudatoolkit-with-torch2", E, "cudatoolkit (CUDA <= 11 packaging) with torch >= 2"),
+    Rule("EG110", "pytorch-cuda-legacy", E, "pytorch-cuda: legacy pytorch/nvidia channels (error for torch >= 2.6)"),
+    Rule("EG111", "pytorch-channel", E, "the pytorch channel, frozen at 2.5 (error for torch >= 2.6)"),
+    Rule("EG112", "cuda-pytorch-without-build-guard", E, "a CUDA pytorch without a cuda* build string"),
+    Rule("EG113", "defaults-with-conda-forge", E, "the defaults channel mixed with conda-forge"),
+    Rule("EG114", "http-url", E, "a channel or package index over plain http://"),
+    Rule("EG115", "credentials-in-url", E, "a literal credential in a URL"),
+    Rule("EG116", "pip-section-without-pip", W, "a pip: section without pip among the conda dependencies"),
+    Rule("EG117", "unknown-key", E, "an unknown top-level key (conda silently ignores it)"),
+    Rule("EG118", "torch-cuda-line-unsupported", E, "the CUDA line has no builds of the pinned torch"),
+    Rule("EG119", "channel-not-listed", W, "a channel::package whose channel is not in channels"),
+    Rule("EG120", "nightly-channel", W, "a nightly channel: its builds disappear"),
+    Rule("EG121", "invalid-conda-spec", E, "a dependency that is not a valid conda match spec"),
+    Rule("EG122", "build-string-makes-version-exact", W, "name=X.Y=build means exactly X.Y.0"),
+    Rule("EG123", "package-in-conda-and-pip", W, "one package requested from both conda and pip"),
+    Rule("EG124", "pip-entry-not-lockable", E, "a pip entry conda-lock cannot lock (options, -r, local paths)"),
+    Rule("EG125", "selector-matches-nothing", W, "a # [selector] that matches no platform"),
+    Rule("EG126", "prefix-key", W, "a prefix: key (ignored by the lock)"),
+    Rule("EG127", "unsupported-platform", E, "a platform conda-lock cannot lock"),
+    Rule("EG150", "lock-cuda-mismatch", E, "a pytorch build's CUDA line disagrees with the CUDA runtime", "lock"),
+    Rule("EG151", "lock-conda-and-pip", E, "one package locked from both conda and pip", "lock"),
+    Rule("EG152", "lock-unlisted-channel", E, "a package locked from a channel the lock does not list", "lock"),
+    Rule("EG153", "lock-prerelease-torch", W, "a pre-release (nightly) torch is locked", "lock"),
+    Rule("EG154", "lock-pytorch-channel-mkl", E, "pytorch-channel pytorch with mkl >= 2024.1", "lock"),
+]
+RULES: dict[str, Rule] = {r.code: r for r in _RULE_LIST}
+
+TORCH_CONDA_NAMES = ("pytorch", "pytorch-gpu", "pytorch-cpu")
+ENV_FILE_NAMES = ("environment.yml", "environment.yaml")
+LOCK_FILE_NAMES = ("conda-lock.yml",)
+
+
+@dataclass
+class LintResult:
+    findings: list[Finding] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # one-line messages (exit 2)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.findings:
+            out[f.code] = out.get(f.code, 0) + 1
+        return out
+
+
+# ---------------------------------------------------------------- versions
+
+
+def _universe(majors: Iterable[int], minors: int) -> list[tuple[str, str]]:
+    """(line, version) probes: X.Y with a few patch levels, to learn what a spec allows."""
+    out = []
+    for x in majors:
+        for y in range(minors):
+            for v in (f"{x}.{y}.0", f"{x}.{y}.1", f"{x}.{y}.12"):
+                out.append((f"{x}.{y}", v))
+    return out
+
+
+_TORCH_UNIVERSE = _universe((1, 2, 3), 40)
+_PYTHON_UNIVERSE = _universe((2, 3), 30)
+_CUDA_UNIVERSE = _universe(range(9, 15), 10)
+
+
+def _conda_matcher(version: str) -> Callable[[str], bool] | None:
+    from rattler import Version, VersionSpec
+
+    try:
+        vs = VersionSpec(version, strict=False)
+    except Exception:  # rattler's own error family: an unparseable constraint
+        return None
+
+    def match(v: str) -> bool:
+        return bool(vs.matches(Version(v)))
+
+    return match
+
+
+def _pip_matcher(specifier: str) -> Callable[[str], bool] | None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        ss = SpecifierSet(specifier)
+    except InvalidSpecifier:
+        return None
+    return lambda v: ss.contains(v, prereleases=True)
+
+
+def release_lines(constraint: str | None, manager: str, universe: list[tuple[str, str]]) -> frozenset[str] | None:
+    """The X.Y release lines a version constraint allows; None when it allows everything."""
+    if not constraint or constraint.strip() in ("*", ""):
+        return None
+    matcher = (_conda_matcher if manager == "conda" else _pip_matcher)(constraint.strip())
+    if matcher is None:
+        return frozenset()
+    lines = frozenset(line for line, v in universe if matcher(v))
+    if not lines:
+        # outside the probes (torch 9.1, a local version label): take the written X.Y of an exact pin
+        m = re.match(r"^\s*(?:==|=)?\s*(\d+)\.(\d+)", constraint)
+        if m and not re.search(r"[<>!~,|]", constraint):
+            return frozenset({f"{m.group(1)}.{m.group(2)}"})
+    return lines
+
+
+def _vkey(v: str) -> tuple[int, ...]:
+    return compat.version_key(v)
+
+
+def _lines_text(lines: Iterable[str]) -> str:
+    return ", ".join(sorted(lines, key=_vkey))
+
+
+# ---------------------------------------------------------------- environment files
+
+
+@dataclass
+class _Dep:
+    name: str  # as written, lower case
+    manager: str  # conda | pip
+    spec: str  # as written (redacted)
+    version: str | None
+    build: str | None
+    channel: str | None
+    line: int | None
+    platforms: tuple[str, ...] | None  # from a # [selector]; None = every platform
+    via: str | None = None  # "requirements.txt" when read through a pip -r include
+
+
+def _parse_conda(req: Any, raw: str | None) -> _Dep | None:
+    from rattler import MatchSpec
+
+    spec = raw or req.spec
+    try:
+        ms = MatchSpec(spec, strict=False)
+    except Exception:  # reported by spec.validate as EG121
+        return None
+    version = str(ms.version) if ms.version is not None else None
+    build = str(ms.build) if ms.build is not None else None
+    return _Dep(req.name.lower(), "conda", spec, version, build, req.channel, req.line, req.platforms)
+
+
+def _parse_pip(req: Any, fallback_line: int | None) -> _Dep:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    version = None
+    try:
+        version = str(Requirement(req.spec).specifier) or None
+    except InvalidRequirement:
+        pass
+    return _Dep(req.name.lower(), "pip", req.spec, version, None, None, req.line or fallback_line, req.platforms,
+                via=None if req.line else "a -r requirements file")
+
+
+def _channel_name(ch: str) -> str:
+    from envguard.sources._common import normalise_channel
+
+    return (normalise_channel(ch.strip()) or "").lower()
+
+
+def _is_conda_forge(ch: str) -> bool:
+    return _channel_name(ch) == "conda-forge"
+
+
+def _is_defaults(ch: str) -> bool:
+    n = _channel_name(ch)
+    return n in ("defaults", "main", "anaconda") or n.startswith("pkgs/")
+
+
+_SPEC_RULES: list[tuple[Callable[[Any], bool], str]] = [
+    (lambda i: "unknown top-level key" in i.message, "EG117"),
+    (lambda i: "credential" in i.message, "EG115"),
+    (lambda i: "pip: section without" in i.message, "EG116"),
+    (lambda i: "invalid conda spec" in i.message, "EG121"),
+    (lambda i: "selector" in i.message, "EG125"),
+    (lambda i: i.key == "prefix", "EG126"),
+    (lambda i: "unsupported platform" in i.message, "EG127"),
+    (lambda i: ".pip[" in i.key, "EG124"),
+]
+
+
+def _spec_code(issue: Any) -> str:
+    """Map a :class:`envguard.spec.SpecIssue` onto a lint code (EG100 for anything structural)."""
+    for test, code in _SPEC_RULES:
+        if test(issue):
+            return code
+    return "EG100"
+
+
+class _EnvLinter:
+    def __init__(self, path: str, text: str, data: Any, positions: Any, base_dir: Path) -> None:
+        self.path, self.text, self.data, self.pos, self.base_dir = path, text, data, positions, base_dir
+        self.findings: list[Finding] = []
+        self.c = compat.load()
+
+    def add(self, code: str, message: str, fix: str, line: int | None, severity: Severity | None = None,
+            package: str | None = None) -> None:
+        sev = severity or RULES[code].severity
+        self.findings.append(Finding(code, sev, redact(message), redact(fix), self.path, line, package))
+
+    # -- structure, from spec.validate -----------------------------------------
+    def structure(self) -> bool:
+        """Run spec.validate; False when the file is too broken for the deeper rules."""
+        from envguard.spec import validate
+
+        errors, warnings = validate(self.data, self.pos, self.path, self.text)
+        fatal = False
+        for issue in errors + warnings:
+            code = _spec_code(issue)
+            sev = Severity.ERROR if issue.severity == "error" else Severity.WARNING
+            if code == "EG115":
+                sev = Severity.ERROR  # a committed secret leaks through git, lock or not
+            if code == "EG100" and sev is Severity.ERROR:
+                fatal = True
+            msg = f"{issue.key}: {issue.message}" if code in ("EG100", "EG124") else issue.message
+            self.add(code, msg, issue.fix, issue.line, sev)
+        return not fatal and isinstance(self.data, dict) and isinstance(self.data.get("dependencies"), list)
+
+    # -- gathering -------------------------------------------------------------
+    def gather(self) -> None:
+        from envguard.sources.envfile import read_environment
+
+        desc = read_environment(self.text, self.data, self.path, base_dir=self.base_dir)
+        self.conda: list[_Dep] = []
+        self.pip: list[_Dep] = []
+        first_include = self._first_pip_include_line()
+        raw_at = {self.pos.line("dependencies", i): redact(dep.strip())
+                  for i, dep in enumerate(self.data["dependencies"]) if isinstance(dep, str)}
+        for req in desc.requested:
+            if req.manager == "conda":
+                d = _parse_conda(req, raw_at.get(req.line))
+                if d is not None:
+                    self.conda.append(d)
+            else:
+                self.pip.append(_parse_pip(req, first_include))
+        chans = self.data.get("channels")
+        self.channels: list[tuple[str, int | None]] = [
+            (str(ch), self.pos.line("channels", i)) for i, ch in enumerate(chans if isinstance(chans, list) else [])
+            if isinstance(ch, str) and ch.strip()
+        ]
+        self.channel_names = {_channel_name(ch) for ch, _ in self.channels}
+        self.torch_conda = [d for d in self.conda if d.name in TORCH_CONDA_NAMES]
+        self.torch_pip = [d for d in self.pip if d.name == "torch"]
+        self.torch_lines = self._torch_lines()
+
+    def _first_pip_include_line(self) -> int | None:
+        for i, dep in enumerate(self.data.get("dependencies") or []):
+            if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
+                for j, item in enumerate(dep["pip"]):
+                    if isinstance(item, str) and item.strip().startswith(("-r", "--requirement")):
+                        return self.pos.line("dependencies", i, "pip", j)
+        return None
+
+    def _torch_lines(self) -> frozenset[str] | None:
+        lines: frozenset[str] | None = None
+        for d in self.torch_conda + self.torch_pip:
+            got = release_lines(d.version, d.manager, _TORCH_UNIVERSE)
+            if got is not None:
+                lines = got if lines is None else (lines & got or got)
+        return lines
+
+    @property
+    def torch_release(self) -> str | None:
+        """The one X.Y release the file pins torch to, if it does."""
+        return next(iter(self.torch_lines)) if self.torch_lines and len(self.torch_lines) == 1 else None
+
+    def _torch_all_after(self, version: str) -> bool:
+        return bool(self.torch_lines) and all(_vkey(v) > _vkey(version) for v in self.torch_lines or ())
+
+    def _deps_line(self) -> int:
+        return self.pos.line("dependencies") or 1
+
+    # -- rules -----------------------------------------------------------------
+    def python_rules(self) -> None:
+        pys = [d for d in self.conda if d.name == "python"]
+        supported = self.c.supported_python
+        if not pys:
+            self.add("EG101", "no python in dependencies: the solver picks the newest Python it finds",
+                     f"add `- python={self.c.default_python}` to dependencies", self._deps_line())
+            return
+        d = pys[0]
+        lines = release_lines(d.version, "conda", _PYTHON_UNIVERSE)
+        if not lines or len(lines) != 1:
+            self.add("EG101", f"python is not pinned to one release (`{d.spec}`)",
+                     f"pin it: `python={self.c.default_python}`", d.line, package="python")
+            return
+        py = next(iter(lines))
+        self.python = py
+        if py not in supported:
+            older = _vkey(py) < _vkey(supported[0])
+            self.add("EG102", f"Python {py} is not supported (envguard supports {', '.join(supported)})",
+                     f"use `python={self.c.default_python}`", d.line, E if older else W, package="python")
+        legacy = self.c.python_legacy(py)
+        if legacy:
+            self.add("EG103", f"Python {py} is legacy: {legacy.get('note', 'end of life')}",
+                     f"move to `python={self.c.default_python}`", d.line, package="python")
+        rel = self.c.torch(self.torch_release) if self.torch_release else None
+        if rel and py not in rel.python:
+            newest_for_py = [r.version for r in self.c.releases_for_python(py)]
+            pys_ok = [p for p in supported if p in rel.python]
+            fix_parts = []
+            if pys_ok:
+                fix_parts.append(f"`python={min(pys_ok, key=lambda p: abs(_vkey(p)[1] - _vkey(py)[1]))}`")
+            if newest_for_py:
+                fix_parts.append(f"torch {newest_for_py[-1]}")
+            relation = (f"needs Python ≥ {rel.python[0]}" if _vkey(py) < _vkey(rel.python[0])
+                        else f"supports Python ≤ {rel.python[-1]}")
+            self.add("EG104", f"torch {rel.version} {relation}; Python {py} has no torch {rel.version} builds",
+                     "use " + " or ".join(fix_parts) if fix_parts else "pick a torch release that supports it",
+                     d.line, package="python")
+
+    def torch_rules(self) -> None:
+        for d in self.torch_conda + self.torch_pip:
+            lines = release_lines(d.version, d.manager, _TORCH_UNIVERSE)
+            if lines is None or len(lines) != 1:
+                pin = (f"`{d.name}={self.c.newest_torch}.*`" if d.manager == "conda"
+                       else f"`torch=={self.c.newest_torch}.*`")
+                self.add("EG105", f"{d.name} is not pinned to one release (`{d.spec}`)",
+                         f"pin one release line, e.g. {pin}", d.line, package=d.name)
+        rel = self.torch_release
+        if rel and self.c.torch(rel) is None and re.match(r"^\d+\.\d+$", rel):
+            known = self.c.torch_releases
+            when = "older than" if _vkey(rel) < _vkey(known[0].version) else "newer than"
+            d = (self.torch_conda + self.torch_pip)[0]
+            self.add("EG106", f"torch {rel} is {when} envguard's compatibility data "
+                     f"({known[0].version}–{known[-1].version}): its Python/CUDA/driver pairing is not checked",
+                     f"use torch {known[-1].version}, or update envguard", d.line, package=d.name)
+
+    def pip_rules(self) -> None:
+        core = set(self.c.core_packages)
+        conda_keys = {self._key(d) for d in self.conda}
+        for d in self.pip:
+            key = self._key(d)
+            via = f" (through {d.via})" if d.via else ""
+            if key in core:
+                conda_name = "pytorch" if key == "torch" else key
+                pin = ""
+                lines = release_lines(d.version, "pip", _TORCH_UNIVERSE if key == "torch" else _universe((0, 1, 2), 40))
+                if lines and len(lines) == 1:
+                    pin = f"={next(iter(lines))}.*"
+                self.add("EG107", f"{key} is installed by pip (`{d.spec}`{via}); conda provides it, and a pip copy "
+                         "beside conda's packages breaks the environment (two owners, mismatched binaries)",
+                         f"move it to the conda dependencies as `{conda_name}{pin}` and delete the pip line",
+                         d.line, package=key)
+            elif key in conda_keys:
+                self.add("EG123", f"{d.name} is requested from both conda and pip (`{d.spec}`)",
+                         "keep one: delete the pip line or the conda one", d.line, package=key)
+
+    @staticmethod
+    def _key(d: _Dep) -> str:
+        from envguard.model import canonical_name
+
+        return canonical_name(d.name, "conda" if d.manager == "conda" else "pip")
+
+    def cuda_rules(self) -> None:
+        names = {d.name: d for d in self.conda}
+        pcuda = names.get("pytorch-cuda")
+        frozen = self.c.pytorch_channel_frozen_at
+        # AnimateDiff: conda's pytorch-cuda, pip's torch, no conda pytorch
+        if pcuda and self.torch_pip and not self.torch_conda:
+            t = self.torch_pip[0]
+            self.add("EG108", f"`{pcuda.spec}` comes from conda but torch from pip (`{t.spec}`): the pip wheel "
+                     "carries its own CUDA runtime, so conda's CUDA line is not the one torch uses",
+                     "install pytorch from conda and drop the pip torch (conda-forge: `pytorch=X.Y.*=cuda12*` "
+                     "with `cuda-version`), or drop pytorch-cuda", pcuda.line, package="pytorch-cuda")
+        tk = names.get("cudatoolkit")
+        if tk and (self.torch_conda or self.torch_pip):
+            if self.torch_lines and all(_vkey(v) >= (2,) for v in self.torch_lines):
+                rel = self.torch_release or min(self.torch_lines, key=_vkey)
+                self.add("EG109", f"`{tk.spec}` with torch {rel}: cudatoolkit is CUDA ≤ 11 packaging that torch 2 "
+                         "builds do not use, so the solver can pick a CPU build or a mismatched CUDA runtime",
+                         "drop cudatoolkit; on conda-forge pin `cuda-version` and `pytorch=X.Y.*=cuda*`",
+                         tk.line, package="cudatoolkit")
+            elif self.torch_lines is None:
+                self.add("EG109", f"`{tk.spec}` with an unpinned torch: the solver picks torch 2, which does not "
+                         "use cudatoolkit (CUDA ≤ 11 packaging)",
+                         "pin torch and replace cudatoolkit with `cuda-version`", tk.line, W, package="cudatoolkit")
+        if pcuda:
+            after = self._torch_all_after(frozen)
+            self.add("EG110", f"`{pcuda.spec}` only exists on the pytorch/nvidia channels, which stopped at "
+                     f"torch {frozen}" + (f"; torch {_lines_text(self.torch_lines or ())} cannot use it"
+                                          if after else ""),
+                     "on conda-forge use `pytorch=X.Y.*=cuda12*` with `cuda-version=12.6`",
+                     pcuda.line, E if after else W, package="pytorch-cuda")
+            rel = self.c.torch(self.torch_release) if self.torch_release else None
+            cl = release_lines(pcuda.version, "conda", _CUDA_UNIVERSE)
+            if rel and cl and len(cl) == 1 and next(iter(cl)) not in rel.cuda and "pytorch" in rel.channels:
+                self.add("EG118", f"torch {rel.version} has no CUDA {next(iter(cl))} build "
+                         f"(its CUDA lines: {', '.join(rel.cuda)})",
+                         f"use `pytorch-cuda={rel.cuda[-1]}`", pcuda.line, package="pytorch-cuda")
+        cv = names.get("cuda-version")
+        rel = self.c.torch(self.torch_release) if self.torch_release else None
+        if cv and rel:
+            cl = release_lines(cv.version, "conda", _CUDA_UNIVERSE)
+            majors = {c.split(".")[0] for c in rel.cuda}
+            if cl and len(cl) == 1 and next(iter(cl)).split(".")[0] not in majors:
+                self.add("EG118", f"torch {rel.version} has no CUDA {next(iter(cl)).split('.')[0]}.x builds "
+                         f"(its CUDA lines: {', '.join(rel.cuda)})",
+                         f"use `cuda-version={rel.cuda[0]}`", cv.line, package="cuda-version")
+        self._build_guard(names)
+
+    def _build_guard(self, names: dict[str, _Dep]) -> None:
+        if "pytorch-cuda" in names:
+            return  # the legacy channel picks the CUDA variant through pytorch-cuda
+        signals = sorted(n for n in names if n == "cuda-version" or n == "cudatoolkit" or n.startswith("cuda-")
+                         or n in ("cudnn", "nccl"))
+        if "nvidia" in self.channel_names:
+            signals.append("the nvidia channel")
+        if not signals:
+            return
+        for d in self.torch_conda:
+            if d.name != "pytorch" or d.build:
+                continue
+            if d.platforms is not None and not any(p.startswith(("linux", "win")) for p in d.platforms):
+                continue  # an "# [osx]" line: no CUDA there
+            cv = names.get("cuda-version")
+            major = ""
+            if cv is not None:
+                cl = release_lines(cv.version, "conda", _CUDA_UNIVERSE)
+                if cl and len({c.split(".")[0] for c in cl}) == 1:
+                    major = next(iter(cl)).split(".")[0]
+            ver = f"{self.torch_release}.*" if self.torch_release else "*"
+            self.add("EG112", f"`{d.spec}` has no build guard, yet the file asks for CUDA ({', '.join(signals[:3])}): "
+                     "when no CUDA build fits, the solver silently installs a CPU build",
+                     f"write `pytorch={ver}=cuda{major}*`", d.line, package="pytorch")
+
+    def channel_rules(self) -> None:
+        frozen = self.c.pytorch_channel_frozen_at
+        has_cf = any(_is_conda_forge(ch) for ch, _ in self.channels)
+        for ch, line in self.channels:
+            n = _channel_name(ch)
+            if has_cf and _is_defaults(ch):
+                self.add("EG113", f"channel `{ch}` mixed with conda-forge: their binaries are built against "
+                         "different libraries and break each other", "remove it and add `nodefaults`", line)
+            if ch.strip().lower().startswith("http://"):
+                self.add("EG114", f"channel `{ch}` is plain HTTP: packages can be altered in transit",
+                         "use https://", line)
+            if n == "pytorch":
+                after = self._torch_all_after(frozen)
+                self.add("EG111", f"the `pytorch` channel is frozen at torch {frozen} (pytorch#138506)"
+                         + (f"; torch {_lines_text(self.torch_lines or ())} is not on it" if after else ""),
+                         "use conda-forge (channels: conda-forge, nodefaults) with `pytorch=X.Y.*`",
+                         line, E if after else W)
+            if n in self.c.nightly_channels:
+                self.add("EG120", f"channel `{ch}` deletes its builds: the environment cannot be rebuilt later",
+                         "use a released torch from conda-forge", line)
+        for d in self.conda:
+            if not d.channel:
+                continue
+            n = d.channel.lower()
+            if n == "pytorch" and d.name in TORCH_CONDA_NAMES + ("torchvision", "torchaudio", "pytorch-cuda") \
+                    and "pytorch" not in self.channel_names:
+                after = self._torch_all_after(frozen)
+                self.add("EG111", f"`{d.spec}` uses the `pytorch` channel, frozen at torch {frozen}",
+                         "use conda-forge with `pytorch=X.Y.*`", d.line, E if after else W, package=d.name)
+            if n in self.c.nightly_channels:
+                self.add("EG120", f"`{d.spec}` comes from `{d.channel}`, which deletes its builds",
+                         "use a released torch from conda-forge", d.line, package=d.name)
+            if n not in self.channel_names:
+                self.add("EG119", f"`{d.spec}` names channel `{d.channel}`, which `channels:` does not list: "
+                         "other tools and the lock's channel list will not know it",
+                         f"add `{d.channel}` to channels, or drop the `{d.channel}::` prefix", d.line,
+                         package=d.name)
+
+    def url_rules(self) -> None:
+        """http:// and credentials in pip lines (spec.validate covers channel credentials)."""
+        flagged = {f.line for f in self.findings if f.code == "EG115"}
+        for i, dep in enumerate(self.data.get("dependencies") or []):
+            if not (isinstance(dep, dict) and isinstance(dep.get("pip"), list)):
+                continue
+            for j, item in enumerate(dep["pip"]):
+                if not isinstance(item, str):
+                    continue
+                line = self.pos.line("dependencies", i, "pip", j)
+                for url in re.findall(r"[a-zA-Z][a-zA-Z0-9+.-]*://\S+", item):
+                    if url.lower().startswith(("http://", "git+http://")):
+                        self.add("EG114", f"pip entry `{item.strip()}` uses plain HTTP", "use https://", line)
+                    if has_credentials(url) and line not in flagged:
+                        flagged.add(line)
+                        self.add("EG115", f"pip entry `{item.strip()}` carries a literal credential",
+                                 "use ${VAR} placeholders, e.g. https://${USER}:${TOKEN}@host/simple", line)
+
+    def exactness_rules(self) -> None:
+        for d in self.conda:
+            # only where X.Y names a release series; exports pin real X.Y versions on purpose
+            if d.name not in TORCH_CONDA_NAMES + ("python", "cuda-version"):
+                continue
+            if d.build and d.version and d.version.startswith("==") and re.search(
+                    r"(?<![=<>!~])=\d+\.\d+=", d.spec.replace(" ", "")):
+                written = d.version[2:]
+                self.add("EG122", f"`{d.spec}` means exactly {written}.0: a build string makes the version exact",
+                         f"write `{d.name}={written}.*={d.build}`", d.line, package=d.name)
+
+    def run(self) -> list[Finding]:
+        if not self.structure():
+            return self.findings
+        try:
+            self.gather()
+        except UserError as e:  # sources' reader disagrees with the structure: report, don't crash
+            self.add("EG100", e.message, "fix the entry named", getattr(e, "line", None))
+            return self.findings
+        self.torch_rules()
+        self.python_rules()
+        self.pip_rules()
+        self.cuda_rules()
+        self.channel_rules()
+        self.url_rules()
+        self.exactness_rules()
+        return self.findings
+
+
+def lint_environment(path: str, text: str, data: Any, base_dir: Path | None = None) -> list[Finding]:
+    """Lint one parsed environment file (or a conda env export)."""
+    from envguard.yamlio import load_with_lines
+
+    data2, positions = load_with_lines(path, text)
+    return _EnvLinter(path, text, data2, positions, base_dir or Path(path).parent).run()
+
+
+# ---------------------------------------------------------------- files
+
+
+def _kind(path: str, text: str) -> tuple[str, Any]:
+    from envguard.sources import detect_kind
+    from envguard.yamlio import load_fast
+
+    if detect_kind(text) == "explicit":
+        return "explicit", None
+    data = load_fast(path, text)
+    kind = detect_kind(text, data)
+    if kind in ("environment", "export"):
+        return "environment", data
+    if kind in ("conda-lock", "pixi"):
+        return kind, data
+    if isinstance(data, dict) and ("channels" in data or "name" in data):
+        return "environment", data  # an environment file without dependencies: spec.validate says so
+    raise UserError("neither an environment file nor a lock file", file=path,
+                    fix="pass environment.yml, conda-lock.yml, pixi.lock or an @EXPLICIT file")
+
+
+def lint_text(text: str, path: str = "environment.yml", base_dir: Path | None = None) -> list[Finding]:
+    """Lint file content already in memory; ``path`` is only used to name the file."""
+    if not text.strip():
+        raise UserError("empty file", file=path, fix="pass an environment file or a lock file")
+    kind, data = _kind(path, text)
+    if kind == "environment":
+        return lint_environment(path, text, data, base_dir or Path(path).parent)
+    from envguard.lint_lock import lint_lock
+
+    return lint_lock(kind, path, text, data)
+
+
+def lint_file(path: str | Path) -> list[Finding]:
+    """Lint one file of any supported kind; an unreadable file raises :class:`UserError`."""
+    from envguard.yamlio import read_text
+
+    return lint_text(read_text(path), str(path), Path(path).parent)
+
+
+def default_targets(directory: str | Path = ".") -> list[Path]:
+    """environment.yml (and conda-lock.yml when present) in ``directory``."""
+    d = Path(directory)
+    env = next((d / n for n in ENV_FILE_NAMES if (d / n).is_file()), None)
+    if env is None:
+        raise UserError(f"no environment.yml in {d.resolve()}", fix="pass the files to lint, or run `envguard init`")
+    return [env] + [d / n for n in LOCK_FILE_NAMES if (d / n).is_file()]
+
+
+def lint_paths(paths: Iterable[str | Path]) -> LintResult:
+    """Lint every file; unreadable ones are reported in ``unreadable``, the rest still linted."""
+    result = LintResult()
+    for p in paths:
+        result.files.append(str(p))
+        try:
+            result.findings += lint_file(p)
+        except UserError as e:
+            result.unreadable.append(e.message)
+    return result
+
+
+__all__ = ["RULES", "Rule", "LintResult", "lint_file", "lint_text", "lint_paths", "lint_environment", "default_targets",
+           "release_lines"]

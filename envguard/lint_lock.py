@@ -1,0 +1,258 @@
+"""Lint rules for lock files: conda-lock.yml, pixi.lock and explicit files.
+
+The files are read by :mod:`envguard.sources` (one normalised package model
+for every format); this module only judges what was locked, per platform (and
+per pixi environment):
+
+* EG150: the CUDA line of the pytorch build (``cuda118`` -> 11.8) against
+  ``cuda-version`` and the CUDA runtime packages;
+* EG151: one package locked from both conda and pip;
+* EG152: a package locked from a channel the lock does not list;
+* EG153: a pre-release (nightly) torch;
+* EG154: pytorch from the ``pytorch`` channel beside mkl >= 2024.1.
+
+Findings for the same problem on several platforms are merged into one that
+names them all, pointing at the first occurrence's line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from envguard import compat
+from envguard.findings import Finding, Severity
+from envguard.model import Package, canonical_name
+from envguard.redact import redact
+
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s#'\"]+")
+_CUDA_DOTTED = re.compile(r"cuda(\d{1,2})\.(\d)")
+_CUDA_DIGITS = re.compile(r"cuda(\d{2,3})(?!\d)")
+_PRERELEASE = re.compile(r"\d(dev|a|b|rc|alpha|beta|pre)\d*", re.I)
+_DEFAULTS = ("pkgs/main", "pkgs/r", "pkgs/msys2", "pkgs/free", "pkgs/pro")
+
+
+@dataclass
+class _Group:
+    label: str  # "linux-64" or "cpu/linux-64" for a pixi environment
+    packages: list[Package]
+    listed: set[str] | None  # channels the lock lists for it; None when the format lists none
+
+
+def cuda_line_of_build(build: str | None) -> tuple[int, int] | None:
+    """``py3.10_cuda11.8_cudnn8.7.0_0`` -> (11, 8); ``cuda120_py311h...`` -> (12, 0); CPU builds -> None."""
+    if not build:
+        return None
+    m = _CUDA_DOTTED.search(build)
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    m = _CUDA_DIGITS.search(build)
+    if m:
+        digits = m.group(1)
+        return (int(digits[:2]), int(digits[2:] or 0)) if len(digits) == 3 else (int(digits[0]), int(digits[1]))
+    return None
+
+
+def _cuda_line_of_version(version: str) -> tuple[int, int] | None:
+    m = re.match(r"^(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _listed(channels: Any) -> set[str]:
+    from envguard.sources._common import normalise_channel
+
+    out: set[str] = set()
+    for ch in channels or []:
+        raw = ch.get("url") if isinstance(ch, dict) else ch
+        n = normalise_channel(str(raw)) if raw else None
+        if not n:
+            continue
+        if n == "defaults":
+            out.update(_DEFAULTS)
+        out.add(n.rstrip("/"))
+    return out
+
+
+def _line_index(text: str) -> dict[str, int]:
+    """First line of every URL in the file (URLs without their #fragment)."""
+    index: dict[str, int] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        if "://" not in line:
+            continue
+        for url in _URL.findall(line):
+            index.setdefault(url.rstrip("/"), n)
+    return index
+
+
+def _groups(kind: str, shown: str, text: str, data: Any) -> list[_Group]:
+    if kind == "conda-lock":
+        from envguard.sources.condalock import read_conda_lock
+
+        desc = read_conda_lock(data, shown)
+        listed = _listed((data.get("metadata") or {}).get("channels"))
+        return [_Group(str(p), pk, listed) for p, pk in desc.packages.items()]
+    if kind == "pixi":
+        from envguard.sources.pixi import read_pixi
+
+        envs = data.get("environments") or {}
+        groups = []
+        for env in envs:
+            desc = read_pixi(data, shown, environment=str(env))
+            listed = _listed((envs.get(env) or {}).get("channels"))
+            for p, pk in desc.packages.items():
+                groups.append(_Group(f"{env}/{p}" if len(envs) > 1 else str(p), pk, listed))
+        return groups
+    from envguard.sources.explicit import read_explicit
+
+    desc = read_explicit(text, shown)
+    return [_Group(str(p or "?"), pk, None) for p, pk in desc.packages.items()]
+
+
+class _Collector:
+    """Per-platform findings, merged across platforms when the problem is the same."""
+
+    def __init__(self, shown: str, lines: dict[str, int]) -> None:
+        self.shown, self.lines = shown, lines
+        self.merged: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def line_of(self, pkg: Package | None) -> int | None:
+        if pkg is None or not pkg.url:
+            return None
+        return self.lines.get(pkg.url.split("#", 1)[0].rstrip("/"))
+
+    def add(self, code: str, severity: Severity, message: str, fix: str, group: str, pkg: Package | None) -> None:
+        key = (code, message)
+        slot = self.merged.setdefault(key, {"severity": severity, "fix": fix, "groups": [], "line": None,
+                                            "package": pkg.name if pkg else None})
+        slot["groups"].append(group)
+        if slot["line"] is None:
+            slot["line"] = self.line_of(pkg)
+
+    def findings(self) -> list[Finding]:
+        out = []
+        for (code, message), s in self.merged.items():
+            where = ", ".join(dict.fromkeys(s["groups"]))
+            out.append(Finding(code, s["severity"], redact(f"{message} (on {where})"), redact(s["fix"]),
+                               self.shown, s["line"], s["package"]))
+        return out
+
+
+def _is_prerelease(version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).is_prerelease
+    except InvalidVersion:
+        return bool(_PRERELEASE.search(version.split("+", 1)[0]))
+
+
+def _fmt(line: tuple[int, int]) -> str:
+    return f"{line[0]}.{line[1]}"
+
+
+def _cuda_rules(g: _Group, col: _Collector, runtime_names: tuple[str, ...]) -> None:
+    conda = {p.name: p for p in g.packages if p.manager == "conda"}
+    torch = conda.get("pytorch")
+    built = cuda_line_of_build(torch.build) if torch else None
+    if torch is None or built is None:
+        return
+    for name in runtime_names:
+        rt = conda.get(name)
+        have = _cuda_line_of_version(rt.version) if rt else None
+        if rt is None or have is None:
+            continue
+        if have[0] != built[0]:
+            col.add("EG150", Severity.ERROR,
+                    f"pytorch {torch.version} is built for CUDA {_fmt(built)} (build {torch.build}) but {name} is "
+                    f"{rt.version}: CUDA {built[0]} binaries beside a CUDA {have[0]} runtime",
+                    f"re-lock with `cuda-version={_fmt(built)}` pinned, or a pytorch build for CUDA {have[0]} "
+                    f"(`pytorch=*=cuda{have[0]}*`)", g.label, torch)
+        elif have[1] < built[1]:
+            col.add("EG150", Severity.WARNING,
+                    f"pytorch {torch.version} is built for CUDA {_fmt(built)} but {name} is {rt.version}, "
+                    "an older runtime of the same line",
+                    f"re-lock with `cuda-version>={_fmt(built)}`", g.label, torch)
+
+
+def _pip_conda_rules(g: _Group, col: _Collector) -> None:
+    conda = {canonical_name(p.name, "conda"): p for p in g.packages if p.manager == "conda"}
+    for p in g.packages:
+        if p.manager != "pip":
+            continue
+        key = canonical_name(p.name, "pip")
+        other = conda.get(key)
+        if other is not None:
+            col.add("EG151", Severity.ERROR,
+                    f"{key} is locked twice: conda {other.name} {other.version} and pip {p.name} {p.version}; "
+                    "pip's copy overwrites conda's files",
+                    f"remove {p.name} from the pip: section and re-lock", g.label, p)
+
+
+def _channel_rules(g: _Group, unlisted: dict[str, dict[str, Any]]) -> None:
+    """Collect, per channel, the packages locked from it that the lock does not list."""
+    if g.listed is None:
+        return
+    for p in g.packages:
+        if p.manager != "conda" or not p.channel:
+            continue
+        ch = p.channel.rstrip("/")
+        if ch in g.listed or ch.lower() in g.listed:
+            continue
+        slot = unlisted.setdefault(ch, {"names": {}, "groups": []})
+        slot["names"].setdefault(p.name, p)
+        if g.label not in slot["groups"]:
+            slot["groups"].append(g.label)
+
+
+def _report_unlisted(unlisted: dict[str, dict[str, Any]], col: _Collector) -> None:
+    for ch, slot in unlisted.items():
+        pkgs: dict[str, Package] = slot["names"]
+        # name the package users care about first: torch's, else the first locked
+        first = next((p for n, p in pkgs.items() if canonical_name(n) == "torch"), next(iter(pkgs.values())))
+        others = [n for n in pkgs if n != first.name]
+        names = f"{first.name} {first.version}" + (f" and {len(others)} more ({', '.join(others[:4])}"
+                                                   f"{', ...' if len(others) > 4 else ''})" if others else "")
+        for label in slot["groups"]:
+            col.add("EG152", Severity.ERROR,
+                    f"{names} locked from channel `{ch}`, which the lock's channel list does not name: the lock "
+                    "cannot be re-solved or audited from its own metadata",
+                    f"add `{ch}` to the environment file's channels and re-lock, or drop the `{ch}::` prefix",
+                    label, first)
+
+
+def _torch_rules(g: _Group, col: _Collector, c: compat.Compat) -> None:
+    conda = {p.name: p for p in g.packages if p.manager == "conda"}
+    for p in g.packages:
+        if canonical_name(p.name, p.manager) != "torch":
+            continue
+        if _is_prerelease(p.version):
+            col.add("EG153", Severity.WARNING,
+                    f"{p.name} {p.version} is a pre-release (nightly) build: it disappears from its channel, so "
+                    "this lock cannot be installed later", "lock a released torch", g.label, p)
+    torch = conda.get("pytorch")
+    mkl = conda.get("mkl")
+    if torch and mkl and (torch.channel or "").lower() == "pytorch":
+        if compat.version_key(mkl.version) >= compat.version_key(c.pytorch_mkl_max):
+            col.add("EG154", Severity.ERROR,
+                    f"pytorch {torch.version} from the `pytorch` channel with mkl {mkl.version}: import torch fails "
+                    "with \"undefined symbol: iJIT_NotifyEvent\" (pytorch#123097)",
+                    f"pin `mkl<{c.pytorch_mkl_max}`, or move to conda-forge", g.label, mkl)
+
+
+def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
+    """Lint a lock of ``kind`` (``conda-lock``, ``pixi`` or ``explicit``); unreadable -> UserError."""
+    c = compat.load()
+    col = _Collector(shown, _line_index(text))
+    runtime = tuple(n for n in c.cuda_runtime_packages)
+    unlisted: dict[str, dict[str, Any]] = {}
+    for g in _groups(kind, shown, text, data):
+        _cuda_rules(g, col, runtime)
+        _pip_conda_rules(g, col)
+        _channel_rules(g, unlisted)
+        _torch_rules(g, col, c)
+    _report_unlisted(unlisted, col)
+    return col.findings()
+
+
+__all__ = ["lint_lock", "cuda_line_of_build"]

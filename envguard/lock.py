@@ -1,0 +1,345 @@
+"""``envguard lock`` and ``envguard lock --check``.
+
+``lock`` reads the spec (our validation, then conda-lock's parser), solves
+each platform with rattler using conda-lock's virtual packages, resolves the
+``pip:`` section with conda-lock's PyPI solver, and writes conda-lock.yml with
+conda-lock's models and writer, atomically. ``check_fresh`` is read-only and,
+for locks envguard wrote, never imports conda-lock (see lockfile.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envguard.errors import UserError
+from envguard.lockfile import (
+    META_CUDA,
+    META_FINGERPRINT,
+    fast_path_possible,
+    fingerprint,
+    input_digest,
+    read_metadata,
+)
+from envguard.yamlio import load_fast
+
+DEFAULT_FILE = "environment.yml"
+DEFAULT_LOCKFILE = "conda-lock.yml"
+
+CudaArg = str | None | bool  # None: keep the lock's assumption (else conda-lock's default), False: no CUDA
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step of a lock, for a progress display."""
+
+    stage: str  # "spec" | "solve" | "pip" | "write" | "done"
+    platform: str | None = None
+    index: int = 0  # 1-based position of the platform
+    total: int = 0
+    detail: str = ""
+
+
+Reporter = Callable[[Progress], None]
+
+
+@dataclass
+class LockResult:
+    lockfile: Path
+    platforms: list[str]
+    packages: dict[str, int]  # platform -> number of packages (conda + pip)
+    cuda: str  # the recorded assumption: "11.4", "12.4", "none"
+    changed: bool
+    content_hash: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class Freshness:
+    fresh: bool
+    missing: bool
+    stale_platforms: list[str]
+    message: str
+    fast: bool = False  # decided from the fingerprint, without conda-lock
+
+
+def default_files(files: list[Path] | None) -> list[Path]:
+    return [Path(f) for f in files] if files else [Path(DEFAULT_FILE)]
+
+
+def default_lockfile(files: list[Path], lockfile: Path | None) -> Path:
+    return Path(lockfile) if lockfile else files[0].parent / DEFAULT_LOCKFILE
+
+
+def fix_command(files: list[Path], lockfile: Path, platforms: list[str] | None = None) -> str:
+    parts = ["envguard", "lock"]
+    for f in files:
+        parts += ["-f", str(f)]
+    for p in platforms or []:
+        parts += ["-p", p]
+    parts += ["--lockfile", str(lockfile)]
+    return shlex.join(parts)
+
+
+def _cuda_record(cuda_arg: str, vpr: Any, platform_hint: str | None = None) -> str:
+    if cuda_arg == "":
+        return "none"
+    if cuda_arg != "default":
+        return cuda_arg
+    from envguard.solver import cuda_version_of
+
+    for p in ([platform_hint] if platform_hint else []) + ["linux-64", "win-64", "linux-aarch64"]:
+        v = cuda_version_of(vpr, p)
+        if v:
+            return v
+    return "default"
+
+
+def _recorded_cuda(meta: dict[str, Any] | None) -> str | None:
+    custom = (meta or {}).get("custom_metadata") or {}
+    v = custom.get(META_CUDA)
+    return str(v) if v is not None else None
+
+
+def _cuda_from_record(recorded: str | None) -> str | bool | None:
+    if recorded is None:
+        return None
+    return False if recorded == "none" else recorded
+
+
+def _resolve_cuda(cuda: CudaArg, lockfile: Path) -> str | bool | None:
+    """An explicit --cuda/--no-cuda wins; otherwise the assumption recorded in the existing lock."""
+    if cuda is not None:
+        return cuda
+    if lockfile.exists():
+        try:
+            return _cuda_from_record(_recorded_cuda(read_metadata(lockfile)))
+        except UserError:
+            return None
+    return None
+
+
+def lock(
+    files: list[Path] | None = None,
+    *,
+    platforms: list[str] | None = None,
+    cuda: CudaArg = None,
+    lockfile: Path | None = None,
+    reporter: Reporter | None = None,
+) -> LockResult:
+    """Solve and write ``lockfile``; raise UserError (2) / BackendError (6), leaving any old lock untouched."""
+    from envguard.lockfile import (
+        build_lockfile,
+        locked_conda_dependency,
+        redacted_channels,
+        relative_source,
+        write_lock_atomic,
+    )
+    from envguard.pypi import mapping_path, solve_pip
+    from envguard.solver import (
+        cuda_arg,
+        platform_virtual_packages,
+        rattler_virtual_packages,
+        solve_platforms,
+        virtual_package_repo,
+    )
+    from envguard.spec import read_spec
+
+    started = time.perf_counter()
+    report = reporter or (lambda _p: None)
+    files = default_files(files)
+    lockfile = default_lockfile(files, lockfile)
+    report(Progress("spec", detail=", ".join(str(f) for f in files)))
+    spec = read_spec(files, platforms)
+    mapping = str(mapping_path())
+    lock_spec = spec.lock_spec(mapping)
+    plats = list(lock_spec.platforms)
+
+    effective_cuda = _resolve_cuda(cuda, lockfile)
+    carg = cuda_arg(effective_cuda)
+    vpr = virtual_package_repo(effective_cuda)
+    cuda_rec = _cuda_record(carg, vpr)
+
+    from conda_lock.lockfile import apply_categories
+
+    # ${VAR} placeholders are expanded for the solve only; records are mapped back below.
+    real_channels = [c.env_replaced_url() for c in lock_spec.channels]
+    vps = {p: rattler_virtual_packages(vpr, p) for p in plats}
+    deps = {p: list(lock_spec.dependencies[p]) for p in plats}
+    total = len(plats)
+
+    def on_platform(p: str, i: int) -> None:
+        report(Progress("solve", p, i, total))
+
+    solved = solve_platforms(channels=real_channels, dependencies=deps, virtual_packages=vps,
+                             on_platform=on_platform, cuda_note=f"__cuda={cuda_rec}")
+
+    packages: list[Any] = []
+    counts: dict[str, int] = {}
+    for i, p in enumerate(plats, start=1):
+        planned = {r.name.normalized: locked_conda_dependency(r, p, lock_spec.channels) for r in solved[p]}
+        requested = {d.name: d for d in deps[p] if d.manager == "conda" and not d.name.startswith("__")}
+        missing = [n for n in requested if n not in planned]
+        if missing:  # cannot happen after a successful solve; guard conda-lock's KeyError anyway
+            from envguard.errors import BackendError
+
+            raise BackendError(f"the solution for {p} lacks requested packages: {', '.join(missing)}")
+        apply_categories(requested=requested, planned=planned, mapping_url=mapping)
+        pip_planned: dict[str, Any] = {}
+        if any(d.manager == "pip" for d in deps[p]):
+            report(Progress("pip", p, i, total))
+            pip_planned = solve_pip(lock_spec=lock_spec, platform=p, conda_locked=planned,
+                                    platform_virtual_packages=platform_virtual_packages(vpr, p),
+                                    mapping_url=mapping)
+        packages += list(planned.values()) + list(pip_planned.values())
+        counts[p] = len(planned) + len(pip_planned)
+
+    report(Progress("write", detail=str(lockfile)))
+    content_hash, custom = lock_metadata(files, lock_spec, vpr, cuda_rec)
+    lf = build_lockfile(
+        packages=packages,
+        lock_spec=lock_spec,
+        channels=redacted_channels(lock_spec.channels),
+        platforms=plats,
+        content_hash=content_hash,
+        sources=[relative_source(lockfile, f) for f in files],
+        custom=custom,
+    )
+    try:
+        changed = write_lock_atomic(lf, lockfile)
+    except OSError as e:
+        from envguard.errors import BackendError
+
+        raise BackendError(f"cannot write {lockfile}: {e.strerror or e}") from None
+    report(Progress("done", detail=str(lockfile)))
+    return LockResult(lockfile=lockfile, platforms=plats, packages=counts, cuda=cuda_rec, changed=changed,
+                      content_hash={p: content_hash[p] for p in plats}, warnings=list(spec.warnings),
+                      seconds=time.perf_counter() - started)
+
+
+def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str) -> tuple[dict[str, str], dict[str, str]]:
+    """conda-lock's content hashes and envguard's custom metadata (CUDA assumption, input fingerprints)."""
+    from conda_lock.content_hash import compute_content_hashes
+
+    from envguard.pypi import mapping_path
+
+    content_hash = compute_content_hashes(lock_spec, vpr)
+    custom = {META_CUDA: cuda_record}
+    contents = [Path(f).read_bytes() for f in files]
+    if fast_path_possible([c.decode("utf-8", "replace") for c in contents]):
+        digest = input_digest(files, contents, cuda_record, mapping_path().read_bytes())
+        for p in lock_spec.platforms:
+            custom[META_FINGERPRINT + p] = fingerprint(digest, p, content_hash[p])
+    return content_hash, custom
+
+
+# ------------------------------------------------------------------ --check
+
+
+def _file_platforms(files: list[Path], texts: list[str]) -> list[str]:
+    from envguard.spec import LOCKABLE_PLATFORMS
+
+    out: list[str] = []
+    for f, t in zip(files, texts):
+        data = load_fast(f, t)
+        if isinstance(data, dict) and isinstance(data.get("platforms"), list):
+            for p in data["platforms"]:
+                if p not in LOCKABLE_PLATFORMS:
+                    raise UserError(f"unsupported platform {p!r}", file=str(f), key="platforms",
+                                    fix=f"use some of {', '.join(LOCKABLE_PLATFORMS)}")
+                if p not in out:
+                    out.append(str(p))
+    return out
+
+
+def check_fresh(
+    files: list[Path] | None,
+    lockfile: Path | None = None,
+    *,
+    platforms: list[str] | None = None,
+    cuda: CudaArg = None,
+) -> Freshness:
+    """Is ``lockfile`` fresh for ``files``? Read-only: no solve, no network, no writes to the project.
+
+    The verdict is conda-lock's ``lock --check-input-hash`` verdict for the same
+    files, platforms and CUDA assumption (by default the one recorded in the lock).
+    """
+    from envguard.platforms import DEFAULT_PLATFORMS
+
+    files = default_files(files)
+    lockfile = default_lockfile(files, lockfile)
+    contents: list[bytes] = []
+    for f in files:
+        try:
+            contents.append(Path(f).read_bytes())
+        except FileNotFoundError:
+            raise UserError("file not found", file=str(f), fix="check the path or pass -f FILE") from None
+        except OSError as e:
+            raise UserError(f"cannot read: {e.strerror}", file=str(f)) from None
+    texts = [c.decode("utf-8", "replace") for c in contents]
+    from envguard.spec import LOCKABLE_PLATFORMS
+
+    for p in platforms or []:
+        if p not in LOCKABLE_PLATFORMS:
+            raise UserError(f"unsupported platform {p!r}", key="--platform",
+                            fix=f"use some of {', '.join(LOCKABLE_PLATFORMS)}")
+    plats = list(platforms) if platforms else (_file_platforms(files, texts) or list(DEFAULT_PLATFORMS))
+    cmd = fix_command(files, lockfile, list(platforms) if platforms else None)
+
+    if not lockfile.exists():
+        return Freshness(False, True, plats, f"{lockfile} is missing (fix: run `{cmd}`)")
+    meta = read_metadata(lockfile)
+    if meta is None:
+        return Freshness(False, False, plats, f"{lockfile} is unreadable (fix: run `{cmd}`)")
+
+    locked_platforms = [str(p) for p in meta.get("platforms") or []]
+    hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
+    custom = {str(k): str(v) for k, v in (meta.get("custom_metadata") or {}).items()}
+    effective_cuda = cuda if cuda is not None else _cuda_from_record(custom.get(META_CUDA))
+    from envguard.solver import cuda_arg
+
+    carg = cuda_arg(effective_cuda)
+
+    not_locked = [p for p in plats if p not in locked_platforms or p not in hashes]
+    undecided = [p for p in plats if p not in not_locked]
+    fast_fresh: list[str] = []
+    if undecided and fast_path_possible(texts) and any(k.startswith(META_FINGERPRINT) for k in custom):
+        from envguard.pypi import mapping_path
+
+        digest = input_digest(files, contents, "none" if carg == "" else carg, mapping_path().read_bytes())
+        fast_fresh = [p for p in undecided
+                      if custom.get(META_FINGERPRINT + p) == fingerprint(digest, p, hashes[p])]
+    slow = [p for p in undecided if p not in fast_fresh]
+    stale_hash: list[str] = []
+    if slow:
+        stale_hash = _stale_by_conda_lock(files, plats, slow, hashes, effective_cuda)
+
+    stale = [p for p in plats if p in not_locked or p in stale_hash]
+    if not stale:
+        return Freshness(True, False, [], f"{lockfile} is fresh for {', '.join(plats)}", fast=not slow)
+    reasons = []
+    if not_locked:
+        reasons.append(f"not locked for {', '.join(not_locked)}")
+    if stale_hash:
+        reasons.append(f"stale for {', '.join(stale_hash)} ({', '.join(str(f) for f in files)} changed)")
+    return Freshness(False, False, stale, f"{lockfile} is {'; '.join(reasons)} (fix: run `{cmd}`)",
+                     fast=not slow)
+
+
+def _stale_by_conda_lock(files: list[Path], plats: list[str], check: list[str], hashes: dict[str, str],
+                         cuda: str | bool | None) -> list[str]:
+    """conda-lock's own comparison, for the platforms the fingerprint could not decide."""
+    from conda_lock.content_hash import backwards_compatible_content_hashes
+
+    from envguard.solver import virtual_package_repo
+    from envguard.spec import conda_lock_spec
+
+    lock_spec = conda_lock_spec(files, plats)
+    vpr = virtual_package_repo(cuda)
+    return [p for p in check if hashes[p] not in backwards_compatible_content_hashes(lock_spec, vpr, p)]
+

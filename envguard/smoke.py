@@ -1,0 +1,624 @@
+"""Run the smoke probe in a target interpreter and explain what it found.
+
+The probe (``envguard/probe/smoke_probe.py``) runs by path in the target
+environment's own interpreter, in a session and process group of its own, under
+a wall-clock limit. On timeout the whole group is stopped (SIGTERM, then
+SIGKILL) and nothing it started is left running. /dev/shm files that the
+probe's own processes left behind are removed; anything else there is left
+alone. Failures are classified into the failure catalogue
+(``envguard/data/failures.yaml``) with its fix texts.
+
+``create`` and ``check`` call :func:`run_smoke` as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+from envguard import catalog
+from envguard.errors import ExitCode, UserError
+from envguard.findings import Finding, Severity, has_errors
+
+DEFAULT_TIMEOUT = 120.0
+SHM_DIR = "/dev/shm"
+SHM_WARN_BYTES = 1 << 30  # under 1 GiB free (Docker's default is 64 MB) is a warning
+NOFILE_WARN = 4096
+_TORCH_SHM = re.compile(r"^torch_(\d+)_")
+_KILL_GRACE = 1.5
+
+
+@dataclass
+class SmokeResult:
+    python: str
+    findings: list[Finding]
+    probe: dict[str, Any]
+    exit_code: int
+    timed_out: bool
+    duration: float
+    returncode: int | None = None
+    phase: str | None = None
+    stderr_tail: str = ""
+    shm_removed: list[str] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)  # every process seen as the probe's own
+    driver: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        from envguard.report import findings_to_json
+
+        return {"python": self.python, "ok": self.ok, "exit_code": self.exit_code, "timed_out": self.timed_out,
+                "duration": round(self.duration, 3), "phase": self.phase, "returncode": self.returncode,
+                "shm_removed": self.shm_removed, "pids": self.pids, "driver": self.driver,
+                "findings": findings_to_json(self.findings), "probe": self.probe}
+
+
+def probe_path() -> Path:
+    """The probe script, shipped as package data."""
+    return Path(str(resources.files("envguard").joinpath("probe/smoke_probe.py")))
+
+
+# ---------------------------------------------------------------- target
+
+
+def _envs_dirs() -> list[Path]:
+    """Where ``-n NAME`` environments live: ENVGUARD_ENVS_DIR, then conda's envs dirs."""
+    dirs: list[Path] = []
+    if os.environ.get("ENVGUARD_ENVS_DIR"):
+        dirs.append(Path(os.environ["ENVGUARD_ENVS_DIR"]))
+    for var in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS"):
+        dirs += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p]
+    roots = [os.environ.get("CONDA_ROOT"), os.environ.get("MAMBA_ROOT_PREFIX")]
+    if os.environ.get("CONDA_EXE"):
+        roots.append(str(Path(os.environ["CONDA_EXE"]).resolve().parent.parent))
+    home = Path.home()
+    dirs += [Path(r) / "envs" for r in roots if r]
+    dirs += [home / ".conda" / "envs"] + [home / d / "envs" for d in
+                                           ("miniforge3", "mambaforge", "miniconda3", "anaconda3")]
+    seen, out = set(), []
+    for d in dirs:
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return out
+
+
+def _interpreter_in(prefix: Path) -> Path | None:
+    candidates = [prefix / "python.exe", prefix / "Scripts" / "python.exe"] if sys.platform == "win32" else [
+        prefix / "bin" / "python", prefix / "bin" / "python3"]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def resolve_python(prefix: Path | None = None, name: str | None = None, python: Path | None = None) -> Path:
+    """The interpreter to probe: a conda prefix or virtualenv, a named env, a path, or this one."""
+    given = [o for o, v in (("-p/--prefix", prefix), ("-n/--name", name), ("--python", python)) if v]
+    if len(given) > 1:
+        raise UserError(f"{' and '.join(given)} were both given", fix="name the environment one way only")
+    if python is not None:
+        p = Path(python).expanduser()
+        if not p.is_file() or not os.access(p, os.X_OK):
+            raise UserError("no executable Python interpreter at this path", file=str(p),
+                            fix="pass the environment's python, e.g. <prefix>/bin/python")
+        return p
+    if prefix is not None:
+        pre = Path(prefix).expanduser()
+        if not pre.is_dir():
+            raise UserError("prefix does not exist", file=str(pre),
+                            fix="create it with `envguard create -p PREFIX` or pass an existing prefix")
+        exe = _interpreter_in(pre)
+        if exe is None:
+            raise UserError("no Python interpreter in this prefix (looked for bin/python)", file=str(pre),
+                            fix="pass a conda prefix or virtualenv that contains python")
+        return exe
+    if name is not None:
+        if not name or any(s in name for s in ("/", "\\")) or name in (".", ".."):
+            raise UserError(f"invalid environment name {name!r}", key="-n/--name",
+                            fix="give a plain name, or use -p PREFIX for a path")
+        dirs = _envs_dirs()
+        for d in dirs:
+            exe = _interpreter_in(d / name)
+            if exe is not None:
+                return exe
+        raise UserError(f"no environment named {name!r} in {', '.join(str(d) for d in dirs)}", key="-n/--name",
+                        fix="create it with `envguard create -n NAME`, or use -p PREFIX")
+    return Path(sys.executable)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, pgrp, session, starttime) from /proc; None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    rest = data[data.rfind(")") + 2:].split()
+    try:
+        return rest[0], int(rest[2]), int(rest[3]), int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def session_members(sid: int) -> list[int]:
+    """Live (non-zombie) processes in session ``sid`` or process group ``sid``."""
+    if not os.path.isdir("/proc"):
+        return []
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        st = _stat(int(entry))
+        if st and st[0] not in ("Z", "X") and (st[2] == sid or st[1] == sid):
+            out.append(int(entry))
+    return out
+
+
+def _signal_all(sid: int, sig: int, extra: list[int]) -> None:
+    try:
+        os.killpg(sid, sig)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    # Members that moved to another group but stayed in the session, and the
+    # workers the probe reported (if they are still in our session).
+    for pid in set(session_members(sid)) | {p for p in extra if (_stat(p) or ("", 0, -1, 0))[2] == sid}:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _stop_session(proc: subprocess.Popen[bytes], reported: list[int], grace: float = _KILL_GRACE) -> list[int]:
+    """Stop everything in the probe's session: SIGTERM, then SIGKILL. Returns the pids seen."""
+    sid = proc.pid
+    seen = set(session_members(sid))
+    if sys.platform == "win32":  # pragma: no cover - no sessions on Windows
+        subprocess.run(["taskkill", "/F", "/T", "/PID", str(sid)], capture_output=True, check=False)
+        proc.wait()
+        return [sid]
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        alive = session_members(sid)
+        if not alive and proc.poll() is not None:
+            break
+        seen |= set(alive)
+        _signal_all(sid, sig, reported)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            proc.poll()
+            if proc.returncode is not None and not session_members(sid):
+                break
+            time.sleep(0.02)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
+        pass
+    return sorted(seen)
+
+
+def _sweep(proc: subprocess.Popen[bytes], reported: list[int]) -> list[int]:
+    """After a normal exit: give helpers (forkserver, resource tracker) a moment, then stop stragglers."""
+    deadline = time.monotonic() + 0.5
+    left = session_members(proc.pid)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.02)
+        left = session_members(proc.pid)
+    return _stop_session(proc, reported, grace=0.5) if left else []
+
+
+# ---------------------------------------------------------------- /dev/shm
+
+
+def shm_snapshot(shm_dir: str = SHM_DIR) -> set[str]:
+    try:
+        return set(os.listdir(shm_dir))
+    except OSError:
+        return set()
+
+
+def _paths_in_use(paths: set[str]) -> set[str]:
+    """Which of ``paths`` some live process has open or mapped."""
+    used: set[str] = set()
+    if not os.path.isdir("/proc"):
+        return set(paths)  # cannot tell: treat everything as in use
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fd_dir = f"/proc/{entry}/fd"
+        try:
+            for fd in os.listdir(fd_dir):
+                try:
+                    target = os.readlink(f"{fd_dir}/{fd}")
+                except OSError:
+                    continue
+                if target in paths:
+                    used.add(target)
+        except OSError:
+            pass
+        try:
+            with open(f"/proc/{entry}/maps", "rb") as f:
+                maps = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        for p in paths - used:
+            if p in maps:
+                used.add(p)
+    return used
+
+
+def cleanup_shm(before: set[str], pids: set[int], shm_dir: str = SHM_DIR) -> list[str]:
+    """Remove /dev/shm files left by our own processes.
+
+    A file goes only if it is new since ``before``, torch named it after one
+    of ``pids`` (``torch_<pid>_...``) and no live process has it open or mapped.
+    """
+    new = shm_snapshot(shm_dir) - before
+    candidates = set()
+    for name in new:
+        m = _TORCH_SHM.match(name)
+        if m and int(m.group(1)) in pids:
+            candidates.add(os.path.join(shm_dir, name))
+    if not candidates:
+        return []
+    removed = []
+    for path in sorted(candidates - _paths_in_use(candidates)):
+        try:
+            os.unlink(path)
+            removed.append(path)
+        except FileNotFoundError:  # torch_shm_manager got there first
+            pass
+        except OSError:
+            pass
+    return removed
+
+
+# ---------------------------------------------------------------- running
+
+
+def _read_events(path: Path) -> list[dict[str, Any]]:
+    out = []
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def _event_pids(events: list[dict[str, Any]]) -> set[int]:
+    pids: set[int] = set()
+    for e in events:
+        for key in ("probe_pid", "worker_pid", "dist_pid"):
+            if isinstance(e.get(key), int):
+                pids.add(e[key])
+        pids |= {p for p in e.get("pids") or () if isinstance(p, int)}
+    return pids
+
+
+def _parse_stdout(text: str) -> dict[str, Any] | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        doc = json.loads(text)
+        return doc if isinstance(doc, dict) else None
+    except ValueError:
+        pass
+    for line in reversed(text.splitlines()):  # tolerate stray output before the document
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+                return doc if isinstance(doc, dict) else None
+            except ValueError:
+                continue
+    return None
+
+
+def _probe_env(env: dict[str, str] | None) -> dict[str, str]:
+    out = dict(os.environ)
+    # macOS venv launchers leak our interpreter's identity into children.
+    for var in ("__PYVENV_LAUNCHER__", "PYTHONEXECUTABLE", "ENVGUARD_PROBE_EVENTS"):
+        out.pop(var, None)
+    out.setdefault("PYTHONUNBUFFERED", "1")
+    if env:
+        out.update(env)
+    return out
+
+
+def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = False, require_cuda: bool = False,
+              timeout: float = DEFAULT_TIMEOUT, env: dict[str, str] | None = None,
+              probe_args: list[str] | None = None,
+              driver_info: Callable[[], Any] | None = None) -> SmokeResult:
+    """Run the probe with ``python`` and classify what it reports.
+
+    Never raises for a failing or hanging probe: that is the result. Raises
+    :class:`UserError` when ``python`` is not an executable file.
+    ``driver_info`` replaces :func:`envguard.driver.get_driver_info` (tests).
+    """
+    exe = Path(python)
+    if not exe.is_file() or not os.access(exe, os.X_OK):
+        raise UserError("no executable Python interpreter at this path", file=str(exe),
+                        fix="pass the environment's python, e.g. <prefix>/bin/python")
+    work = Path(tempfile.mkdtemp(prefix="envguard-smoke-"))
+    events = work / "events.jsonl"
+    dl_timeout = max(1.0, min(30.0, timeout / 4))
+    argv = [str(exe), str(probe_path()), "--events", str(events), "--dl-timeout", f"{dl_timeout:g}"]
+    argv += ["--quick"] * quick + ["--distributed"] * distributed + list(probe_args or [])
+    before = shm_snapshot()
+    t0 = time.perf_counter()
+    timed_out = False
+    seen: list[int] = []
+    with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
+        popen_kw: dict[str, Any] = {"start_new_session": True} if sys.platform != "win32" else {
+            "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=work,
+                                    env=_probe_env(env), **popen_kw)
+        except OSError as e:
+            raise UserError(f"cannot run the interpreter: {e.strerror or e}", file=str(exe),
+                            fix="pass a working Python interpreter") from None
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        except BaseException:  # Ctrl-C: never leave the probe behind
+            _stop_session(proc, sorted(_event_pids(_read_events(events))), grace=0.5)
+            raise
+        ev = _read_events(events)
+        reported = sorted(_event_pids(ev))
+        seen = _stop_session(proc, reported) if timed_out else _sweep(proc, reported)
+    duration = time.perf_counter() - t0
+    ev = _read_events(events)
+    pids = _event_pids(ev) | set(seen) | {proc.pid}
+    removed = cleanup_shm(before, pids)
+    stdout = (work / "stdout").read_text(encoding="utf-8", errors="replace")
+    stderr = (work / "stderr").read_text(encoding="utf-8", errors="replace")
+    _rmtree(work)
+    probe = None if timed_out else _parse_stdout(stdout)
+    phase = next((e["phase"] for e in reversed(ev) if "phase" in e), None)
+    tv = (probe or {}).get("torch") or {}
+    need_driver = require_cuda or bool(tv.get("cuda")) and not ((probe or {}).get("cuda") or {}).get("available")
+    driver = None
+    if need_driver:
+        if driver_info is None:
+            from envguard.driver import get_driver_info as driver_info
+        driver = driver_info()
+    findings = classify(probe, stderr=stderr, returncode=proc.returncode, timed_out=timed_out, timeout=timeout,
+                        phase=phase, require_cuda=require_cuda, driver=driver, driver_checked=need_driver)
+    code = ExitCode.SMOKE_TIMEOUT if timed_out else ExitCode.SMOKE_FAILED if has_errors(findings) else ExitCode.OK
+    return SmokeResult(python=str(exe), findings=findings, probe=probe or {}, exit_code=int(code),
+                       timed_out=timed_out, duration=duration, returncode=proc.returncode, phase=phase,
+                       stderr_tail=stderr[-4000:], shm_removed=removed, pids=sorted(pids),
+                       driver=driver.to_dict() if driver is not None else None)
+
+
+def _rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- classification (pure)
+
+
+def _f(case_id: str, severity: Severity, message: str) -> Finding:
+    return Finding(code=case_id, severity=severity, message=message, fix=catalog.get(case_id).fix)
+
+
+def _headline(error: str) -> str:
+    """One line out of an error text: the original exception of a worker traceback."""
+    lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    if "Original Traceback" in error or "Traceback (most recent call last)" in error:
+        return lines[-1][:300]
+    return lines[0][:300]
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _ver(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v))
+
+
+def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
+    """Whether a build with ``arch_list`` (sm_XY / compute_XY) runs on this capability.
+
+    A cubin runs on its own major version at an equal or higher minor; PTX
+    (compute_XY) is JIT-compiled for any equal or newer device.
+    """
+    major, minor = capability
+    for arch in arch_list:
+        m = re.fullmatch(r"(sm|compute)_(\d+)([a-z]?)", arch)
+        if not m:
+            continue
+        digits = m.group(2)
+        am, an = int(digits[:-1]), int(digits[-1])
+        if m.group(1) == "sm" and am == major and an <= minor and not m.group(3):
+            return True
+        if m.group(1) == "sm" and m.group(3) and (am, an) == (major, minor):
+            return True  # sm_90a: that exact device only
+        if m.group(1) == "compute" and (am, an) <= (major, minor):
+            return True
+    return False
+
+
+def classify(probe: dict[str, Any] | None, *, stderr: str = "", returncode: int | None = 0, timed_out: bool = False,
+             timeout: float = DEFAULT_TIMEOUT, phase: str | None = None, require_cuda: bool = False,
+             driver: Any = None, driver_checked: bool = False) -> list[Finding]:
+    """Findings for one probe run. Pure: ``driver`` is a DriverInfo or None."""
+    if timed_out:
+        where = f" (stopped during {phase})" if phase else ""
+        return [_f("hang", Severity.ERROR, f"the smoke probe did not finish within {timeout:g} s{where}; "
+                                           "its processes were stopped")]
+    if probe is None:
+        tail = stderr.strip()[-3000:]
+        how = f"exit code {returncode}"
+        if returncode is not None and returncode < 0:
+            try:
+                how = signal.Signals(-returncode).name
+            except ValueError:
+                how = f"signal {-returncode}"
+        case = catalog.classify(tail, default="probe-error")
+        where = f" during {phase}" if phase else ""
+        last = _headline(tail) or "no output"
+        return [_f(case.id, Severity.ERROR, f"the smoke probe crashed ({how}){where}: {last}")]
+
+    findings: list[Finding] = []
+    checks = probe.get("checks") or []
+    tv = probe.get("torch") or {}
+    for c in checks:
+        status, name, error = c.get("status"), str(c.get("name", "")), str(c.get("error") or "")
+        detail = c.get("detail") or {}
+        if status == "fail":
+            findings.append(_check_failure(name, error, detail))
+        elif name == "pinned-memory" and status == "not-exercised":
+            findings.append(_f("pin-cpu", Severity.INFO, "pinned memory not exercised: no CUDA device, so the "
+                                                         "DataLoaders ran with pin_memory=False"))
+        elif name == "numpy-interop" and status == "skip":
+            findings.append(_f("numpy-abi", Severity.WARNING,
+                               f"NumPy is not importable ({_headline(error)}); NumPy interop not exercised"))
+    if tv:
+        findings += _cuda_findings(probe, require_cuda, driver, driver_checked)
+        findings += _limit_findings(probe, {f.code for f in findings}, bool(tv.get("cuda")))
+    return findings
+
+
+def _check_failure(name: str, error: str, detail: dict[str, Any]) -> Finding:
+    sigs = [str(s) for s in detail.get("worker_signals") or []]
+    text = error + ("\nworker signals: " + " ".join(sigs) if sigs else "")
+    if name == "import-torch":
+        case = catalog.classify(error, default="pip-over-conda" if "undefined symbol" in error else "probe-error")
+        return _f(case.id, Severity.ERROR, f"import torch failed: {_headline(error)}")
+    default = {"numpy-interop": "numpy-abi", "distributed": "distributed"}.get(name, "probe-error")
+    case = catalog.classify(text, default=default)
+    head = _headline(error)
+    if sigs:
+        head += f" (worker ended by {', '.join(sigs)})"
+    if name.startswith("dataloader"):
+        method = name.split(":", 1)[1] if ":" in name else ""
+        what = {"dataloader-fd-limit": "DataLoader with many live batches",
+                "dataloader-timeout": f"DataLoader timeout check ({method})"}.get(name.split(":")[0],
+                                                                                   f"DataLoader round trip with "
+                                                                                   f"{method} workers")
+        return _f(case.id, Severity.ERROR, f"{what} failed: {head}")
+    label = {"numpy-interop": "NumPy interop", "distributed": "torch.distributed all-reduce",
+             "pinned-memory": "pinned host-to-device copy", "cuda-matmul": "CUDA matmul", "cuda": "CUDA",
+             "probe": "the smoke probe itself"}.get(name, name)
+    return _f(case.id, Severity.ERROR, f"{label} failed: {head}")
+
+
+def _cuda_findings(probe: dict[str, Any], require_cuda: bool, driver: Any, driver_checked: bool) -> list[Finding]:
+    tv = probe.get("torch") or {}
+    cuda = probe.get("cuda") or {}
+    version, built_for = tv.get("version", "?"), tv.get("cuda")
+    out: list[Finding] = []
+    if cuda.get("available"):
+        arch = list(cuda.get("arch_list") or tv.get("arch_flags") or [])
+        for dev in cuda.get("devices") or []:
+            cap = dev.get("capability") or []
+            if arch and len(cap) == 2 and not arch_supported((int(cap[0]), int(cap[1])), arch):
+                out.append(_f("arch", Severity.ERROR,
+                              f"GPU {dev.get('index', '?')} ({dev.get('name', '?')}) is sm_{cap[0]}{cap[1]}, "
+                              f"but torch {version} has kernels for {' '.join(arch)}"))
+        return out
+    err = str(cuda.get("error") or "")
+    if built_for is None and not tv.get("hip"):
+        host = ""
+        if driver is not None:
+            gpus = ", ".join(g[0] for g in driver.gpus) or "no GPU listed"
+            host = f"; this host has NVIDIA driver {driver.driver_version} ({gpus})"
+        if require_cuda:
+            out.append(_f("cpu-build", Severity.ERROR,
+                          f"torch {version} is a CPU build (torch.version.cuda is None){host}"))
+        else:
+            out.append(_f("cpu-build", Severity.INFO,
+                          f"torch {version} is a CPU build: CUDA checks not exercised{host}"))
+        return out
+    if built_for is None:
+        return out  # ROCm builds: not covered by these rules
+    sev = Severity.ERROR if require_cuda else Severity.WARNING
+    if driver_checked and driver is None:
+        out.append(_f("no-driver", sev, f"torch {version} is built for CUDA {built_for}, but no NVIDIA driver was "
+                                        "found (NVML, nvidia-smi)" + (f": {_headline(err)}" if err else "")))
+        return out
+    if driver is not None:
+        from envguard import compat
+
+        minimum = compat.load().min_driver(str(built_for))
+        if minimum and not compat.driver_satisfies(driver.driver_version, minimum):
+            out.append(_f("driver-old", sev,
+                          f"NVIDIA driver {driver.driver_version} is older than {minimum}, the minimum for CUDA "
+                          f"{built_for} that torch {version} was built for"))
+            return out
+    case = catalog.classify(err, default="cuda-unavailable")
+    out.append(_f(case.id, sev, f"torch {version} is built for CUDA {built_for}, but CUDA is not available"
+                                + (f": {_headline(err)}" if err else "")))
+    return out
+
+
+def _limit_findings(probe: dict[str, Any], already: set[str], cuda_build: bool) -> list[Finding]:
+    lim = probe.get("limits") or {}
+    out: list[Finding] = []
+    shm = lim.get("shm")
+    if shm and "shm" not in already:
+        free, need = int(shm.get("free", 0)), int(shm.get("need", 0))
+        if free < need:
+            out.append(_f("shm", Severity.ERROR, f"{shm.get('path')} has {_bytes(free)} free, less than the "
+                                                 f"{_bytes(need)} the probe's DataLoaders keep in flight"))
+        elif free < SHM_WARN_BYTES:
+            out.append(_f("shm", Severity.WARNING,
+                          f"{shm.get('path')} has only {_bytes(free)} free (under 1 GiB; Docker's default is "
+                          "64 MB): DataLoader workers pass every batch through it"))
+    nofile = lim.get("nofile")
+    if nofile and "fd-limit" not in already and lim.get("sharing_strategy") == "file_descriptor":
+        soft = int(nofile.get("soft", 0))
+        if 0 <= soft < NOFILE_WARN:
+            out.append(_f("fd-limit", Severity.WARNING,
+                          f"open-file limit (ulimit -n) is {soft} with the file_descriptor sharing strategy; "
+                          f"under {NOFILE_WARN} DataLoaders holding many batches run out of descriptors"))
+    kmp = str(lim.get("KMP_DUPLICATE_LIB_OK") or "")
+    if kmp.upper() in ("TRUE", "1", "YES"):
+        out.append(_f("omp-dup", Severity.WARNING,
+                      f"KMP_DUPLICATE_LIB_OK={kmp} is set: it silences the duplicate-OpenMP abort instead of "
+                      "fixing it, and two runtimes can give wrong results or crash"))
+    omp = [o for o in lim.get("openmp") or [] if o.get("filepath")]
+    paths = sorted({os.path.realpath(o["filepath"]) for o in omp})
+    if len(paths) > 1 and "omp-dup" not in already:
+        out.append(_f("omp-dup", Severity.WARNING, f"{len(paths)} OpenMP runtimes are loaded: {', '.join(paths)}"))
+    if cuda_build:
+        foreign = [str(p) for p in lim.get("foreign_cuda_libs") or []]
+        for lib, case in (("libnccl", "nccl"), ("libcudnn", "cudnn")):
+            hits = [p for p in foreign if os.path.basename(p).startswith(lib)]
+            if hits and case not in already:
+                out.append(_f(case, Severity.WARNING, f"LD_LIBRARY_PATH puts {hits[0]} before torch's own {lib}"))
+        dists = [os.path.basename(str(d)) for d in lim.get("nvidia_dists") or []]
+        for prefix, case in (("nvidia_nccl_cu", "nccl"), ("nvidia_cudnn_cu", "cudnn")):
+            same = [d for d in dists if d.lower().startswith(prefix)]
+            if len(same) > 1 and case not in already:
+                out.append(_f(case, Severity.WARNING, f"more than one {prefix.replace('_', '-')}* distribution is "
+                                                      f"installed: {', '.join(same)}"))
+    return out

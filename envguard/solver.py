@@ -1,0 +1,156 @@
+"""Solve conda specs with rattler, one platform at a time.
+
+The virtual packages come from conda-lock's own virtual-package repodata,
+so that the solve and conda-lock's content hash see the same machine.
+``virtual_packages=None`` would mean *no* virtual packages to rattler, so they
+are always passed explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from envguard.errors import BackendError
+from envguard.redact import redact
+
+# conda-lock's default __cuda version (default-virtual-packages.yaml) is what
+# "no --cuda given" means for the content hash.
+DEFAULT_CUDA = "default"
+
+
+def cache_dir() -> Path:
+    """rattler's repodata cache, under $RATTLER_CACHE_DIR or $XDG_CACHE_HOME (never a hard-coded ~/.cache)."""
+    explicit = os.environ.get("RATTLER_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rattler" / "cache"
+
+
+def cuda_arg(cuda: str | None | bool) -> str:
+    """envguard's ``cuda`` (None default, False none, "12.4") as conda-lock's ``cuda_version``."""
+    if cuda is None or cuda is True:
+        return DEFAULT_CUDA
+    if cuda is False or cuda == "" or cuda == "none":
+        return ""
+    return str(cuda)
+
+
+def virtual_package_repo(cuda: str | None | bool) -> Any:
+    """conda-lock's FakeRepoData for the CUDA assumption (it writes a temp dir, removed at exit).
+
+    Cached per assumption: conda-lock's hash functions copy it before changing anything.
+    """
+    return _virtual_package_repo(cuda_arg(cuda))
+
+
+@lru_cache(maxsize=8)
+def _virtual_package_repo(cuda_version: str) -> Any:
+    from conda_lock.virtual_package import default_virtual_package_repodata
+
+    return default_virtual_package_repodata(cuda_version=cuda_version)
+
+
+def platform_virtual_packages(vpr: Any, platform: str) -> dict[str, Any]:
+    """conda-lock's virtual package entries for ``platform`` (file name -> repodata entry)."""
+    data = vpr.all_repodata.get(platform) or {}
+    return dict(data.get("packages") or {})
+
+
+def rattler_virtual_packages(vpr: Any, platform: str) -> list[Any]:
+    """The same virtual packages as rattler objects; the highest version per name wins, as in conda."""
+    from rattler import BuildString, GenericVirtualPackage, PackageName, Version
+
+    best: dict[str, dict[str, Any]] = {}
+    for entry in platform_virtual_packages(vpr, platform).values():
+        name = entry["name"]
+        cur = best.get(name)
+        if cur is None or Version(str(entry["version"])) > Version(str(cur["version"])):
+            best[name] = entry
+    return [
+        GenericVirtualPackage(PackageName(e["name"]), Version(str(e["version"])), BuildString(str(e["build"])))
+        for _, e in sorted(best.items())
+    ]
+
+
+def cuda_version_of(vpr: Any, platform: str) -> str | None:
+    for entry in platform_virtual_packages(vpr, platform).values():
+        if entry["name"] == "__cuda":
+            return str(entry["version"])
+    return None
+
+
+def _match_spec(dep: Any) -> str:
+    """A conda-lock VersionedDependency as a matchspec string."""
+    version = (dep.version or "").replace(" ", "")
+    build = dep.build or ""
+    spec = dep.name
+    if build:
+        spec += f" {version or '*'} {build}"
+    elif version and version != "*":
+        spec += f" {version}"
+    if getattr(dep, "conda_channel", None):
+        spec = f"{dep.conda_channel}::{spec}"
+    return spec
+
+
+def _explain(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return redact(text)
+
+
+def solve_platforms(
+    *,
+    channels: Sequence[str],
+    dependencies: dict[str, list[Any]],
+    virtual_packages: dict[str, list[Any]],
+    on_platform: Callable[[str, int], None] | None = None,
+    cuda_note: str = "",
+) -> dict[str, list[Any]]:
+    """Solve each platform (key of ``dependencies``); return platform -> RepoDataRecords.
+
+    ``channels`` are real URLs/names (``${VAR}`` already expanded): they are
+    never printed unredacted. Unsatisfiable specs raise BackendError (exit 6)
+    carrying rattler's explanation.
+    """
+    import rattler
+    from rattler import Channel, ChannelPriority, Gateway, MatchSpec
+
+    async def run() -> dict[str, list[Any]]:
+        gateway = Gateway(cache_dir=cache_dir())
+        chans = [Channel(c) for c in channels]
+        out: dict[str, list[Any]] = {}
+        for i, (platform, deps) in enumerate(dependencies.items(), start=1):
+            if on_platform:
+                on_platform(platform, i)
+            specs = [MatchSpec(_match_spec(d), strict=False) for d in deps
+                     if d.manager == "conda" and getattr(d, "version", None) is not None]
+            try:
+                out[platform] = await rattler.solve(
+                    chans,
+                    specs,
+                    gateway=gateway,
+                    platforms=[platform, "noarch"],
+                    virtual_packages=virtual_packages[platform],
+                    channel_priority=ChannelPriority.Strict,
+                    strategy="highest",
+                )
+            except Exception as e:
+                kind = type(e).__name__
+                if kind == "SolverError":
+                    hint = ""
+                    if "__cuda" in str(e) and cuda_note:
+                        hint = f" (the solve assumed {cuda_note}; pass --cuda X.Y to change it)"
+                    raise BackendError(f"cannot solve for {platform}{hint}:\n{_explain(e)}") from None
+                raise BackendError(
+                    f"cannot load channels for {platform} ({kind}): {_explain(e)} "
+                    f"(fix: check the channel URLs and that they are reachable)"
+                ) from None
+        return out
+
+    return asyncio.run(run())

@@ -1,0 +1,236 @@
+"""Read any environment description into one normalised model.
+
+A description is an ``environment.yml``, a ``conda-lock.yml`` (every version of
+its format), an explicit ``@EXPLICIT`` file, a ``conda env export`` YAML, a
+``pixi.lock`` (v5 to v7), a live prefix (a path, or ``name:NAME``) or an
+``envguard check --format json`` report. :func:`load` detects the kind from
+the content, never from the file name, and returns a :class:`Description`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envguard.errors import UserError
+from envguard.model import Manager, Package, canonical_name
+from envguard.redact import redact
+
+KINDS = ("environment", "conda-lock", "explicit", "export", "pixi", "prefix", "report")
+NAME_PREFIX = "name:"
+
+
+@dataclass(frozen=True)
+class RequestedSpec:
+    """One entry of an environment file's ``dependencies`` (or its ``pip:`` section)."""
+
+    name: str
+    spec: str  # as written (redacted), e.g. "pytorch~=2.1.0 *cuda12*"
+    manager: Manager = "conda"
+    channel: str | None = None  # "pytorch" for "pytorch::pytorch=2.1"
+    platforms: tuple[str, ...] | None = None  # a "# [linux]" selector: only these; None = all
+    line: int | None = None
+
+    @property
+    def key(self) -> str:
+        return canonical_name(self.name, self.manager)
+
+    def applies_to(self, platform: str | None) -> bool:
+        return self.platforms is None or platform is None or platform in self.platforms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "spec": self.spec, "manager": self.manager, "channel": self.channel,
+                "platforms": list(self.platforms) if self.platforms is not None else None, "line": self.line}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RequestedSpec":
+        p = d.get("platforms")
+        return cls(name=d["name"], spec=d["spec"], manager=d.get("manager", "conda"), channel=d.get("channel"),
+                   platforms=tuple(p) if p is not None else None, line=d.get("line"))
+
+
+@dataclass
+class Description:
+    """What one side of a diff holds.
+
+    ``packages`` maps a platform to its packages. Kinds that describe a single
+    machine without saying which (an export, a report without a platform) use
+    the key ``None``, which pairs with any platform.
+    """
+
+    kind: str
+    path: str  # for display, redacted
+    packages: dict[str | None, list[Package]] = field(default_factory=dict)
+    requested: list[RequestedSpec] = field(default_factory=list)
+    declared_platforms: tuple[str, ...] = ()  # an environment.yml's "platforms:" section
+    environments: tuple[str, ...] = ()  # pixi: every environment in the file
+    environment: str | None = None  # pixi: the one read
+    notes: list[str] = field(default_factory=list)  # what the reader skipped, for the user
+
+    @property
+    def platforms(self) -> list[str | None]:
+        if self.kind == "environment":
+            return list(self.declared_platforms) or [None]
+        return list(self.packages)
+
+    @property
+    def is_spec(self) -> bool:
+        return self.kind == "environment"
+
+    def packages_for(self, platform: str | None) -> list[Package]:
+        if platform in self.packages:
+            return self.packages[platform]
+        if None in self.packages:
+            return self.packages[None]
+        if platform is None and len(self.packages) == 1:
+            return next(iter(self.packages.values()))
+        return []
+
+
+def _resolve_name(name: str) -> Path:
+    """A named environment -> its prefix. Envguard's envs first, then conda's."""
+    candidates: list[Path] = []
+    if os.environ.get("ENVGUARD_ENVS_DIR"):
+        candidates.append(Path(os.environ["ENVGUARD_ENVS_DIR"]) / name)
+    for d in os.environ.get("CONDA_ENVS_PATH", "").split(os.pathsep):
+        if d:
+            candidates.append(Path(d) / name)
+    home = Path.home()
+    for root in ("miniforge3", "mambaforge", "miniconda3", "anaconda3", ".conda"):
+        candidates.append(home / root / "envs" / name)
+    envs_txt = home / ".conda" / "environments.txt"
+    try:
+        for line in envs_txt.read_text(encoding="utf-8").splitlines():
+            if line.strip() and Path(line.strip()).name == name:
+                candidates.append(Path(line.strip()))
+    except OSError:
+        pass
+    for c in candidates:
+        if c.is_dir():
+            return c
+    raise UserError(f"no environment named {name!r}", key="-n",
+                    fix="give its prefix path instead, or check the name with `conda env list`")
+
+
+def detect_kind(text: str, data: Any = None) -> str | None:
+    """The kind of a file from its content (``data`` is the parsed YAML/JSON when known)."""
+    head = text.lstrip("\ufeff")
+    for line in head.splitlines():
+        if line.strip() == "@EXPLICIT":
+            return "explicit"
+    if data is None:
+        return None
+    if isinstance(data, dict):
+        if "package" in data and "metadata" in data:
+            return "conda-lock"
+        if "environments" in data and "packages" in data and "version" in data:
+            return "pixi"
+        if isinstance(data.get("packages"), list) and ("schema" in data or "version" in data):
+            return "report"
+        if "dependencies" in data:
+            from envguard.sources.export import looks_like_export
+
+            return "export" if looks_like_export(data) else "environment"
+    return None
+
+
+# Parsed documents by (path, mtime, size): comparing two platforms or two environments
+# of one large lock parses it once. Readers never mutate the parsed data.
+_PARSED: dict[tuple[str, int, int], Any] = {}
+_PARSED_MAX = 4
+
+
+def _stat_key(path: Path) -> tuple[str, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_mtime_ns, st.st_size)
+
+
+def _parse(path: Path, text: str) -> Any:
+    key = _stat_key(path)
+    if key is not None and key in _PARSED:
+        return _PARSED[key]
+    data = _parse_text(path, text)
+    if key is not None:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = data
+    return data
+
+
+def _parse_text(path: Path, text: str) -> Any:
+    from envguard.yamlio import load_fast
+
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith("{"):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError as e:
+            raise UserError(f"malformed JSON: {e.msg}", file=str(path), line=e.lineno, column=e.colno) from None
+    return load_fast(path, text)
+
+
+def load(spec: str, *, kind: str | None = None, platform: str | None = None,
+         environment: str | None = None) -> Description:
+    """Read one environment description.
+
+    ``spec`` is a file path, a prefix directory, or ``name:NAME`` for a named
+    environment. ``kind`` overrides the detection. ``platform`` only narrows
+    what is kept for multi-platform kinds; ``environment`` picks a pixi
+    environment (default: ``default``, or the only one).
+    """
+    from envguard.yamlio import read_text
+
+    if kind is not None and kind not in KINDS:
+        raise UserError(f"unknown kind {kind!r}", key="--kind", fix=f"use one of {', '.join(KINDS)}")
+    if spec.startswith(NAME_PREFIX):
+        path = _resolve_name(spec[len(NAME_PREFIX):])
+        kind = kind or "prefix"
+    else:
+        path = Path(spec)
+    shown = redact(str(path))
+    if kind == "prefix" or (kind is None and path.is_dir()):
+        from envguard.sources.prefix import read_prefix
+
+        return read_prefix(path, shown)
+    text = read_text(path)
+    if not text.strip():
+        raise UserError("empty file", file=shown, fix="pass an environment file, lock, export, pixi.lock or report")
+    if kind == "explicit" or (kind is None and detect_kind(text) == "explicit"):
+        from envguard.sources.explicit import read_explicit
+
+        return read_explicit(text, shown)
+    data = _parse(path, text)
+    found = kind or detect_kind(text, data)
+    if found is None:
+        raise UserError("cannot tell what kind of environment description this is", file=shown,
+                        fix=f"pass --kind ({', '.join(KINDS)})")
+    if found == "conda-lock":
+        from envguard.sources.condalock import read_conda_lock
+
+        return read_conda_lock(data, shown, platform=platform)
+    if found == "pixi":
+        from envguard.sources.pixi import read_pixi
+
+        return read_pixi(data, shown, environment=environment, platform=platform)
+    if found == "environment":
+        from envguard.sources.envfile import read_environment
+
+        return read_environment(text, data, shown, base_dir=path.parent)
+    if found == "export":
+        from envguard.sources.export import read_export
+
+        return read_export(data, shown)
+    if found == "report":
+        from envguard.sources.report import read_report
+
+        return read_report(data, shown)
+    raise UserError(f"kind {found!r} cannot be read from a file", file=shown)  # "explicit" handled above
+
+
+__all__ = ["KINDS", "NAME_PREFIX", "Description", "RequestedSpec", "detect_kind", "load"]

@@ -1,0 +1,170 @@
+"""environment.yml: what was asked for, not what was installed.
+
+For a diff the requested specs are read as written (with their version and
+build constraints, ``channel::`` prefixes and ``# [linux]`` selectors); nothing
+is solved. The ``pip:`` section is read as PEP 508 requirements, following
+``-r other.txt`` includes that exist next to the file.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from envguard.errors import UserError
+from envguard.sources import Description, RequestedSpec
+from envguard.sources._common import as_str, normalise_channel
+from envguard.redact import redact
+
+# conda-build's platform selectors as conda-lock understands them, plus their negations.
+SELECTOR_PLATFORMS: dict[str, frozenset[str]] = {
+    "linux": frozenset({"linux-64", "linux-aarch64", "linux-ppc64le"}),
+    "linux64": frozenset({"linux-64"}),
+    "aarch64": frozenset({"linux-aarch64"}),
+    "ppc64le": frozenset({"linux-ppc64le"}),
+    "osx": frozenset({"osx-64", "osx-arm64"}),
+    "osx64": frozenset({"osx-64"}),
+    "arm64": frozenset({"osx-arm64"}),
+    "win": frozenset({"win-64", "win-arm64"}),
+    "win64": frozenset({"win-64"}),
+    "unix": frozenset({"linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64"}),
+}
+_ALL = frozenset().union(*SELECTOR_PLATFORMS.values())
+_SELECTOR = re.compile(r"#\s*\[(?P<sel>[^\[\]]+)\]\s*$")
+_CONDA_NAME = re.compile(r"^\s*(?:(?P<chan>[^\s:]+(?:/[^\s:]+)*)::)?(?P<name>[A-Za-z0-9_][A-Za-z0-9_.+-]*)(?P<rest>.*)$")
+_EGG = re.compile(r"[#&]egg=(?P<name>[A-Za-z0-9_.-]+)")
+
+
+def selector_platforms(selector: str) -> tuple[str, ...] | None:
+    """``linux`` -> its platforms; ``not win`` and ``a or b`` too. None when not a platform selector."""
+    result: frozenset[str] = frozenset()
+    for alt in selector.split(" or "):
+        current = _ALL
+        for term in alt.split(" and "):
+            term = term.strip()
+            negate = term.startswith("not ")
+            term = term[4:].strip() if negate else term
+            plats = SELECTOR_PLATFORMS.get(term)
+            if plats is None:
+                return None
+            current = current & (_ALL - plats if negate else plats)
+        result |= current
+    return tuple(sorted(result))
+
+
+def split_conda_spec(text: str) -> tuple[str | None, str, str]:
+    """``pytorch::pytorch >=2.1 *cuda*`` -> (channel, name, constraint with spaces normalised)."""
+    m = _CONDA_NAME.match(text)
+    if not m:
+        raise ValueError(text)
+    rest = " ".join(m.group("rest").split())
+    # "pangeo-dask =2024.03.18" and "pip>= 21.3.1": the constraint starts right after the name
+    rest = re.sub(r"^([<>=!~]+)\s+", r"\1", rest)
+    return m.group("chan"), m.group("name"), rest
+
+
+def _pip_spec(item: str, selector: tuple[str, ...] | None, line: int | None, base_dir: Path,
+              notes: list[str], seen_files: set[Path]) -> list[RequestedSpec]:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    item = item.split(" #", 1)[0].strip()
+    if not item or item.startswith("#"):
+        return []
+    if item.startswith(("-r ", "--requirement ", "-r\t")) or item.startswith("--requirement="):
+        target = re.split(r"[\s=]+", item, maxsplit=1)[1].strip()
+        return _requirements_file(base_dir / target, selector, notes, seen_files)
+    if item.startswith("-e ") or item in (".", "-e."):
+        notes.append(f"skipped editable/local pip entry {redact(item)!r}")
+        return []
+    if item.startswith("-"):
+        return []  # pip options such as --extra-index-url: no package
+    try:
+        req = Requirement(item)
+        return [RequestedSpec(name=req.name, spec=redact(item), manager="pip", platforms=selector, line=line)]
+    except InvalidRequirement:
+        egg = _EGG.search(item)
+        # git+https://host/org/repo(.git)(@ref): the repository name is the best guess at the package
+        repo = re.match(r"^(?:git|hg|svn|bzr)\+\S+?/(?P<name>[A-Za-z0-9_.-]+?)(?:\.git)?(?:@[^/#]*)?(?:#.*)?$", item)
+        name = egg.group("name") if egg else (repo.group("name") if repo else None)
+        if name:
+            return [RequestedSpec(name=name, spec=redact(item), manager="pip", platforms=selector, line=line)]
+        notes.append(f"skipped pip entry {redact(item)!r} (no package name)")
+        return []
+
+
+def _requirements_file(path: Path, selector: tuple[str, ...] | None, notes: list[str],
+                       seen_files: set[Path]) -> list[RequestedSpec]:
+    resolved = path.resolve()
+    if resolved in seen_files:
+        return []
+    seen_files.add(resolved)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        notes.append(f"pip -r {redact(str(path))} not found: its requirements are not compared")
+        return []
+    out: list[RequestedSpec] = []
+    for line in text.splitlines():
+        out += _pip_spec(line, selector, None, path.parent, notes, seen_files)
+    return out
+
+
+def read_environment(text: str, data: Any, shown: str, *, base_dir: Path | None = None) -> Description:
+    from envguard.yamlio import load_with_lines
+
+    if not isinstance(data, dict):
+        raise UserError("an environment file must be a mapping", file=shown,
+                        fix="give it channels: and dependencies: keys")
+    deps = data.get("dependencies")
+    if deps is None:
+        deps = []
+    if not isinstance(deps, list):
+        raise UserError("'dependencies' must be a list", file=shown, key="dependencies")
+    _, pos = load_with_lines(shown, text)
+    lines = text.splitlines()
+    base = base_dir or Path(".")
+    notes: list[str] = []
+    seen_files: set[Path] = set()
+
+    def selector_at(line: int | None, key: str) -> tuple[str, ...] | None:
+        if line is None or line > len(lines):
+            return None
+        m = _SELECTOR.search(lines[line - 1])
+        if not m:
+            return None
+        plats = selector_platforms(m.group("sel").strip())
+        if plats is None:
+            notes.append(f"{key}: selector [{m.group('sel')}] is not a platform selector; the entry is kept")
+        return plats
+
+    requested: list[RequestedSpec] = []
+    for i, dep in enumerate(deps):
+        line = pos.line("dependencies", i)
+        if isinstance(dep, dict):
+            pip_items = dep.get("pip")
+            if pip_items is None:
+                continue
+            if not isinstance(pip_items, list):
+                raise UserError("'pip' must be a list", file=shown, line=line, key=f"dependencies[{i}].pip")
+            for j, item in enumerate(pip_items):
+                pline = pos.line("dependencies", i, "pip", j)
+                requested += _pip_spec(as_str(item), selector_at(pline, "pip"), pline, base, notes, seen_files)
+            continue
+        entry = as_str(dep).strip()
+        if not entry:
+            continue
+        try:
+            chan, name, rest = split_conda_spec(entry)
+        except ValueError:
+            raise UserError(f"cannot read dependency {entry!r}", file=shown, line=line, key=f"dependencies[{i}]",
+                            fix="write it as NAME, NAME=VERSION or NAME>=VERSION") from None
+        spec = f"{name} {rest}".strip() if rest else name
+        requested.append(RequestedSpec(name=name, spec=redact(spec), manager="conda",
+                                       channel=normalise_channel(chan), platforms=selector_at(line, name),
+                                       line=line))
+    platforms = data.get("platforms") or []
+    if not isinstance(platforms, list):
+        raise UserError("'platforms' must be a list", file=shown, key="platforms")
+    return Description(kind="environment", path=shown, requested=requested,
+                       declared_platforms=tuple(str(p) for p in platforms), notes=notes)

@@ -1,0 +1,142 @@
+"""pixi.lock, format versions 5 to 7.
+
+All three keep ``environments.<env>.packages.<platform>`` as a list of
+locators (``- conda: URL`` / ``- pypi: URL-or-path``) pointing into one
+top-level ``packages`` list:
+
+* v5: entries carry ``kind: conda|pypi`` with ``name``, ``version``, ``build``,
+  ``subdir`` and a ``url`` or ``path``;
+* v6: entries are keyed by their locator (``- conda: URL`` / ``- pypi: URL``);
+  conda entries usually leave name/version/build to the file name;
+* v7: adds a top-level ``platforms`` list that may give a platform a custom
+  name with its ``subdir``; environments use those names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envguard.errors import UserError
+from envguard.model import Package
+from envguard.sources import Description
+from envguard.sources._common import (
+    as_str,
+    channel_from_url,
+    parse_conda_filename,
+    parse_pypi_filename,
+    redact_opt,
+)
+
+SUPPORTED = (4, 5, 6, 7)
+
+
+def _locator(entry: dict[str, Any]) -> tuple[str, str] | None:
+    """(manager, locator) of a packages entry or an environment entry."""
+    if "conda" in entry:
+        return "conda", as_str(entry["conda"])
+    if "pypi" in entry:
+        return "pip", as_str(entry["pypi"])
+    kind = entry.get("kind")
+    loc = entry.get("url") or entry.get("path")
+    if kind in ("conda", "pypi") and loc:
+        return ("conda" if kind == "conda" else "pip"), as_str(loc)
+    return None
+
+
+def _package(entry: dict[str, Any], manager: str, loc: str, platform: str) -> Package:
+    url = as_str(entry.get("url") or loc)
+    name, version, build = entry.get("name"), entry.get("version"), entry.get("build")
+    if manager == "conda":
+        parsed = parse_conda_filename(url)
+        if parsed:
+            name = name or parsed[0]
+            version = version if isinstance(version, str) else parsed[1]
+            build = build or parsed[2]
+        depends = tuple(as_str(d) for d in entry.get("depends") or ())
+        channel = channel_from_url(url) if "://" in url else None
+    else:
+        parsed_pip = parse_pypi_filename(url)
+        if parsed_pip:
+            name = name or parsed_pip[0]
+            version = version if version is not None else parsed_pip[1]
+        depends = tuple(as_str(d) for d in entry.get("requires_dist") or ())
+        channel, build = None, None
+    if not name:
+        raise ValueError(loc)
+    return Package(name=as_str(name), version=as_str(version), manager=manager,  # type: ignore[arg-type]
+                   build=as_str(build) if build else None, channel=channel,
+                   sha256=entry.get("sha256") or None, md5=entry.get("md5") or None,
+                   url=redact_opt(url), platform=platform, depends=depends)
+
+
+def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform: str | None = None) -> Description:
+    version = data.get("version") if isinstance(data, dict) else None
+    if version not in SUPPORTED:
+        raise UserError(f"unsupported pixi.lock version {version!r}", file=shown, key="version",
+                        fix="envguard reads pixi.lock versions 5 to 7; re-lock with a recent pixi")
+    envs = data.get("environments")
+    if not isinstance(envs, dict) or not envs:
+        raise UserError("no environments", file=shown, key="environments", fix="re-lock with `pixi lock`")
+    names = tuple(envs)
+    if environment is None:
+        environment = "default" if "default" in envs else (names[0] if len(names) == 1 else None)
+        if environment is None:
+            raise UserError(f"several environments ({', '.join(names)})", file=shown, key="environments",
+                            fix="pick one with --environment")
+    if environment not in envs:
+        raise UserError(f"no environment {environment!r} (it has {', '.join(names)})", file=shown,
+                        key="environments", fix="pick one of those with --environment")
+
+    # v7: custom platform names map to a subdir
+    subdir_of: dict[str, str] = {}
+    for p in data.get("platforms") or []:
+        if isinstance(p, dict) and p.get("name"):
+            subdir_of[str(p["name"])] = str(p.get("subdir") or p["name"])
+
+    index: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for i, entry in enumerate(data.get("packages") or []):
+        if not isinstance(entry, dict):
+            raise UserError("each package must be a mapping", file=shown, key=f"packages[{i}]")
+        loc = _locator(entry)
+        if loc is not None:
+            index.setdefault(loc, []).append(entry)
+
+    env = envs[environment] or {}
+    per_platform = env.get("packages") or {}
+    if not isinstance(per_platform, dict):
+        raise UserError("'packages' must map platforms to lists", file=shown,
+                        key=f"environments.{environment}.packages")
+    out: dict[str | None, list[Package]] = {}
+    notes: list[str] = []
+    for plat, refs in per_platform.items():
+        plat = str(plat)
+        if platform is not None and plat != platform:
+            continue
+        subdir = subdir_of.get(plat, plat)
+        pkgs: list[Package] = []
+        for j, ref in enumerate(refs or []):
+            loc = _locator(ref) if isinstance(ref, dict) else None
+            if loc is None:
+                raise UserError("unreadable package reference", file=shown,
+                                key=f"environments.{environment}.packages.{plat}[{j}]")
+            candidates = index.get(loc)
+            if not candidates:
+                raise UserError(f"refers to {redact_opt(loc[1])}, which is not in 'packages'", file=shown,
+                                key=f"environments.{environment}.packages.{plat}[{j}]",
+                                fix="the lock is inconsistent; re-lock with `pixi lock`")
+            # v5 can list one git URL or local path twice with two versions; the file does not
+            # say which one an environment uses. Take the last, as rattler's own reader does.
+            if len(candidates) > 1 and len({as_str(c.get("version")) for c in candidates}) > 1:
+                notes.append(f"{plat}: {redact_opt(loc[1])} is listed with several versions; read as the last")
+            try:
+                pkgs.append(_package(candidates[-1], loc[0], loc[1], subdir))
+            except ValueError:
+                raise UserError(f"cannot tell the package name of {redact_opt(loc[1])}", file=shown,
+                                key=f"environments.{environment}.packages.{plat}[{j}]") from None
+        out[plat] = pkgs
+    if platform is not None and platform not in out:
+        raise UserError(f"platform {platform} is not in this lock (environment {environment!r} has "
+                        f"{', '.join(map(str, per_platform)) or 'none'})", file=shown,
+                        fix="pick one of those with --platform")
+    return Description(kind="pixi", path=shown, packages=out, environments=names, environment=environment,
+                       notes=notes)

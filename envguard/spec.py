@@ -1,0 +1,484 @@
+"""Read and validate ``environment.yml`` files.
+
+Our own validation runs first and is fast (PyYAML + rattler's matchspec
+parser, no conda-lock import): it names file:line:col, the key and the fix,
+and lists every problem at once. conda-lock's parser (the authority on what
+its content hash covers) runs only when a lock is made:
+:meth:`EnvSpec.lock_spec`.
+
+``validate`` and ``KNOWN_KEYS`` are public so that ``envguard lint`` reuses
+exactly the same rules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import io
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envguard.errors import UserError
+from envguard.platforms import DEFAULT_PLATFORMS
+from envguard.redact import has_credentials, redact
+from envguard.yamlio import Positions, load_with_lines, read_text
+
+# conda's own keys plus conda-lock's extensions (platforms, category,
+# pip-repositories, allow-pypi-requests). conda silently drops anything else.
+KNOWN_KEYS: tuple[str, ...] = (
+    "name",
+    "channels",
+    "dependencies",
+    "platforms",
+    "prefix",
+    "variables",
+    "category",
+    "pip-repositories",
+    "allow-pypi-requests",
+)
+
+# The platforms conda-lock 4.0.3 can lock: its selector table and its default
+# virtual packages cover exactly these.
+LOCKABLE_PLATFORMS: tuple[str, ...] = (
+    "linux-64",
+    "linux-aarch64",
+    "linux-ppc64le",
+    "osx-64",
+    "osx-arm64",
+    "win-64",
+)
+
+# Platform selectors (``# [linux]``) understood by conda-lock, per platform.
+SELECTORS: dict[str, frozenset[str]] = {
+    "linux-64": frozenset({"linux64", "unix", "linux"}),
+    "linux-aarch64": frozenset({"aarch64", "unix", "linux"}),
+    "linux-ppc64le": frozenset({"ppc64le", "unix", "linux"}),
+    "osx-64": frozenset({"osx64", "osx", "unix"}),
+    "osx-arm64": frozenset({"arm64", "osx", "unix"}),
+    "win-64": frozenset({"win", "win64"}),
+}
+_ALL_SELECTORS = frozenset().union(*SELECTORS.values())
+_SELECTOR = re.compile(r"#.*\[([^\[\]]+)\][^()]*$")
+
+_REQUIREMENT_SUFFIXES = (".txt", ".in")
+
+
+@dataclass(frozen=True)
+class SpecIssue:
+    """One problem in a spec file, precise enough for a one-line message or a lint finding."""
+
+    file: str
+    line: int | None
+    column: int | None
+    key: str
+    message: str
+    fix: str
+    severity: str = "error"  # "error" | "warning"
+
+    @property
+    def where(self) -> str:
+        w = self.file
+        if self.line is not None:
+            w += f":{self.line}"
+            if self.column is not None:
+                w += f":{self.column}"
+        return w
+
+    def format(self) -> str:
+        return redact(f"{self.where}: {self.key}: {self.message} (fix: {self.fix})")
+
+
+@dataclass
+class EnvSpec:
+    """What one or more environment files declare (secrets redacted, ``${VAR}`` kept)."""
+
+    files: list[Path]
+    name: str | None
+    channels: list[str]
+    conda_dependencies: list[str]
+    pip_dependencies: list[str]
+    platforms: list[str]  # the platforms to lock: argument, else the files', else the default
+    platforms_from_files: list[str]
+    warnings: list[str] = field(default_factory=list)
+    pip_repositories: list[str] = field(default_factory=list)
+    allow_pypi_requests: bool = True
+    # per dependency string: the selector written after it (``linux`` for ``# [linux]``)
+    selectors: dict[tuple[str, str], str] = field(default_factory=dict)
+    _lock_spec: Any = field(default=None, repr=False)
+
+    def dependencies_for(self, platform: str) -> tuple[list[str], list[str]]:
+        """(conda, pip) dependencies after applying ``# [selector]`` comments for ``platform``."""
+        allowed = SELECTORS.get(platform, frozenset())
+
+        def keep(kind: str, dep: str) -> bool:
+            sel = self.selectors.get((kind, dep))
+            return sel is None or sel in allowed
+
+        return ([d for d in self.conda_dependencies if keep("conda", d)],
+                [d for d in self.pip_dependencies if keep("pip", d)])
+
+    def lock_spec(self, mapping_url: str | None = None) -> Any:
+        """conda-lock's ``LockSpecification`` for these files and platforms (imports conda-lock)."""
+        if self._lock_spec is None:
+            self._lock_spec = conda_lock_spec(self.files, self.platforms, mapping_url)
+        return self._lock_spec
+
+
+def _line_text(text_lines: list[str], line: int | None) -> str:
+    if line is None or not 1 <= line <= len(text_lines):
+        return ""
+    return text_lines[line - 1]
+
+
+def _column(text_lines: list[str], line: int | None, value: Any) -> int | None:
+    src = _line_text(text_lines, line)
+    if not src:
+        return None
+    if isinstance(value, str) and value:
+        i = src.find(value)
+        if i >= 0:
+            return i + 1
+    stripped = src.lstrip(" -")
+    return len(src) - len(stripped) + 1
+
+
+def _selector(text_lines: list[str], line: int | None) -> str | None:
+    m = _SELECTOR.search(_line_text(text_lines, line))
+    return m.group(1).strip() if m else None
+
+
+def _conda_spec_error(spec: str) -> str | None:
+    from rattler import MatchSpec
+
+    try:
+        MatchSpec(spec, strict=False)
+    except Exception as e:  # rattler raises its own InvalidMatchSpecError family
+        return str(e).splitlines()[0] or type(e).__name__
+    return None
+
+
+def _pip_spec_problem(spec: str) -> tuple[str, str, str] | None:
+    """(severity, message, fix) for a pip line conda-lock cannot lock, else None."""
+    s = spec.strip()
+    if re.match(r"^-e\s", s) or s.startswith("--editable"):
+        return ("warning", "editable pip requirement is skipped by the lock",
+                "install it separately after `envguard create`")
+    if s.startswith(("-r ", "-r\t", "--requirement", "-c ", "--constraint")):
+        return ("error", f"'{s}' includes another requirements file, which conda-lock cannot follow",
+                "list those requirements directly in the pip: section")
+    if s.startswith("-"):
+        return ("error", f"pip option '{s}' cannot be locked",
+                "declare extra package indexes under `pip-repositories:` instead of pip options")
+    if s.startswith(("git+", "hg+", "svn+", "bzr+")):
+        return None  # conda-lock names bare VCS URLs itself
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(s)
+    except InvalidRequirement as e:
+        if s in (".", "..") or s.startswith(("./", "../", "/", "~")):
+            return ("error", f"local path '{s}' cannot be locked",
+                    "name the package: `mypkg @ file:///abs/path`, or install it after `envguard create`")
+        return ("error", f"invalid pip requirement '{s}': {str(e).splitlines()[0]}",
+                "write a PEP 508 requirement such as `name>=1.0`")
+    return None
+
+
+def validate(data: Any, positions: Positions, path: str | Path,
+             text: str | None = None) -> tuple[list[SpecIssue], list[SpecIssue]]:
+    """Check a parsed environment file; return (errors, warnings), each a list of :class:`SpecIssue`.
+
+    ``text`` (the raw file) lets the checks see ``# [selector]`` comments and columns.
+    """
+    file = str(path)
+    lines = (text or "").splitlines()
+    errors: list[SpecIssue] = []
+    warnings: list[SpecIssue] = []
+
+    def issue(where: tuple[Any, ...], key: str, message: str, fix: str, severity: str = "error",
+              value: Any = None) -> None:
+        line = positions.line(*where)
+        item = SpecIssue(file, line, _column(lines, line, value), key, message, fix, severity)
+        (errors if severity == "error" else warnings).append(item)
+
+    if data is None:
+        issue((), "(file)", "the file is empty", "add `channels:` and `dependencies:`")
+        return errors, warnings
+    if not isinstance(data, dict):
+        issue((), "(file)", f"expected a mapping of keys, found {type(data).__name__}",
+              "add `channels:` and `dependencies:`")
+        return errors, warnings
+
+    for key in data:
+        if key in KNOWN_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1, cutoff=0.6)
+        fix = f"did you mean '{close[0]}'?" if close else f"remove it; known keys: {', '.join(KNOWN_KEYS)}"
+        issue((key,), str(key), "unknown top-level key (conda would silently ignore it)", fix, value=str(key))
+
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        issue(("name",), "name", f"expected a string, found {type(name).__name__}", "write `name: myenv`")
+
+    if data.get("prefix") is not None:
+        issue(("prefix",), "prefix", "ignored by the lock", "remove it; `envguard create` chooses the prefix",
+              severity="warning")
+
+    channels = data.get("channels")
+    if channels is not None:
+        if not isinstance(channels, list):
+            issue(("channels",), "channels", "expected a list of channel names or URLs",
+                  "write `channels:` followed by `- conda-forge` lines")
+        else:
+            for i, ch in enumerate(channels):
+                if not isinstance(ch, str) or not ch.strip():
+                    issue(("channels", i), f"channels[{i}]", f"expected a channel name or URL, found {ch!r}",
+                          "write a channel such as `conda-forge`")
+                elif has_credentials(ch):
+                    issue(("channels", i), f"channels[{i}]",
+                          f"channel URL {redact(ch)} carries a literal credential; it is never written to the lock",
+                          "use ${VAR} placeholders, e.g. https://${USER}:${PASSWORD}@host/channel",
+                          severity="warning", value=ch)
+
+    platforms = data.get("platforms")
+    if platforms is not None:
+        if not isinstance(platforms, list):
+            issue(("platforms",), "platforms", "expected a list of platforms",
+                  f"list some of: {', '.join(LOCKABLE_PLATFORMS)}")
+        else:
+            for i, p in enumerate(platforms):
+                if p not in LOCKABLE_PLATFORMS:
+                    close = difflib.get_close_matches(str(p), LOCKABLE_PLATFORMS, n=1)
+                    issue(("platforms", i), f"platforms[{i}]", f"unsupported platform {p!r}",
+                          f"did you mean '{close[0]}'?" if close else f"use one of {', '.join(LOCKABLE_PLATFORMS)}",
+                          value=p if isinstance(p, str) else None)
+
+    for key in ("pip-repositories",):
+        v = data.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            issue((key,), key, "expected a list of index URLs", "write `- https://host/simple` lines")
+    v = data.get("allow-pypi-requests")
+    if v is not None and not isinstance(v, bool):
+        issue(("allow-pypi-requests",), "allow-pypi-requests", f"expected true or false, found {v!r}",
+              "write `allow-pypi-requests: false`")
+    v = data.get("category")
+    if v is not None and not isinstance(v, str):
+        issue(("category",), "category", "expected a string", "write `category: main`")
+    v = data.get("variables")
+    if v is not None and not isinstance(v, dict):
+        issue(("variables",), "variables", "expected a mapping", "write `variables:` with `NAME: value` lines")
+
+    deps = data.get("dependencies")
+    if deps is None:
+        issue(("dependencies",) if "dependencies" in data else (), "dependencies",
+              "no dependencies declared", "add `dependencies:` with at least one package, e.g. `- python=3.11`")
+        return errors, warnings
+    if not isinstance(deps, list):
+        issue(("dependencies",), "dependencies", "expected a list", "write one `- package` per line")
+        return errors, warnings
+
+    conda_names: set[str] = set()
+    pip_sections: list[int] = []
+    for i, dep in enumerate(deps):
+        where = ("dependencies", i)
+        key = f"dependencies[{i}]"
+        if isinstance(dep, str):
+            spec = dep.strip()
+            if not spec:
+                issue(where, key, "empty dependency", "remove the empty `-` line")
+                continue
+            err = _conda_spec_error(spec)
+            if err:
+                issue(where, key, f"invalid conda spec '{spec}': {err}",
+                      "write `name`, `name=1.2`, `name>=1.2,<2` or `channel::name=1.2=build*`", value=spec)
+            else:
+                conda_names.add(re.split(r"[\s=<>!~\[]", spec.split("::")[-1], maxsplit=1)[0].lower())
+            sel = _selector(lines, positions.line(*where))
+            if sel is not None and sel not in _ALL_SELECTORS:
+                issue(where, key, f"selector [{sel}] matches no platform, so this line is always dropped",
+                      f"use one of {', '.join(sorted(_ALL_SELECTORS))}", severity="warning", value=spec)
+        elif isinstance(dep, dict):
+            for k in dep:
+                if k != "pip":
+                    issue(where + (k,), f"{key}.{k}", "only a `pip:` sub-list may appear among dependencies",
+                          "move this entry or remove it", value=str(k))
+            pip = dep.get("pip")
+            if "pip" not in dep:
+                continue
+            pip_sections.append(i)
+            if pip is None:
+                continue
+            if not isinstance(pip, list):
+                issue(where + ("pip",), f"{key}.pip", "expected a list of pip requirements",
+                      "write one `- requirement` per line under `pip:`")
+                continue
+            for j, req in enumerate(pip):
+                pwhere = where + ("pip", j)
+                pkey = f"{key}.pip[{j}]"
+                if not isinstance(req, str) or not req.strip():
+                    issue(pwhere, pkey, f"expected a requirement string, found {req!r}",
+                          "write a requirement such as `name>=1.0`")
+                    continue
+                problem = _pip_spec_problem(req)
+                if problem:
+                    sev, msg, fix = problem
+                    issue(pwhere, pkey, msg, fix, severity=sev, value=req.strip())
+        else:
+            issue(where, key, f"expected a package spec, found {type(dep).__name__}",
+                  "write `- name=version`", value=None)
+
+    if pip_sections and "pip" not in conda_names:
+        i = pip_sections[0]
+        issue(("dependencies", i), f"dependencies[{i}].pip",
+              "a pip: section without `pip` among the conda dependencies", "add `- pip` to dependencies",
+              severity="warning")
+    def order(x: SpecIssue) -> tuple[int, int]:
+        return (x.line or 0, x.column or 0)
+
+    return sorted(errors, key=order), sorted(warnings, key=order)
+
+
+def _raise_all(errors: list[SpecIssue]) -> None:
+    if len(errors) == 1:
+        e = errors[0]
+        raise UserError(e.message, file=e.file, key=e.key, line=e.line, column=e.column, fix=e.fix)
+    msg = f"{len(errors)} problems: " + "; ".join(e.format() for e in errors)
+    err = UserError(msg)
+    first = errors[0]
+    err.file, err.key, err.line, err.column, err.fix = first.file, first.key, first.line, first.column, first.fix
+    raise err
+
+
+def _load(path: Path) -> tuple[Any, Positions, str]:
+    if path.suffix.lower() in _REQUIREMENT_SUFFIXES:
+        raise UserError("a pip requirements file, not a conda environment file", file=str(path),
+                        fix="pass an environment.yml and list these requirements under `dependencies: - pip:`")
+    if path.name in ("pyproject.toml", "meta.yaml"):
+        raise UserError("envguard reads environment.yml-style files only", file=str(path),
+                        fix="write the dependencies into an environment.yml")
+    text = read_text(path)
+    if re.search(r"^@EXPLICIT\s*$", text, re.M):
+        raise UserError("an explicit lock file (@EXPLICIT), not an environment file", file=str(path),
+                        fix="pass the environment.yml it was made from")
+    data, pos = load_with_lines(path, text)
+    return data, pos, text
+
+
+def read_spec(files: list[Path], platforms: list[str] | None = None) -> EnvSpec:
+    """Read, validate and merge environment files; raise one :class:`UserError` listing every error."""
+    if not files:
+        raise UserError("no environment file given", fix="pass -f environment.yml")
+    paths = [Path(f) for f in files]
+    errors: list[SpecIssue] = []
+    warnings: list[SpecIssue] = []
+    parsed: list[tuple[Path, dict[str, Any], Positions, str]] = []
+    for path in paths:
+        data, pos, text = _load(path)
+        errs, warns = validate(data, pos, path, text)
+        errors += errs
+        warnings += warns
+        if not errs:
+            parsed.append((path, data, pos, text))
+    if platforms:
+        bad = [p for p in platforms if p not in LOCKABLE_PLATFORMS]
+        for p in bad:
+            close = difflib.get_close_matches(p, LOCKABLE_PLATFORMS, n=1)
+            errors.append(SpecIssue("-p", None, None, "platform", f"unsupported platform {p!r}",
+                                    f"did you mean '{close[0]}'?" if close else
+                                    f"use one of {', '.join(LOCKABLE_PLATFORMS)}"))
+    if errors:
+        _raise_all(errors)
+
+    name: str | None = None
+    channels: list[str] = []
+    conda: list[str] = []
+    pip: list[str] = []
+    file_platforms: list[str] = []
+    pip_repos: list[str] = []
+    allow_pypi = True
+    selectors: dict[tuple[str, str], str] = {}
+    for path, data, pos, text in parsed:
+        lines = text.splitlines()
+        name = name or data.get("name")
+        for ch in data.get("channels") or []:
+            if ch not in channels:
+                channels.append(ch)
+        for p in data.get("platforms") or []:
+            if p not in file_platforms:
+                file_platforms.append(p)
+        for r in data.get("pip-repositories") or []:
+            if r not in pip_repos:
+                pip_repos.append(r)
+        if data.get("allow-pypi-requests") is False:
+            allow_pypi = False
+        for i, dep in enumerate(data["dependencies"]):
+            if isinstance(dep, str):
+                conda.append(dep.strip())
+                sel = _selector(lines, pos.line("dependencies", i))
+                if sel:
+                    selectors[("conda", dep.strip())] = sel
+            elif isinstance(dep, dict):
+                for j, req in enumerate(dep.get("pip") or []):
+                    pip.append(req.strip())
+                    sel = _selector(lines, pos.line("dependencies", i, "pip", j))
+                    if sel:
+                        selectors[("pip", req.strip())] = sel
+    chosen = list(platforms) if platforms else (file_platforms or list(DEFAULT_PLATFORMS))
+    for path, data, pos, text in parsed:
+        # conda-lock crashes on a file whose every dependency a selector drops for some platform
+        lines = text.splitlines()
+        sels = [_selector(lines, pos.line("dependencies", i)) for i in range(len(data["dependencies"]))]
+        for p in chosen:
+            if not any(sel is None or sel in SELECTORS.get(p, ()) for sel in sels):
+                errors.append(SpecIssue(str(path), pos.line("dependencies"), 1, "dependencies",
+                                        f"every dependency is dropped by a selector on {p}",
+                                        f"add a dependency without a selector, or do not lock {p}"))
+    if errors:
+        _raise_all(errors)
+    return EnvSpec(
+        files=paths,
+        name=name,
+        channels=[redact(c) for c in channels],
+        conda_dependencies=conda,
+        pip_dependencies=[redact(p) for p in pip],
+        platforms=chosen,
+        platforms_from_files=file_platforms,
+        warnings=[w.format() for w in warnings],
+        pip_repositories=[redact(r) for r in pip_repos],
+        allow_pypi_requests=allow_pypi,
+        selectors=selectors,
+    )
+
+
+def quiet_conda_lock() -> None:
+    """conda-lock logs selector filtering and token hints as warnings; envguard reports its own."""
+    logging.getLogger("conda_lock").setLevel(logging.ERROR)
+
+
+def conda_lock_spec(files: list[Path], platforms: list[str], mapping_url: str | None = None) -> Any:
+    """Run conda-lock's own parser; its failures become one-line :class:`UserError`s."""
+    from envguard.pypi import mapping_path
+
+    try:
+        from conda_lock.src_parser import make_lock_spec
+    except ImportError as e:  # pragma: no cover - conda-lock is a hard dependency
+        raise UserError(f"conda-lock is not installed ({e})", fix="pip install conda-lock==4.0.3") from None
+    quiet_conda_lock()
+    try:
+        # conda-lock prints its own warnings (editable pip lines) to stderr; ours come from validate().
+        with contextlib.redirect_stderr(io.StringIO()):
+            return make_lock_spec(src_files=[Path(f) for f in files], platform_overrides=list(platforms),
+                                  mapping_url=mapping_url or str(mapping_path()))
+    except UserError:
+        raise
+    except Exception as e:  # conda-lock raises bare ValueError/RuntimeError/KeyError on bad specs
+        detail = " ".join(str(e).split()) or type(e).__name__
+        cause = e.__cause__
+        if cause is not None and str(cause):
+            detail += f": {' '.join(str(cause).split())}"
+        raise UserError(f"conda-lock cannot parse the spec: {detail}",
+                        file=", ".join(str(f) for f in files),
+                        fix="correct the entry named above") from None

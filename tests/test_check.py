@@ -1,0 +1,340 @@
+"""`envguard check` on real environments built by rattler from the test channels, each broken one way.
+
+Every test runs the real CLI in a subprocess (exit code, JSON), except where it needs a knob the CLI
+does not have (import probing without the smoke test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+import channels
+import check_envs
+from check_envs import envguard
+
+BASE = ["python 3.11.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"]
+
+
+def codes(report: dict, severity: str | None = None) -> set[str]:
+    return {f["code"] for f in report["findings"] if severity is None or f["severity"] == severity}
+
+
+def check_json(*args: str, **kw) -> tuple[int, dict]:
+    proc = envguard("check", "--format", "json", *args, **kw)
+    assert proc.returncode in (0, 1, 3, 7), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.fixture
+def cache(session_tmp: Path) -> Path:
+    return session_tmp / "check-pkgs"
+
+
+@pytest.fixture
+def py311(standard_channel) -> None:
+    if not standard_channel.python_version.startswith("3.11"):
+        pytest.skip("the standard channel's python is not 3.11 here")
+
+
+@pytest.fixture
+def env(py311, channel_url: str, cache: Path, tmp_path: Path) -> Path:
+    prefix, records = check_envs.make_env(channel_url, BASE, tmp_path / "env", cache)
+    check_envs.write_lock(tmp_path / "conda-lock.yml", records)
+    return prefix
+
+
+def test_clean_env_with_its_lock_passes_deep(env: Path, tmp_path: Path) -> None:
+    rc, rep = check_json("-p", str(env), "--lockfile", str(tmp_path / "conda-lock.yml"), "--deep", "--no-smoke")
+    assert rc == 0, rep["findings"]
+    assert codes(rep, "error") == set() and codes(rep, "warning") == set()
+    assert rep["kind"] == "conda" and rep["files"] == {"mode": "sha256", "problems": []}
+    assert {p["name"] for p in rep["packages"]} == {"python", "pytorch", "numpy", "pip", "egtool", "eglink"}
+    assert rep["torch"]["cpu"] is True and rep["torch"]["source"] == "conda"
+
+
+def test_default_lock_beside_environment_yml(env: Path, tmp_path: Path) -> None:
+    (tmp_path / "environment.yml").write_text("name: t\nchannels: [conda-forge]\ndependencies: [python=3.11]\n")
+    rc, rep = check_json("-p", str(env), "--no-smoke", cwd=tmp_path)
+    assert rc == 0 and rep["lockfile"] == str(tmp_path / "conda-lock.yml")
+    (tmp_path / "environment.yml").unlink()  # a lock alone is not picked up: it may belong to anything
+    rc, rep = check_json("-p", str(env), "--no-smoke", cwd=tmp_path)
+    assert rep["lockfile"] is None and "EG502" in codes(rep, "info")
+
+
+def test_pip_install_over_conda_pytorch(env: Path, tmp_path: Path) -> None:
+    wheel = channels.build_wheel(tmp_path / "wheels", "torch", "2.13.1")
+    check_envs.pip_install(env, wheel)
+    rc, rep = check_json("-p", str(env), "--lockfile", str(tmp_path / "conda-lock.yml"), "--no-smoke")
+    assert rc == 1
+    errors = codes(rep, "error")
+    assert {"EG520", "EG521", "EG522"} <= errors  # core by pip; two claims on torch; conda's dist-info gone
+    assert "EG511" in codes(rep, "warning")  # pip torch is not in the lock
+    f520 = next(f for f in rep["findings"] if f["code"] == "EG520")
+    assert f520["package"] == "torch" and f520["file"].endswith("torch-2.13.1.dist-info")
+    assert {"name": "torch", "version": "2.13.1", "manager": "pip"}.items() <= next(
+        p for p in rep["packages"] if p["manager"] == "pip").items()
+    # --files sees pip's removal of conda's files: an integrity failure naming pytorch
+    rc, rep = check_json("-p", str(env), "--files", "--no-smoke")
+    assert rc == 3
+    f530 = next(f for f in rep["findings"] if f["code"] == "EG530")
+    assert f530["package"] == "pytorch" and "torch-2.13.0.dist-info/METADATA" in f530["message"]
+
+
+def test_import_resolves_to_pips_copy(env: Path, tmp_path: Path) -> None:
+    from envguard.check import run_check
+
+    clean = run_check(env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path)
+    f = next(f for f in clean.findings if f.code == "EG523" and f.package == "torch")
+    assert f.severity.value == "info" and "conda package pytorch 2.13.0" in f.message
+    check_envs.pip_install(env, channels.build_wheel(tmp_path / "wheels", "torch", "2.13.1"))
+    broken = run_check(env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path)
+    f = next(f for f in broken.findings if f.code == "EG523" and f.package == "torch")
+    assert f.severity.value == "error" and "pip dist torch 2.13.1" in f.message
+    assert f.file == str(env / "lib/python3.11/site-packages/torch/__init__.py")
+
+
+def test_deleted_and_modified_files(env: Path) -> None:
+    target = env / "share/eglink/target.txt"
+    init = env / "lib/python3.11/site-packages/egtool/__init__.py"
+    target.unlink()
+    check_envs.replace_file(init, init.read_bytes().replace(b"print", b"PRINT"))  # same size
+    rc, rep = check_json("-p", str(env), "--files", "--no-smoke")
+    assert rc == 3
+    assert {(p["path"], p["package"], p["problem"]) for p in rep["files"]["problems"]} == {
+        ("share/eglink/target.txt", "eglink", "missing")}
+    rc, rep = check_json("-p", str(env), "--deep", "--no-smoke")
+    assert rc == 3
+    assert {(p["path"], p["package"], p["problem"]) for p in rep["files"]["problems"]} == {
+        ("share/eglink/target.txt", "eglink", "missing"),
+        ("lib/python3.11/site-packages/egtool/__init__.py", "egtool", "sha256")}
+    assert {"EG530", "EG532"} <= codes(rep, "error")
+    text = envguard("check", "-p", str(env), "--deep", "--no-smoke")
+    assert text.returncode == 3 and "egtool" in text.stdout and "EG532" in text.stdout
+
+
+def test_cpu_build_with_cuda_lock(py311, channel_url: str, cache: Path, tmp_path: Path) -> None:
+    cuda_records = check_envs.solve([channel_url], ["python 3.11.*", "pytorch 2.13.0 *cuda126*", "pip"], cuda="12.8")
+    lock = check_envs.write_lock(tmp_path / "conda-lock.yml", cuda_records)
+    prefix, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.13.0 *cpu*", "pip"], tmp_path / "env",
+                                    cache)
+    rc, rep = check_json("-p", str(prefix), "--lockfile", str(lock), "--no-smoke")
+    assert rc == 1
+    f = next(f for f in rep["findings"] if f["code"] == "EG550")
+    assert "CPU build" in f["message"] and "12.6" in f["message"] and f["fix"]
+    assert "EG510" in codes(rep, "error")  # cuda-version is locked but not installed
+    assert rep["torch"]["cpu"] is True
+
+
+def test_lock_names_a_different_build(py311, channel_url: str, cache: Path, tmp_path: Path) -> None:
+    locked = check_envs.solve([channel_url], ["python 3.11.*", "pytorch 2.13.0 *cuda128*"], cuda="12.8")
+    lock = check_envs.write_lock(tmp_path / "conda-lock.yml", locked)
+    prefix, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.13.0 *cuda126*", "cuda-version 12.6"],
+                                    tmp_path / "env", cache, cuda="12.8")
+    rc, rep = check_json("-p", str(prefix), "--lockfile", str(lock), "--no-smoke")
+    assert rc == 1
+    f = next(f for f in rep["findings"] if f["code"] == "EG512" and f["package"] == "pytorch")
+    assert "cuda128_generic" in f["message"] and "cuda126_generic" in f["message"]
+    assert "EG550" not in codes(rep)  # a CUDA build, just not the locked one
+    assert rep["torch"]["cuda"] == "12.6"
+
+
+def test_lock_without_host_platform(env: Path, tmp_path: Path) -> None:
+    lock = tmp_path / "conda-lock.yml"
+    lock.write_text(lock.read_text().replace("linux-64", "osx-arm64"))
+    rc, rep = check_json("-p", str(env), "--lockfile", str(lock), "--no-smoke")
+    assert rc == 1 and "EG513" in codes(rep, "error")
+
+
+def test_python_312_env(standard_channel, channel_url: str, cache: Path, tmp_path: Path) -> None:
+    if not standard_channel.python312_available:
+        pytest.skip("no Python 3.12 interpreter for the test channel")
+    prefix, _ = check_envs.make_env(channel_url, ["python 3.12.*", "pip"], tmp_path / "env", cache)
+    rc, rep = check_json("-p", str(prefix), "--no-smoke")
+    assert rc == 1 and rep["python"].startswith("3.12")
+    f = next(f for f in rep["findings"] if f["code"] == "EG540")
+    assert f["severity"] == "error" and "3.10, 3.11" in f["message"]
+
+
+def test_pytorch_channel_and_mkl(py311, channel_factory, cache: Path, tmp_path: Path) -> None:
+    plat = channels.host_platform()
+    chan = channel_factory([
+        {"name": "pytorch", "version": "2.5.1", "build": "py3.11_cpu_0", "subdir": plat},
+        {"name": "mkl", "version": "2024.2.0", "build": "h0_0", "subdir": plat},
+        {"name": "mkl", "version": "2023.2.0", "build": "h0_0", "subdir": plat},
+    ], name="pytorch")
+    url = channels.channel_url(chan)
+    new, _ = check_envs.make_env(url, ["pytorch", "mkl 2024.2.0"], tmp_path / "new", cache)
+    rc, rep = check_json("-p", str(new), "--no-smoke")
+    assert rc == 1 and "EG543" in codes(rep, "error") and "EG542" not in codes(rep)
+    old, _ = check_envs.make_env(url, ["pytorch", "mkl 2023.2.0"], tmp_path / "old", cache)
+    rc, rep = check_json("-p", str(old), "--no-smoke")
+    assert rc == 0 and "EG542" in codes(rep, "warning") and "EG543" not in codes(rep)
+    assert envguard("check", "-p", str(old), "--no-smoke", "--strict").returncode == 1
+
+
+def test_environment_variables(env: Path, tmp_path: Path) -> None:
+    libdir = tmp_path / "system-cuda" / "lib64"
+    libdir.mkdir(parents=True)
+    (libdir / "libcudnn.so.9").write_bytes(b"\x7fELF")
+    (libdir / "libnccl.so.2").write_bytes(b"\x7fELF")
+    inside = env / "lib"  # the environment's own lib dir on the path is fine
+    extra = {"LD_LIBRARY_PATH": f"{inside}:{libdir}", "KMP_DUPLICATE_LIB_OK": "TRUE"}
+    rc, rep = check_json("-p", str(env), "--no-smoke", env=extra)
+    assert rc == 0  # warnings only
+    assert {"EG560", "EG561"} <= codes(rep, "warning")
+    f = next(f for f in rep["findings"] if f["code"] == "EG560")
+    assert "libcudnn" in f["message"] and "libnccl" in f["message"] and str(libdir) in f["message"]
+
+
+def test_urls_from_conda_meta_are_redacted(py311, channel_factory, test_channel: Path, cache: Path,
+                                           tmp_path: Path) -> None:
+    server = channel_factory.serve(test_channel, token="s3cr3t-token")
+    assert "/t/s3cr3t-token" in server.url
+    prefix, _ = check_envs.make_env(server.url, ["egtool", "python 3.11.*"], tmp_path / "env", cache)
+    assert "s3cr3t-token" in (next((prefix / "conda-meta").glob("egtool-*.json"))).read_text()
+    for fmt in ("json", "text", "markdown"):
+        proc = envguard("check", "-p", str(prefix), "--no-smoke", "--files", "--format", fmt)
+        assert proc.returncode == 0, proc.stderr
+        assert "s3cr3t-token" not in proc.stdout + proc.stderr
+    rep = json.loads(envguard("check", "-p", str(prefix), "--no-smoke", "--format", "json").stdout)
+    assert any("/t/***/" in (p["url"] or "") for p in rep["packages"])
+
+
+def test_half_built_prefix(env: Path) -> None:
+    # What an interrupted transaction leaves: packages linked, their records never written.
+    for record in (env / "conda-meta").glob("*.json"):
+        record.unlink()
+    rc, rep = check_json("-p", str(env), "--no-smoke")
+    assert rc == 3 and "EG534" in codes(rep, "error")
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    for args, needle in ((["-p", str(tmp_path / "nope")], "no environment at"),
+                         (["--lockfile", str(tmp_path / "missing.yml")], "missing.yml"),
+                         (["--format", "xml"], "--format"),
+                         (["-p", str(tmp_path), "-n", "x"], "-p/-n")):
+        proc = envguard("check", "--no-smoke", *args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert needle in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_check_never_writes_into_the_prefix(env: Path, tmp_path: Path) -> None:
+    def snapshot() -> dict[str, tuple[int, int]]:
+        out = {}
+        for root, dirs, files in os.walk(env):
+            for n in dirs + files:
+                p = os.path.join(root, n)
+                st = os.lstat(p)
+                out[p] = (st.st_mtime_ns, st.st_size if not stat.S_ISDIR(st.st_mode) else 0)
+        return out
+
+    before = snapshot()
+    proc = envguard("check", "-p", str(env), "--deep", "--no-smoke", "--lockfile", str(tmp_path / "conda-lock.yml"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert snapshot() == before
+
+
+FAKE_SMI = """#!/bin/sh
+# A fake nvidia-smi: the query envguard.driver makes, and the banner with the CUDA level.
+case "$1" in
+  --query-gpu=*) echo "{driver}, {gpu}, {cap}" ;;
+  *) echo "| NVIDIA-SMI {driver}   Driver Version: {driver}   CUDA Version: {cuda}  |" ;;
+esac
+"""
+
+
+def fake_smi(directory: Path, driver: str, gpu: str, cap: str, cuda: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    exe = directory / "nvidia-smi"
+    exe.write_text(FAKE_SMI.format(driver=driver, gpu=gpu, cap=cap, cuda=cuda))
+    exe.chmod(0o755)
+    return exe
+
+
+@pytest.fixture
+def cuda_env(py311, channel_url: str, cache: Path, tmp_path: Path) -> Path:
+    prefix, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.13.0 *cuda126*", "pip"],
+                                    tmp_path / "cuda-env", cache, cuda="12.8")
+    return prefix
+
+
+def test_fake_old_driver_on_path(cuda_env: Path, tmp_path: Path) -> None:
+    bindir = fake_smi(tmp_path / "bin", "470.57.02", "Tesla K80", "3.7", "11.4").parent
+    extra = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    rc, rep = check_json("-p", str(cuda_env), "--no-smoke", env=extra)
+    assert rc == 1
+    f = next(f for f in rep["findings"] if f["code"] == "EG551")
+    assert "470.57.02" in f["message"] and "525.60.13" in f["message"] and "12.6" in f["message"]
+    arch = next(f for f in rep["findings"] if f["code"] == "EG552")
+    assert "Tesla K80" in arch["message"] and "3.7" in arch["message"]
+    assert rep["gpu"] == {"driver_version": "470.57.02", "gpus": [{"name": "Tesla K80", "capability": "3.7"}]}
+
+
+def test_new_enough_driver_passes(cuda_env: Path, tmp_path: Path) -> None:
+    exe = fake_smi(tmp_path / "bin", "560.35.03", "NVIDIA A100-SXM4-80GB", "8.0", "12.6")
+    rc, rep = check_json("-p", str(cuda_env), "--no-smoke", env={"ENVGUARD_NVIDIA_SMI": str(exe)})
+    assert rc == 0, rep["findings"]
+    assert not {"EG551", "EG552", "EG553"} & codes(rep)
+    # no driver at all: a CUDA build on a machine without one is a note, not an error
+    rc, rep = check_json("-p", str(cuda_env), "--no-smoke", env={"ENVGUARD_NVIDIA_SMI": ""})
+    assert rc == 0 and "EG553" in codes(rep, "info")
+
+
+def test_check_the_test_virtualenv_itself_with_smoke(tmp_path: Path) -> None:
+    """README's first command: `envguard check` on the active interpreter's environment, smoke included."""
+    import sys
+
+    proc = envguard("check", "--format", "json", cwd=tmp_path, env={"ENVGUARD_NVIDIA_SMI": ""})
+    rep = json.loads(proc.stdout)
+    assert proc.returncode == 0, (rep["findings"], proc.stderr)
+    assert rep["prefix"] == sys.prefix and rep["kind"] == "venv" and rep["summary"]["errors"] == 0
+    assert rep["smoke"] == {"exit_code": 0, "timed_out": False, "findings": rep["smoke"]["findings"]}
+    assert rep["torch"]["source"] == "probe" and rep["torch"]["version"].startswith("2.")
+    assert rep["import_origins"]["torch"]["origin"].startswith(sys.prefix)
+    assert any(p["name"] == "torch" and p["manager"] == "pip" for p in rep["packages"])
+    text = envguard("check", cwd=tmp_path, env={"ENVGUARD_NVIDIA_SMI": ""})
+    assert text.returncode == 0 and "0 errors" in text.stdout
+
+
+def test_smoke_failure_in_the_checked_env(env: Path, tmp_path: Path) -> None:
+    # pip's "torch" here is a stub package: import works, the DataLoader round trip cannot.
+    check_envs.pip_install(env, channels.build_wheel(tmp_path / "wheels", "torch", "2.13.1"))
+    rc, rep = check_json("-p", str(env), env={"ENVGUARD_NVIDIA_SMI": ""})
+    assert rc == 7 and rep["smoke"]["exit_code"] == 7
+    assert {"EG520", "EG521", "EG522", "EG523"} <= codes(rep, "error")
+
+
+def test_named_env_from_envguard_create_and_its_fingerprint(env: Path, tmp_path: Path) -> None:
+    name = f"chk-{tmp_path.name}"[:40]
+    made = envguard("create", "-n", name, "--lockfile", str(tmp_path / "conda-lock.yml"), "--no-check", "-q")
+    assert made.returncode == 0, made.stderr
+    rc, rep = check_json("-n", name, "--no-smoke", cwd=tmp_path)
+    assert rc == 0, rep["findings"]
+    assert rep["prefix"] == str(Path(os.environ["ENVGUARD_ENVS_DIR"]) / name)
+    assert not {"EG515", "EG534"} & codes(rep)
+    # without a lock, the create fingerprint still notices a package that went away
+    prefix = Path(rep["prefix"])
+    next((prefix / "conda-meta").glob("eglink-*.json")).unlink()
+    rc, rep = check_json("-n", name, "--no-smoke", cwd=tmp_path)
+    assert rc == 1
+    f = next(f for f in rep["findings"] if f["code"] == "EG515")
+    assert f["severity"] == "error" and "eglink missing" in f["message"]
+
+
+def test_check_imports_stay_lazy(env: Path, tmp_path: Path) -> None:
+    """Start-up cost: a check without a lock imports neither conda-lock nor rattler."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "probe_imports.py"
+    script.write_text(
+        "import sys\nfrom envguard.cli import run\n"
+        f"code = run(['check', '-p', {str(env)!r}, '--no-smoke', '--format', 'json'])\n"
+        "print('RESULT', code, 'conda_lock' in sys.modules, 'rattler' in sys.modules)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.stdout.strip().splitlines()[-1] == "RESULT 0 False False", out.stderr

@@ -1,0 +1,560 @@
+"""envguard lint: each rule on small environment and lock files, and the CLI contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from envguard import cli
+from envguard.findings import Severity
+from envguard.lint import RULES, lint_file, lint_paths, lint_text, release_lines
+
+
+def _lint(text: str, name: str = "environment.yml") -> list:
+    return lint_text(textwrap.dedent(text).lstrip("\n"), name)
+
+
+def _codes(findings: list) -> set[str]:
+    return {f.code for f in findings}
+
+
+def _one(findings: list, code: str):
+    hits = [f for f in findings if f.code == code]
+    assert len(hits) == 1, f"expected one {code}, got {[(f.code, f.line, f.message) for f in findings]}"
+    return hits[0]
+
+
+GOOD = """
+name: ok
+channels:
+  - conda-forge
+  - nodefaults
+dependencies:
+  - python=3.11
+  - pytorch=2.15.*=cuda12*
+  - cuda-version=12.6
+  - numpy
+  - pip
+  - pip:
+    - rich>=13
+"""
+
+
+def test_good_file_has_no_findings() -> None:
+    assert _lint(GOOD) == []
+
+
+def test_every_rule_is_documented_in_readme() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    missing = [code for code in RULES if f"`{code}`" not in readme]
+    assert not missing, f"rules missing from README.md: {missing}"
+
+
+@pytest.mark.parametrize("spec,lines", [
+    ("2.15.*", {"2.15"}),
+    ("=2.1", {"2.1"}),
+    ("==2.1.0", {"2.1"}),
+    ("~=2.1.0", {"2.1"}),
+    (">=2.0.0,<=2.6.0", {"2.0", "2.1", "2.2", "2.3", "2.4", "2.5", "2.6"}),
+])
+def test_release_lines_of_conda_constraints(spec: str, lines: set[str]) -> None:
+    from envguard.lint import _TORCH_UNIVERSE
+
+    assert release_lines(spec, "conda", _TORCH_UNIVERSE) == lines
+
+
+def test_release_lines_unbounded_and_pip() -> None:
+    from envguard.lint import _TORCH_UNIVERSE
+
+    assert release_lines(None, "conda", _TORCH_UNIVERSE) is None
+    assert len(release_lines(">=2.4.1", "conda", _TORCH_UNIVERSE) or ()) > 1
+    assert release_lines("==2.0.0", "pip", _TORCH_UNIVERSE) == {"2.0"}
+
+
+def test_python_missing_and_unpinned() -> None:
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - pytorch=2.15.*=cpu*
+        """), "EG101")
+    assert f.severity is Severity.ERROR and f.line == 2 and "python=3.11" in f.fix
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python>=3.10
+          - pytorch=2.15.*=cpu*
+        """), "EG101")
+    assert f.line == 3 and "python>=3.10" in f.message
+
+
+def test_python_unsupported_and_legacy() -> None:
+    old = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.9
+          - pytorch=2.8.*=cpu*
+        """), "EG102")
+    assert old.severity is Severity.ERROR and old.line == 3
+    new = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.12
+          - pytorch=2.15.*=cpu*
+        """), "EG102")
+    assert new.severity is Severity.WARNING
+    legacy = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.10
+          - pytorch=2.14.*=cpu*
+        """), "EG103")
+    assert legacy.severity is Severity.WARNING and "2026-10-31" in legacy.message
+
+
+def test_torch_python_mismatch_names_nearest_choices() -> None:
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.10
+          - pytorch=2.15.*=cpu*
+        """), "EG104")
+    assert f.severity is Severity.ERROR and f.line == 3
+    assert "needs Python ≥ 3.11" in f.message
+    assert "python=3.11" in f.fix and "torch 2.14" in f.fix
+
+
+def test_torch_not_pinned_and_unknown_release() -> None:
+    fs = _lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch>=2.4
+        """)
+    f = _one(fs, "EG105")
+    assert f.line == 4 and "pytorch>=2.4" in f.message
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=1.13.*=cpu*
+        """), "EG106")
+    assert f.severity is Severity.WARNING and "older than" in f.message
+
+
+def test_core_packages_under_pip() -> None:
+    fs = _lint("""
+        name: x
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - numpy
+          - pip
+          - pip:
+            - torch==2.13.0
+            - requests
+            - numpy==2.0.0
+        """)
+    hits = {f.package: f for f in fs if f.code == "EG107"}
+    assert set(hits) == {"torch", "numpy"}
+    assert hits["torch"].line == 8 and "pytorch=2.13.*" in hits["torch"].fix
+    assert hits["numpy"].line == 10
+
+
+def test_core_package_through_requirements_include(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("torch>=2.4,<2.7\n", encoding="utf-8")
+    env = tmp_path / "environment.yml"
+    env.write_text(textwrap.dedent("""\
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pip
+          - pip:
+            - -r requirements.txt
+        """), encoding="utf-8")
+    fs = lint_file(env)
+    f = _one(fs, "EG107")
+    assert f.line == 6 and "requirements file" in f.message
+    assert "EG124" in _codes(fs)  # and conda-lock cannot follow -r (spec.validate's rule)
+
+
+def test_pytorch_cuda_with_pip_torch() -> None:
+    fs = _lint("""
+        channels: [pytorch, nvidia]
+        dependencies:
+          - python=3.10
+          - pytorch-cuda=11.7
+          - pip
+          - pip:
+            - torch==2.1.0
+        """)
+    f = _one(fs, "EG108")
+    assert f.line == 4 and f.severity is Severity.ERROR
+
+
+def test_cudatoolkit_with_torch2() -> None:
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - cudatoolkit=11.8
+          - pytorch=2.7.*=cuda*
+        """), "EG109")
+    assert f.line == 4 and f.severity is Severity.ERROR
+    assert "EG109" not in _codes(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - cudatoolkit=11.1
+          - pytorch=1.9.*=cuda*
+        """))
+
+
+def test_pytorch_cuda_and_pytorch_channel_by_torch_release() -> None:
+    new = _lint("""
+        channels: [pytorch, nvidia]
+        dependencies:
+          - python=3.11
+          - pytorch=2.6.*
+          - pytorch-cuda=12.4
+        """)
+    assert _one(new, "EG110").severity is Severity.ERROR
+    chan = _one(new, "EG111")
+    assert chan.severity is Severity.ERROR and chan.line == 1
+    old = _lint("""
+        channels: [pytorch, nvidia]
+        dependencies:
+          - python=3.11
+          - pytorch=2.5.*
+          - pytorch-cuda=12.4
+        """)
+    assert _one(old, "EG110").severity is Severity.WARNING
+    assert _one(old, "EG111").severity is Severity.WARNING
+
+
+def test_prefixed_pytorch_channel() -> None:
+    fs = _lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch::pytorch=2.1.0
+        """)
+    assert _one(fs, "EG111").line == 4
+    assert _one(fs, "EG119").line == 4
+
+
+def test_cuda_without_build_guard() -> None:
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.15.*
+          - cuda-version=12.6
+        """), "EG112")
+    assert f.line == 4 and "pytorch=2.15.*=cuda12*" in f.fix
+    # an "# [osx]" line needs no CUDA guard; a CPU-only file has no CUDA to guard
+    assert "EG112" not in _codes(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.15.*  # [osx]
+          - pytorch=2.15.*=cuda12*  # [linux]
+          - cuda-version=12.6  # [linux]
+        """))
+    assert "EG112" not in _codes(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.15.*
+        """))
+
+
+def test_channels_defaults_http_nightly() -> None:
+    fs = _lint("""
+        channels:
+          - conda-forge
+          - defaults
+          - http://example.org/conda/mirror
+          - pytorch-nightly
+        dependencies:
+          - python=3.11
+          - pytorch=2.15.*=cpu*
+        """)
+    assert _one(fs, "EG113").line == 3
+    assert _one(fs, "EG114").line == 4
+    assert _one(fs, "EG120").line == 5
+    assert "EG113" not in _codes(_lint("""
+        channels: [defaults]
+        dependencies: [python=3.11]
+        """))
+
+
+def test_credentials_are_errors_and_redacted() -> None:
+    fs = _lint("""
+        channels:
+          - https://alice:s3cret@conda.example.org/private
+          - conda-forge
+        dependencies:
+          - python=3.11
+          - pip
+          - pip:
+            - --extra-index-url https://bob:hunter2@pypi.example.org/simple
+        """)
+    creds = [f for f in fs if f.code == "EG115"]
+    assert {f.line for f in creds} == {2, 8}
+    assert all(f.severity is Severity.ERROR for f in creds)
+    blob = json.dumps([f.to_dict() for f in fs])
+    assert "s3cret" not in blob and "hunter2" not in blob
+    # ${VAR} placeholders are not secrets
+    assert "EG115" not in _codes(_lint("""
+        channels:
+          - https://${USER}:${TOKEN}@conda.example.org/private
+        dependencies: [python=3.11]
+        """))
+
+
+def test_pip_section_without_pip_and_unknown_key() -> None:
+    fs = _lint("""
+        name: x
+        channels: [conda-forge]
+        dependecies_extra: 1
+        dependencies:
+          - python=3.11
+          - pip:
+            - rich
+        """)
+    assert _one(fs, "EG116").line == 6
+    unknown = _one(fs, "EG117")
+    assert unknown.line == 3
+
+
+def test_unknown_key_did_you_mean() -> None:
+    f = _one(_lint("""
+        chanels: [conda-forge]
+        dependencies: [python=3.11]
+        """), "EG117")
+    assert "channels" in f.fix
+
+
+def test_torch_cuda_major_not_built() -> None:
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.15.*=cuda*
+          - cuda-version=11.8
+        """), "EG118")
+    assert f.line == 5 and "cuda-version=12.6" in f.fix
+
+
+def test_invalid_spec_and_exact_build_pin() -> None:
+    fs = _lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.15=cuda12*
+          - numpy>=>2
+        """)
+    exact = _one(fs, "EG122")
+    assert exact.line == 4 and "pytorch=2.15.*=cuda12*" in exact.fix
+    assert _one(fs, "EG121").line == 5
+
+
+def test_package_in_conda_and_pip() -> None:
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - rich
+          - pip
+          - pip:
+            - rich
+        """), "EG123")
+    assert f.line == 7 and f.severity is Severity.WARNING
+
+
+def test_structural_error_stops_deeper_rules() -> None:
+    fs = _lint("""
+        channels: [conda-forge]
+        dependencies: python=3.11
+        """)
+    assert _codes(fs) == {"EG100"}
+
+
+# ---------------------------------------------------------------- lock files
+
+LOCK_HEAD = f"""\
+version: 1
+metadata:
+  content_hash:
+    linux-64: "{'a' * 64}"
+  channels:
+  - url: conda-forge
+    used_env_vars: []
+  platforms:
+  - linux-64
+  sources:
+  - environment.yml
+package:
+"""
+
+
+def _entry(name: str, version: str, url: str, manager: str = "conda", platform: str = "linux-64") -> str:
+    return textwrap.dedent(f"""\
+        - name: {name}
+          version: '{version}'
+          manager: {manager}
+          platform: {platform}
+          dependencies: {{}}
+          url: {url}
+          hash:
+            md5: "{'0' * 32}"
+            sha256: "{'0' * 64}"
+          category: main
+          optional: false
+        """)
+
+
+def _lock(tmp_path: Path, *entries: str) -> Path:
+    p = tmp_path / "conda-lock.yml"
+    p.write_text(LOCK_HEAD + "".join(entries), encoding="utf-8")
+    return p
+
+
+CF = "https://conda.anaconda.org/conda-forge"
+
+
+def test_lock_fixture_is_a_real_conda_lock_file(tmp_path: Path) -> None:
+    """The hand-written locks below are files conda-lock itself accepts."""
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    p = _lock(tmp_path, _entry("cuda-version", "12.6", f"{CF}/noarch/cuda-version-12.6-h7480c83_3.conda"))
+    assert parse_conda_lock_file(p).package[0].name == "cuda-version"
+
+
+def test_lock_cuda_line_mismatch(tmp_path: Path) -> None:
+    p = _lock(
+        tmp_path,
+        _entry("cuda-version", "12.5", f"{CF}/noarch/cuda-version-12.5-hd4f0392_3.conda"),
+        _entry("pytorch", "2.5.1", f"{CF}/linux-64/pytorch-2.5.1-cuda118_py311h0_300.conda"),
+    )
+    f = _one(lint_file(p), "EG150")
+    assert f.severity is Severity.ERROR and "CUDA 11.8" in f.message and "12.5" in f.message
+    # the line of the pytorch entry's url
+    assert p.read_text().splitlines()[f.line - 1].strip() == f"url: {CF}/linux-64/pytorch-2.5.1-cuda118_py311h0_300.conda"
+
+
+def test_lock_same_major_newer_runtime_is_fine_older_warns(tmp_path: Path) -> None:
+    ok = _lock(
+        tmp_path,
+        _entry("cuda-version", "12.8", f"{CF}/noarch/cuda-version-12.8-h5d125a7_3.conda"),
+        _entry("pytorch", "2.7.1", f"{CF}/linux-64/pytorch-2.7.1-cuda126_generic_py311h0_200.conda"),
+    )
+    assert "EG150" not in _codes(lint_file(ok))
+    older = _lock(
+        tmp_path,
+        _entry("cuda-cudart", "12.4.127", f"{CF}/linux-64/cuda-cudart-12.4.127-he02047a_2.conda"),
+        _entry("pytorch", "2.7.1", f"{CF}/linux-64/pytorch-2.7.1-cuda126_generic_py311h0_200.conda"),
+    )
+    assert _one(lint_file(older), "EG150").severity is Severity.WARNING
+
+
+def test_lock_conda_and_pip_copy_of_one_package(tmp_path: Path) -> None:
+    p = _lock(
+        tmp_path,
+        _entry("pytorch", "2.7.1", f"{CF}/linux-64/pytorch-2.7.1-cpu_generic_py311h0_0.conda"),
+        _entry("torch", "2.7.1", "https://files.pythonhosted.org/packages/ab/torch-2.7.1-cp311-cp311-"
+                                 "manylinux_2_28_x86_64.whl", manager="pip"),
+    )
+    f = _one(lint_file(p), "EG151")
+    assert f.package == "torch" and f.severity is Severity.ERROR
+
+
+def test_lock_unlisted_channel_and_prerelease(tmp_path: Path) -> None:
+    p = _lock(
+        tmp_path,
+        _entry("pytorch", "2.3.0.dev20240117",
+               "https://conda.anaconda.org/pytorch-nightly/linux-64/pytorch-2.3.0.dev20240117-py3.11_cpu_0.tar.bz2"),
+    )
+    fs = lint_file(p)
+    assert "pytorch-nightly" in _one(fs, "EG152").message
+    assert _one(fs, "EG153").severity is Severity.WARNING
+
+
+def test_lock_pytorch_channel_with_new_mkl(tmp_path: Path) -> None:
+    p = _lock(
+        tmp_path,
+        _entry("mkl", "2024.1.0", f"{CF}/linux-64/mkl-2024.1.0-ha957f24_693.conda"),
+        _entry("pytorch", "2.1.0",
+               "https://conda.anaconda.org/pytorch/linux-64/pytorch-2.1.0-py3.11_cpu_0.tar.bz2"),
+    )
+    assert _one(lint_file(p), "EG154").package == "mkl"
+
+
+def test_explicit_lock_is_linted(tmp_path: Path) -> None:
+    p = tmp_path / "conda-linux-64.lock"
+    p.write_text("# platform: linux-64\n@EXPLICIT\n"
+                 f"{CF}/noarch/cuda-version-13.0-h0_3.conda#{'0' * 32}\n"
+                 f"{CF}/linux-64/pytorch-2.9.0-cuda126_generic_py311h0_200.conda#{'1' * 32}\n", encoding="utf-8")
+    f = _one(lint_file(p), "EG150")
+    assert f.line == 4
+
+
+# ---------------------------------------------------------------- files and CLI
+
+
+def test_unreadable_inputs_are_reported_not_raised(tmp_path: Path) -> None:
+    bad = tmp_path / "environment.yml"
+    bad.write_text("channels: [conda-forge\n", encoding="utf-8")
+    res = lint_paths([bad, tmp_path / "missing.yml"])
+    assert len(res.unreadable) == 2
+    assert "malformed YAML" in res.unreadable[0] and ":1" in res.unreadable[0]
+
+
+def test_cli_exit_codes_and_formats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.run(["lint"]) == 2  # no environment.yml here
+    assert "no environment.yml" in capsys.readouterr().err
+    (tmp_path / "environment.yml").write_text(textwrap.dedent(GOOD).lstrip(), encoding="utf-8")
+    assert cli.run(["lint"]) == 0
+    assert "no findings" in capsys.readouterr().out
+    bad = tmp_path / "bad.yml"
+    bad.write_text("channels: [conda-forge]\ndependencies:\n  - python=3.11\n  - pytorch>=2\n", encoding="utf-8")
+    assert cli.run(["lint", "--format", "json", str(bad)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["findings"][0]["code"] == "EG105" and doc["findings"][0]["line"] == 4
+    assert cli.run(["lint", "--format", "markdown", str(bad)]) == 1
+    assert "`EG105`" in capsys.readouterr().out
+    # warnings alone do not fail
+    warn_only = tmp_path / "warn.yml"
+    warn_only.write_text("channels: [conda-forge]\ndependencies:\n  - python=3.10\n  - pytorch=2.14.*=cpu*\n",
+                         encoding="utf-8")
+    assert cli.run(["lint", str(warn_only)]) == 0
+    assert cli.run(["lint", "--format", "yaml", str(warn_only)]) == 2
+
+
+def test_cli_lints_lock_beside_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "environment.yml").write_text(textwrap.dedent(GOOD).lstrip(), encoding="utf-8")
+    _lock(tmp_path, _entry("pytorch", "2.7.1", f"{CF}/linux-64/pytorch-2.7.1-cpu_generic_py311h0_0.conda"),
+          _entry("torch", "2.7.1", "https://files.pythonhosted.org/torch-2.7.1-cp311-cp311-linux_x86_64.whl",
+                 manager="pip"))
+    assert cli.run(["lint", "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [f["code"] for f in doc["findings"]] == ["EG151"]
+    assert doc["files"] == ["environment.yml", "conda-lock.yml"]
+
+
+def test_cli_subprocess_no_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "environment.yml"
+    bad.write_bytes(b"\xff\xfe not utf-8")
+    proc = subprocess.run([sys.executable, "-m", "envguard", "lint", str(bad)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "not UTF-8" in proc.stderr

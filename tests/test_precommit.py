@@ -1,0 +1,155 @@
+"""The pre-commit hooks, end to end, with the real `pre-commit` and real git commits.
+
+A snapshot of this working tree is committed into a temporary git repository
+(the hook repository); a second temporary repository (the project) points its
+.pre-commit-config.yaml at it by local path and rev. pre-commit builds its own
+virtualenv with envguard and its dependencies from PyPI (slow: one test does
+the whole flow). The project's environment.yml names the offline test channel,
+so `envguard lock` solves without conda-forge.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+PRE_COMMIT = Path(sys.executable).parent / "pre-commit"
+
+pytestmark = pytest.mark.slow
+
+
+def test_hook_definitions() -> None:
+    hooks = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    assert set(hooks) == {"envguard-lint", "envguard-lock-check", "envguard-check"}
+    assert hooks["envguard-lint"]["entry"] == "envguard lint"
+    assert hooks["envguard-lock-check"]["entry"] == "envguard lock --check"
+    assert hooks["envguard-lock-check"]["pass_filenames"] is False
+    assert set(hooks["envguard-check"]["stages"]) == {"post-checkout", "post-merge"}
+    assert all(h["language"] == "python" for h in hooks.values())
+    import re
+
+    files = re.compile(hooks["envguard-lint"]["files"])
+    for name in ("environment.yml", "sub/environment-gpu.yaml", "conda-lock.yml", "conda-linux-64.lock",
+                 "pixi.lock"):
+        assert files.search(name), name
+    for name in ("poetry.lock", ".pre-commit-config.yaml", "docs/env.md"):
+        assert not files.search(name), name
+
+
+def test_own_config_runs_lint_on_itself() -> None:
+    config = yaml.safe_load((REPO / ".pre-commit-config.yaml").read_text())
+    local = [r for r in config["repos"] if r["repo"] == "local"]
+    ids = {h["id"] for r in local for h in r["hooks"]}
+    assert "envguard-lint" in ids
+
+
+def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "envguard test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
+           "GIT_COMMITTER_NAME": "envguard test", "GIT_COMMITTER_EMAIL": "test@example.invalid"}
+    return subprocess.run(["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, check=check, timeout=900)
+
+
+def _snapshot(dest: Path) -> str:
+    """Copy the working tree (tracked and untracked, not ignored) into a fresh git repo; return its rev."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    for rel in listed:
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    _git(dest, "init", "-q")
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-q", "-m", "snapshot")
+    return _git(dest, "rev-parse", "HEAD").stdout.strip()
+
+
+ENV = """\
+name: hooked
+channels:
+  - {channel}
+dependencies:
+  - python=3.11
+  - pytorch=2.13.*=cpu*
+  - numpy
+platforms:
+  - linux-64
+"""
+
+
+@pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed next to the test interpreter")
+@pytest.mark.skipif(sys.platform != "linux", reason="the test channel's interpreter package is Linux-only here")
+def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
+    hook_repo = tmp_path / "hook-repo"
+    hook_repo.mkdir()
+    rev = _snapshot(hook_repo)
+
+    project = tmp_path / "project"
+    project.mkdir()
+    _git(project, "init", "-q")
+    (project / "environment.yml").write_text(ENV.format(channel=channel_url), encoding="utf-8")
+    (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": [{
+        "repo": str(hook_repo), "rev": rev,
+        "hooks": [{"id": "envguard-lint"}, {"id": "envguard-lock-check"}],
+    }]}), encoding="utf-8")
+    envguard = [sys.executable, "-m", "envguard"]
+
+    def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=900)
+
+    locked = run([*envguard, "lock"])
+    assert locked.returncode == 0, locked.stderr
+    _git(project, "add", "-A")
+
+    # 1. pre-commit run --all-files: installs envguard from the hook repo into its own venv, both hooks pass
+    first = run([str(PRE_COMMIT), "run", "--all-files"])
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "envguard lint" in first.stdout and "envguard lock --check" in first.stdout
+    assert "Passed" in first.stdout
+
+    # 2. a real commit through the installed hook
+    assert run([str(PRE_COMMIT), "install"]).returncode == 0
+    ok = _git(project, "commit", "-m", "initial", check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+    # 3. environment.yml changes without a re-lock: the commit is blocked, nothing is committed
+    env_file = project / "environment.yml"
+    env_file.write_text(env_file.read_text().replace("  - numpy\n", "  - numpy\n  - pip\n"), encoding="utf-8")
+    _git(project, "add", "environment.yml")
+    head = _git(project, "rev-parse", "HEAD").stdout
+    blocked = _git(project, "commit", "-m", "add pip", check=False)
+    assert blocked.returncode != 0
+    out = blocked.stdout + blocked.stderr
+    assert "envguard lock --check" in out and "Failed" in out
+    assert "stale" in out.lower() or "envguard lock" in out
+    assert _git(project, "rev-parse", "HEAD").stdout == head
+
+    # 4. after `envguard lock` the same commit passes
+    relocked = run([*envguard, "lock"])
+    assert relocked.returncode == 0, relocked.stderr
+    _git(project, "add", "environment.yml", "conda-lock.yml")
+    passed = _git(project, "commit", "-m", "add pip", check=False)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert _git(project, "rev-parse", "HEAD").stdout != head
+
+    # 5. this repository's own config lints its own environment files (the snapshot has them all)
+    own = subprocess.run([str(PRE_COMMIT), "run", "--all-files"], cwd=hook_repo, capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "PATH": f"{PRE_COMMIT.parent}{os.pathsep}{os.environ['PATH']}"})
+    assert own.returncode == 0, own.stdout + own.stderr
+    assert "envguard lint" in own.stdout and "Passed" in own.stdout
+
+    # 6. a bad spec is stopped by envguard-lint (exit 1 from a finding, shown with its code and line)
+    env_file.write_text(env_file.read_text().replace("  - pip\n", "  - pip\n  - pip:\n    - torch==2.13.0\n"),
+                        encoding="utf-8")
+    _git(project, "add", "environment.yml")
+    bad = _git(project, "commit", "-m", "torch from pip", check=False)
+    assert bad.returncode != 0
+    assert "EG107" in bad.stdout + bad.stderr

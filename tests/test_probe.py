@@ -1,0 +1,109 @@
+"""The standalone probe script itself: run by path with a real interpreter, real DataLoaders."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from envguard.smoke import probe_path
+
+PROBE = probe_path()
+
+
+def _run_probe(*args: str, env_extra: dict[str, str] | None = None, timeout: float = 120) -> tuple[dict, str]:
+    import os
+
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=Path(PROBE).parent.parent.parent.parent)
+    # Exactly one JSON document on stdout, nothing else.
+    assert proc.stdout.count("\n") == 1, proc.stdout[:2000]
+    return json.loads(proc.stdout), proc.stderr
+
+
+def _checks(doc: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in doc["checks"]}
+
+
+def test_probe_imports_only_stdlib_and_torch() -> None:
+    tree = ast.parse(PROBE.read_text())
+    stdlib = set(sys.stdlib_module_names)
+    allowed = stdlib | {"torch", "numpy", "threadpoolctl", "__future__"}
+    seen = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            seen |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            seen.add(node.module.split(".")[0])
+    assert "envguard" not in seen
+    assert seen <= allowed, seen - allowed
+    # A __main__ guard, and the worker-side definitions at module level (spawn re-imports by path).
+    top = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert {"ProbeDataset", "worker_init", "dist_rank", "main"} <= top
+    assert any(isinstance(n, ast.If) and "__main__" in ast.unparse(n.test) for n in tree.body)
+
+
+def test_probe_full_run_in_the_test_venv_without_envguard_importable(tmp_path: Path) -> None:
+    """Every start method round-trips; a poisoned `envguard` package on the path proves it is never imported."""
+    poison = tmp_path / "poison" / "envguard"
+    poison.mkdir(parents=True)
+    (poison / "__init__.py").write_text("raise ImportError('the probe must not import envguard')\n")
+    import multiprocessing
+
+    doc, stderr = _run_probe("--dl-timeout", "60", env_extra={"PYTHONPATH": str(poison.parent)})
+    checks = _checks(doc)
+    assert doc["ok"] is True, json.dumps(doc["checks"], indent=1)[:3000]
+    assert checks["import-torch"]["status"] == "pass"
+    assert checks["numpy-interop"]["status"] == "pass"
+    methods = [m for m in ("fork", "forkserver", "spawn") if m in multiprocessing.get_all_start_methods()]
+    for m in methods:
+        c = checks[f"dataloader:{m}"]
+        assert c["status"] == "pass", c
+        assert c["detail"]["num_workers"] == 2 and c["detail"]["persistent_workers"] is True
+        assert c["detail"]["prefetch_factor"] == 2 and c["detail"]["timeout"] == 60.0
+        assert len(set(c["detail"]["worker_pids"])) == 2
+        assert c["seconds"] > 0
+    import torch
+
+    assert doc["torch"]["version"] == torch.__version__
+    assert doc["torch"]["cuda"] == torch.version.cuda
+    if not torch.cuda.is_available():
+        assert checks["pinned-memory"]["status"] == "not-exercised"
+        assert doc["dataloader"]["pin_memory"] is False
+    lim = doc["limits"]
+    assert lim["nofile"]["soft"] > 0 and lim["sharing_strategy"] in ("file_descriptor", "file_system")
+    if Path("/dev/shm").is_dir():
+        assert lim["shm"]["free"] > 0 and lim["shm"]["need"] > 0
+    assert "KMP_DUPLICATE_LIB_OK" in lim
+
+
+def test_probe_quick_runs_one_method_and_reports_events(tmp_path: Path) -> None:
+    events = tmp_path / "ev.jsonl"
+    doc, _ = _run_probe("--quick", "--events", str(events))
+    names = [c["name"] for c in doc["checks"]]
+    dl = [n for n in names if n.startswith("dataloader:")]
+    assert len(dl) == 1
+    lines = [json.loads(x) for x in events.read_text().splitlines()]
+    worker_pids = {e["worker_pid"] for e in lines if "worker_pid" in e}
+    assert worker_pids == set(_checks(doc)[dl[0]]["detail"]["worker_pids"])
+    assert lines[0] == {"probe_pid": doc["pid"]}
+    assert [e["phase"] for e in lines if "phase" in e][-1] == "done"
+
+
+def test_probe_rejects_unknown_injection() -> None:
+    proc = subprocess.run([sys.executable, str(PROBE), "--inject", "nonsense"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "unknown --inject" in proc.stderr
+
+
+def test_probe_ships_in_the_package() -> None:
+    assert PROBE.name == "smoke_probe.py" and PROBE.is_file()
+    assert (PROBE.parent / "__init__.py").is_file()
+    assert sysconfig.get_paths()  # the probe is found through importlib.resources, not a repo path
