@@ -126,7 +126,7 @@ def resolve_target(prefix: Path | None, name: str | None, env: Mapping[str, str]
         from envguard.sources import _resolve_name
 
         return _resolve_name(name)
-    return Path(prefix) if prefix is not None else default_target(env)
+    return Path(os.path.abspath(os.path.expanduser(prefix))) if prefix is not None else default_target(env)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -550,12 +550,12 @@ def lint_cmd(
     targets = list(files) if files else default_targets(Path("."))
     result = lint_paths(targets)
     for message in result.unreadable:
-        err.print(f"[red]error:[/red] {_redact(message)}", markup=True)
+        err.print(f"[red]error:[/red] {_lint_redact(message)}", markup=True)
     if fmt == "json":
         from envguard.report import findings_to_json, summary_line
 
-        doc = {"files": [_redact(f) for f in result.files], "findings": findings_to_json(result.findings),
-               "unreadable": [_redact(m) for m in result.unreadable], "summary": summary_line(result.findings)}
+        doc = {"files": [_lint_redact(f) for f in result.files], "findings": findings_to_json(result.findings),
+               "unreadable": [_lint_redact(m) for m in result.unreadable], "summary": summary_line(result.findings)}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "markdown":
         from envguard.report import findings_to_markdown
@@ -568,7 +568,7 @@ def lint_cmd(
     raise typer.Exit(int(ExitCode.PROBLEMS) if has_errors(result.findings) else int(ExitCode.OK))
 
 
-def _redact(text: str) -> str:
+def _lint_redact(text: str) -> str:
     from envguard.redact import redact
 
     return redact(str(text))

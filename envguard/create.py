@@ -313,7 +313,7 @@ def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
     subdir = path.rsplit("/", 2)[-2] if path.count("/") >= 2 else (f["platform"] or "noarch")
     return Artifact(name=f["name"], version=f["version"], build=build, url=url,
                     sha256=(f["sha256"] or "").lower() or None, md5=(f["md5"] or "").lower() or None,
-                    subdir=subdir, depends=f["depends"])
+                    subdir=subdir, depends=f["depends"], locked_url=f["url"] if f["url"] != url else None)
 
 
 def read_plan(lockfile: Path, platform: str) -> LockPlan:
@@ -414,6 +414,27 @@ def leftovers(target: Path) -> list[tuple[str, int, Path]]:
         if m and m["name"] == target.name:
             found.append((m["tag"], int(m["pid"]), path))
     return found
+
+
+def interrupted_state(prefix: str | os.PathLike[str]) -> str | None:
+    """Why ``prefix`` is not a finished environment because of a create in progress or interrupted, else None.
+
+    For `envguard check`: rattler builds beside the target, so only an external backend's in-place build
+    (marker ``.<name>.envguard-building-<pid>``) or an old environment moved aside leave the target itself
+    half-built or missing. Staging directories never affect the target.
+    """
+    target = Path(os.path.abspath(prefix))
+    for tag, pid, _path in leftovers(target):
+        running = _pid_alive(pid)
+        if tag == BUILDING_TAG:
+            return (f"envguard process {pid} is building this environment right now" if running else
+                    f"half-built by an interrupted `envguard create` (process {pid}); "
+                    "run `envguard create` again to restore the previous state")
+        if tag == OLD_TAG and not target.exists():
+            return (f"envguard process {pid} is replacing this environment right now" if running else
+                    f"an interrupted `envguard create --force` (process {pid}) moved the old environment "
+                    "aside; run `envguard create` again to put it back")
+    return None
 
 
 def cleanup_leftovers(target: Path) -> list[str]:
@@ -518,6 +539,33 @@ def _os_error(e: OSError, what: str, path: Path) -> BackendError:
         errno.EROFS: "choose a location on a writable filesystem",
     }.get(e.errno or 0, "check the path")
     return BackendError(f"{what} {path}: {e.strerror or e} (fix: {hint})")
+
+
+def scrub_credentials(prefix: Path, artifacts: Sequence[Artifact]) -> int:
+    """Put the lock's ``${VAR}`` placeholders back into conda-meta where the installer recorded the URL
+    with the credentials filled in: secrets never land in the environment's metadata."""
+    changed = 0
+    for art in artifacts:
+        if not art.locked_url:
+            continue
+        record = prefix / "conda-meta" / f"{art.stem}.json"
+        try:
+            text = record.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        locked_channel = art.locked_url.rsplit("/", 2)[0]
+        new = text.replace(json_str(art.url), json_str(art.locked_url)).replace(
+            json_str(art.channel), json_str(locked_channel))
+        if new != text:
+            record.write_text(new, encoding="utf-8")
+            changed += 1
+    return changed
+
+
+def json_str(value: str) -> str:
+    import json
+
+    return json.dumps(value)[1:-1]
 
 
 # --------------------------------------------------------------------------- pip
@@ -722,6 +770,7 @@ def _build_staged(be: Backend, install_plan: InstallPlan, plan: LockPlan, expect
         rep.stage(f"installing {len(plan.conda)} packages with {be.describe()}")
         be.install(install_plan, staging, progress)
         verify_cache_entries(plan.conda, pkgs, lockfile=plan.lockfile)
+        scrub_credentials(staging, plan.conda)
         if plan.pip:
             rep.stage(f"installing {len(plan.pip)} pip packages (--no-deps --require-hashes)")
             install_pip(plan.pip, staging, target, plan.lockfile)
@@ -782,6 +831,7 @@ def _build_in_place(be: Backend, install_plan: InstallPlan, plan: LockPlan, expe
     try:
         rep.stage(f"installing {len(plan.conda)} packages with {be.describe()} at {target}")
         be.install(install_plan, target, progress)
+        scrub_credentials(target, plan.conda)
         if plan.pip:
             rep.stage(f"installing {len(plan.pip)} pip packages (--no-deps --require-hashes)")
             install_pip(plan.pip, target, target, plan.lockfile)

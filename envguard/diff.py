@@ -40,8 +40,8 @@ LABELS: dict[str, str] = {
     "added": "added",
     "spec-changed": "requested spec changed",
 }
-Severity = Literal["error", "warning", "info"]
-_SEVERITY: dict[str, Severity] = {
+ChangeSeverity = Literal["error", "warning", "info"]
+_SEVERITY: dict[str, ChangeSeverity] = {
     "hash-changed": "error", "cpu-cuda-flip": "warning", "cuda-line": "warning", "python-minor": "warning",
     "manager": "warning", "channel": "warning", "downgraded": "warning",
 }
@@ -158,7 +158,7 @@ class Change:
         return p.name if p is not None else self.key
 
     @property
-    def severity(self) -> Severity:
+    def severity(self) -> ChangeSeverity:
         ranks = {"error": 0, "warning": 1, "info": 2}
         return min((_SEVERITY.get(k, "info") for k in self.kinds), key=ranks.__getitem__, default="info")
 
@@ -170,7 +170,7 @@ class Change:
         return {
             "key": self.key, "name": self.name, "kinds": list(self.kinds), "severity": self.severity,
             "core": self.core, "detail": redact(self.detail),
-            "old": self.old.to_dict() if self.old else None, "new": self.new.to_dict() if self.new else None,
+            "old": _pkg_dict(self.old), "new": _pkg_dict(self.new),
             "old_spec": self.old_spec, "new_spec": self.new_spec,
         }
 
@@ -178,6 +178,15 @@ class Change:
     def from_dict(cls, d: dict[str, Any]) -> "Change":
         return cls(key=d["key"], kinds=tuple(d["kinds"]), old=_pkg(d.get("old")), new=_pkg(d.get("new")),
                    detail=d.get("detail", ""), old_spec=d.get("old_spec"), new_spec=d.get("new_spec"))
+
+
+def _pkg_dict(p: Package | None) -> dict[str, Any] | None:
+    """A package for the JSON report: without ``depends`` (noise for a reviewer, and most of the bytes)."""
+    if p is None:
+        return None
+    d = p.to_dict()
+    del d["depends"]
+    return d
 
 
 def _pkg(d: dict[str, Any] | None) -> Package | None:
@@ -326,7 +335,7 @@ class SpecCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return {"spec": self.spec.to_dict(), "status": self.status,
-                "locked": self.locked.to_dict() if self.locked else None, "reason": redact(self.reason)}
+                "locked": _pkg_dict(self.locked), "reason": redact(self.reason)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SpecCheck":
@@ -390,7 +399,7 @@ class SpecReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"platform": self.platform, "checks": [c.to_dict() for c in self.checks],
-                "unrequested": [p.to_dict() for p in self.unrequested]}
+                "unrequested": [_pkg_dict(p) for p in self.unrequested]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SpecReport":
@@ -398,13 +407,49 @@ class SpecReport:
                    unrequested=[p for p in (_pkg(x) for x in d.get("unrequested", [])) if p is not None])
 
 
+# PEP 508 marker values of each conda platform (python_version comes from the locked python).
+_MARKER_ENV: dict[str, dict[str, str]] = {
+    "linux": {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"},
+    "osx": {"sys_platform": "darwin", "platform_system": "Darwin", "os_name": "posix"},
+    "win": {"sys_platform": "win32", "platform_system": "Windows", "os_name": "nt"},
+}
+_MACHINE = {"64": "x86_64", "arm64": "arm64", "aarch64": "aarch64", "ppc64le": "ppc64le"}
+
+
+def _marker_applies(spec: RequestedSpec, platform: str | None, python: str | None) -> bool:
+    """False when a pip spec's ``; sys_platform == ...`` marker excludes the platform being compared."""
+    if spec.manager != "pip" or ";" not in spec.spec or platform is None:
+        return True
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        marker = Requirement(spec.spec).marker
+    except InvalidRequirement:
+        return True
+    if marker is None:
+        return True
+    os_part, _, arch = platform.partition("-")
+    env = dict(_MARKER_ENV.get(os_part, {}))
+    machine = _MACHINE.get(arch)
+    if machine:
+        env["platform_machine"] = "AMD64" if os_part == "win" and arch == "64" else machine
+    if python:
+        env["python_version"] = _minor(python)
+        env["python_full_version"] = python
+    try:
+        return bool(marker.evaluate(env))
+    except Exception:
+        return True
+
+
 def spec_vs_lock(requested: list[RequestedSpec], packages: list[Package], platform: str | None = None) -> SpecReport:
     """Whether each requested spec that applies to ``platform`` is satisfied, and what nobody asked for."""
     by_key = _group(packages)
+    python = next((p.version for p in by_key.get("python", []) if p.manager == "conda"), None)
     checks: list[SpecCheck] = []
     asked: set[str] = set()
     for spec in requested:
-        if not spec.applies_to(platform):
+        if not spec.applies_to(platform) or not _marker_applies(spec, platform, python):
             continue
         asked.add(spec.key)
         cands = by_key.get(spec.key, [])

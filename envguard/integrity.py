@@ -40,6 +40,8 @@ class Artifact:
     md5: str | None
     subdir: str
     depends: tuple[str, ...] = ()
+    #: the URL as the lock writes it, when it differs from ``url`` (``${VAR}`` credentials filled in)
+    locked_url: str | None = None
 
     @property
     def filename(self) -> str:

@@ -24,7 +24,7 @@ from envguard.errors import UserError
 from envguard.findings import Finding, Severity
 from envguard.redact import has_credentials, redact
 
-E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+E, W = Severity.ERROR, Severity.WARNING
 
 
 @dataclass(frozen=True)
@@ -332,7 +332,6 @@ class _EnvLinter:
                      f"pin it: `python={self.c.default_python}`", d.line, package="python")
             return
         py = next(iter(lines))
-        self.python = py
         if py not in supported:
             older = _vkey(py) < _vkey(supported[0])
             self.add("EG102", f"Python {py} is not supported (envguard supports {', '.join(supported)})",
@@ -556,12 +555,12 @@ class _EnvLinter:
         return self.findings
 
 
-def lint_environment(path: str, text: str, data: Any, base_dir: Path | None = None) -> list[Finding]:
-    """Lint one parsed environment file (or a conda env export)."""
+def lint_environment(path: str, text: str, base_dir: Path | None = None) -> list[Finding]:
+    """Lint the text of an environment file (or a conda env export); ``path`` names it."""
     from envguard.yamlio import load_with_lines
 
-    data2, positions = load_with_lines(path, text)
-    return _EnvLinter(path, text, data2, positions, base_dir or Path(path).parent).run()
+    data, positions = load_with_lines(path, text)
+    return _EnvLinter(path, text, data, positions, base_dir or Path(path).parent).run()
 
 
 # ---------------------------------------------------------------- files
@@ -591,7 +590,7 @@ def lint_text(text: str, path: str = "environment.yml", base_dir: Path | None = 
         raise UserError("empty file", file=path, fix="pass an environment file or a lock file")
     kind, data = _kind(path, text)
     if kind == "environment":
-        return lint_environment(path, text, data, base_dir or Path(path).parent)
+        return lint_environment(path, text, base_dir or Path(path).parent)
     from envguard.lint_lock import lint_lock
 
     return lint_lock(kind, path, text, data)

@@ -205,6 +205,20 @@ def test_urls_from_conda_meta_are_redacted(py311, channel_factory, test_channel:
     assert any("/t/***/" in (p["url"] or "") for p in rep["packages"])
 
 
+def test_prefix_left_by_an_interrupted_create(env: Path, tmp_path: Path) -> None:
+    target = tmp_path / "envs" / "train"
+    # create's own test hook SIGKILLs it after the build, before the rename into place
+    killed = envguard("create", "-p", str(target), "--lockfile", str(tmp_path / "conda-lock.yml"), "--no-check",
+                      "-q", env={"ENVGUARD_TEST_KILL_AT": "staged"})
+    assert killed.returncode in (-9, 137), killed.stderr
+    assert not target.exists()
+    staging = next(target.parent.glob(".train.envguard-staging-*"))
+    rc, rep = check_json("-p", str(staging), "--no-smoke")
+    assert rc == 3
+    f = next(f for f in rep["findings"] if f["code"] == "EG534")
+    assert "interrupted" in f["message"] and "envguard create" in f["fix"]
+
+
 def test_half_built_prefix(env: Path) -> None:
     # What an interrupted transaction leaves: packages linked, their records never written.
     for record in (env / "conda-meta").glob("*.json"):

@@ -331,6 +331,10 @@ def test_target_that_is_not_an_env_exits_2_untouched(tmp_path: Path, base_lock: 
                                *extra)
         assert code == 2 and "not a conda environment" in err
         assert tree_state(target) == before
+    empty = tmp_path / "empty"
+    empty.mkdir()  # an empty directory is a fine place for a new environment
+    code, _, err = run_cli(capsys, "create", "-p", str(empty), "--lockfile", str(base_lock), "--no-check")
+    assert code == 0 and (empty / "conda-meta").is_dir(), err
 
 
 # --------------------------------------------------------------------------- concurrency
@@ -502,3 +506,26 @@ def test_progress_display_counts_cached_and_linked(tmp_path: Path, base_lock: Pa
     code, _, _ = run_cli(capsys, "create", "-p", str(tmp_path / "env2"), "--lockfile", str(base_lock),
                          "--no-check", "--quiet")
     assert code == 0 and "linked" not in screen.getvalue()
+
+
+def test_channel_credentials_come_from_env_and_stay_out_of_the_env(tmp_path: Path, channel_factory,
+                                                                    private_cache, monkeypatch, capsys) -> None:
+    chan = small_channel(channel_factory, "private")
+    server = channel_factory.serve(chan, auth=("eguser", "s3cr3t-pw"))
+    port_url = server.url.split("://", 1)[1]
+    monkeypatch.setenv("EG_USER", "eguser")
+    monkeypatch.setenv("EG_PASS", "s3cr3t-pw")
+    lockfile = small_lock(tmp_path, f"http://${{EG_USER}}:${{EG_PASS}}@{port_url}")
+    assert "s3cr3t-pw" not in lockfile.read_text() and "${EG_PASS}" in lockfile.read_text()
+    target = tmp_path / "env"
+    monkeypatch.delenv("EG_PASS")
+    code, _, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lockfile), "--no-check")
+    assert code == 2 and "EG_PASS" in err and not target.exists()
+    monkeypatch.setenv("EG_PASS", "s3cr3t-pw")
+    code, out, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lockfile), "--no-check")
+    assert code == 0, err
+    assert "s3cr3t-pw" not in out + err
+    leaked = [p for p in target.rglob("*") if p.is_file() and b"s3cr3t-pw" in p.read_bytes()]
+    assert leaked == []
+    record = json.loads(next((target / "conda-meta").glob("egtamper-*.json")).read_text())
+    assert record["url"].startswith("http://${EG_USER}:${EG_PASS}@")

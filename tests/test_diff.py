@@ -222,8 +222,9 @@ def test_result_round_trips_through_json(realworld: Path) -> None:
     d = json.loads(json.dumps(r.to_dict()))
     back = DiffResult.from_dict(d)
     assert back.to_dict() == d
-    assert back.platforms[0].changes == r.platforms[0].changes
-    assert Change.from_dict(torch.to_dict()) == torch
+    assert [c.to_dict() for c in back.platforms[0].changes] == [c.to_dict() for c in r.platforms[0].changes]
+    assert Change.from_dict(torch.to_dict()) == dataclasses.replace(
+        torch, old=dataclasses.replace(torch.old, depends=()), new=dataclasses.replace(torch.new, depends=()))
 
 
 def test_markdown_escapes_and_redacts() -> None:
@@ -233,3 +234,14 @@ def test_markdown_escapes_and_redacts() -> None:
                    platforms=[PlatformDiff("linux-64", "linux-64", [Change("a-b", ("added",), new=secret)])])
     md = to_markdown(r)
     assert "tok3n" not in md and "a\\|b" in md and md.startswith("### envguard diff")
+
+
+def test_pip_markers_follow_the_compared_platform() -> None:
+    specs = [RequestedSpec("pywin32", 'pywin32>=300; sys_platform == "win32"', manager="pip"),
+             RequestedSpec("uvloop", 'uvloop; platform_system != "Windows" and python_version >= "3.10"',
+                           manager="pip")]
+    locked = [conda("python", "3.11.9", "h1_0_cpython")]
+    assert [c.spec.name for c in spec_vs_lock(specs, locked, "linux-64").checks] == ["uvloop"]
+    assert [c.spec.name for c in spec_vs_lock(specs, locked, "win-64").checks] == ["pywin32"]
+    old_py = [conda("python", "3.9.19", "h1_0_cpython")]
+    assert spec_vs_lock(specs, old_py, "linux-64").checks == []

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envguard.findings import Severity
 from envguard.lint import lint_file
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,8 +84,7 @@ def test_top_level_environment_passes_lint_and_matches_pyproject() -> None:
     assert data["channels"][0] == "conda-forge" and "python=3.11" in data["dependencies"]
     conda_names = {re.split(r"[=<>! ]", d, maxsplit=1)[0] for d in data["dependencies"] if isinstance(d, str)}
 
-    import tomllib
-
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     from packaging.requirements import Requirement
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

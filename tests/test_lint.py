@@ -377,6 +377,22 @@ def test_package_in_conda_and_pip() -> None:
     assert f.line == 7 and f.severity is Severity.WARNING
 
 
+def test_selector_prefix_and_platform_rules() -> None:
+    fs = _lint("""
+        channels: [conda-forge]
+        prefix: /opt/envs/x
+        dependencies:
+          - python=3.11
+          - rich  # [windoze]
+        platforms:
+          - linux-64
+          - linux-99
+        """)
+    assert _one(fs, "EG125").line == 5
+    assert _one(fs, "EG126").line == 2
+    assert _one(fs, "EG127").line == 8
+
+
 def test_structural_error_stops_deeper_rules() -> None:
     fs = _lint("""
         channels: [conda-forge]

@@ -98,9 +98,11 @@ def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
     (project / "environment.yml").write_text(ENV.format(channel=channel_url), encoding="utf-8")
     (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": [{
         "repo": str(hook_repo), "rev": rev,
-        "hooks": [{"id": "envguard-lint"}, {"id": "envguard-lock-check"}],
+        "hooks": [{"id": "envguard-lint"}, {"id": "envguard-lock-check"},
+                  {"id": "envguard-check", "args": ["--no-smoke"]}],
     }]}), encoding="utf-8")
     envguard = [sys.executable, "-m", "envguard"]
+    prefix = tmp_path / "env"
 
     def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=900)
@@ -109,44 +111,64 @@ def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
     assert locked.returncode == 0, locked.stderr
     _git(project, "add", "-A")
 
-    # 1. pre-commit run --all-files: installs envguard from the hook repo into its own venv, both hooks pass
+    # 1. pre-commit run --all-files: installs envguard from the hook repo into its own venv; both commit
+    #    hooks pass, and the opt-in envguard-check (post-checkout/post-merge only) does not run
     first = run([str(PRE_COMMIT), "run", "--all-files"])
     assert first.returncode == 0, first.stdout + first.stderr
     assert "envguard lint" in first.stdout and "envguard lock --check" in first.stdout
-    assert "Passed" in first.stdout
+    assert "Passed" in first.stdout and "envguard check" not in first.stdout.replace("lock --check", "")
 
-    # 2. a real commit through the installed hook
-    assert run([str(PRE_COMMIT), "install"]).returncode == 0
+    # 2. real commits through the installed hooks
+    for hook_type in ("pre-commit", "post-checkout"):
+        assert run([str(PRE_COMMIT), "install", "-t", hook_type]).returncode == 0
     ok = _git(project, "commit", "-m", "initial", check=False)
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
-    # 3. environment.yml changes without a re-lock: the commit is blocked, nothing is committed
-    env_file = project / "environment.yml"
-    env_file.write_text(env_file.read_text().replace("  - numpy\n", "  - numpy\n  - pip\n"), encoding="utf-8")
-    _git(project, "add", "environment.yml")
-    head = _git(project, "rev-parse", "HEAD").stdout
-    blocked = _git(project, "commit", "-m", "add pip", check=False)
-    assert blocked.returncode != 0
-    out = blocked.stdout + blocked.stderr
-    assert "envguard lock --check" in out and "Failed" in out
-    assert "stale" in out.lower() or "envguard lock" in out
-    assert _git(project, "rev-parse", "HEAD").stdout == head
+    # 3. an environment built from main's lock; post-checkout checks it (CONDA_PREFIX) and passes
+    created = run([*envguard, "create", "--prefix", str(prefix), "--no-check"])
+    assert created.returncode == 0, created.stderr
+    os.environ["CONDA_PREFIX"] = str(prefix)
+    try:
+        branch = _git(project, "checkout", "-b", "feature", check=False)
+        assert branch.returncode == 0, branch.stdout + branch.stderr
+        assert "envguard check" in branch.stdout + branch.stderr
 
-    # 4. after `envguard lock` the same commit passes
-    relocked = run([*envguard, "lock"])
-    assert relocked.returncode == 0, relocked.stderr
-    _git(project, "add", "environment.yml", "conda-lock.yml")
-    passed = _git(project, "commit", "-m", "add pip", check=False)
-    assert passed.returncode == 0, passed.stdout + passed.stderr
-    assert _git(project, "rev-parse", "HEAD").stdout != head
+        # 4. environment.yml changes without a re-lock: the commit is blocked, nothing is committed
+        env_file = project / "environment.yml"
+        env_file.write_text(env_file.read_text().replace("  - numpy\n", "  - numpy\n  - pip\n"), encoding="utf-8")
+        _git(project, "add", "environment.yml")
+        head = _git(project, "rev-parse", "HEAD").stdout
+        blocked = _git(project, "commit", "-m", "add pip", check=False)
+        assert blocked.returncode != 0
+        out = blocked.stdout + blocked.stderr
+        assert "envguard lock --check" in out and "Failed" in out
+        assert _git(project, "rev-parse", "HEAD").stdout == head
 
-    # 5. this repository's own config lints its own environment files (the snapshot has them all)
+        # 5. after `envguard lock` the same commit passes
+        relocked = run([*envguard, "lock"])
+        assert relocked.returncode == 0, relocked.stderr
+        _git(project, "add", "environment.yml", "conda-lock.yml")
+        passed = _git(project, "commit", "-m", "add pip", check=False)
+        assert passed.returncode == 0, passed.stdout + passed.stderr
+        assert _git(project, "rev-parse", "HEAD").stdout != head
+
+        # 6. post-checkout: back on main the environment matches; on feature its lock wants pip, which the
+        #    environment (built from main) lacks, so the checkout reports the drift with a non-zero exit
+        back = _git(project, "checkout", "main", check=False)
+        assert back.returncode == 0, back.stdout + back.stderr
+        drift = _git(project, "checkout", "feature", check=False)
+        assert drift.returncode != 0, drift.stdout + drift.stderr
+        assert "envguard check" in drift.stdout + drift.stderr and "EG510" in drift.stdout + drift.stderr
+    finally:
+        os.environ.pop("CONDA_PREFIX", None)
+
+    # 7. this repository's own config lints its own environment files (the snapshot has them all)
     own = subprocess.run([str(PRE_COMMIT), "run", "--all-files"], cwd=hook_repo, capture_output=True, text=True,
                          timeout=600, env={**os.environ, "PATH": f"{PRE_COMMIT.parent}{os.pathsep}{os.environ['PATH']}"})
     assert own.returncode == 0, own.stdout + own.stderr
     assert "envguard lint" in own.stdout and "Passed" in own.stdout
 
-    # 6. a bad spec is stopped by envguard-lint (exit 1 from a finding, shown with its code and line)
+    # 8. a bad spec is stopped by envguard-lint (exit 1 from a finding, shown with its code)
     env_file.write_text(env_file.read_text().replace("  - pip\n", "  - pip\n  - pip:\n    - torch==2.13.0\n"),
                         encoding="utf-8")
     _git(project, "add", "environment.yml")

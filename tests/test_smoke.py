@@ -38,8 +38,9 @@ def test_quick_smoke_with_distributed_passes_in_the_test_venv() -> None:
     assert not [f for f in r.findings if f.severity is not Severity.INFO]
     statuses = {c["name"]: c["status"] for c in r.probe["checks"]}
     assert statuses["import-torch"] == "pass" and statuses["numpy-interop"] == "pass"
-    assert [n for n in statuses if n.startswith("dataloader:")] and all(
-        s == "pass" for n, s in statuses.items() if n.startswith("dataloader:"))
+    # --quick: one start method
+    assert len([n for n in statuses if n.startswith("dataloader:")]) == 1
+    assert all(s == "pass" for n, s in statuses.items() if n.startswith("dataloader:"))
     if not _torch_cuda():
         # pinned memory is never reported as passed on a CPU-only machine
         assert statuses["pinned-memory"] == "not-exercised"
@@ -360,19 +361,6 @@ def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) ->
     full.update(env or {})
     return subprocess.run([sys.executable, "-m", "envguard", "smoke", *args], capture_output=True, text=True,
                           env=full, timeout=timeout)
-
-
-def test_cli_markdown_failure_exits_7() -> None:
-    p = _cli("--quick", "--format", "markdown", env={"ENVGUARD_PROBE_INJECT": "killed"})
-    assert p.returncode == 7, p.stderr
-    assert p.stdout.startswith("### envguard smoke") and "`killed`" in p.stdout and "| dataloader:fork | fail |" in p.stdout
-
-
-def test_cli_text_output_lists_checks_and_findings() -> None:
-    p = _cli("--quick", env={"ENVGUARD_PROBE_INJECT": "numpy-abi"})
-    assert p.returncode == 7, p.stderr
-    assert "envguard smoke" in p.stdout and "numpy-interop" in p.stdout and "numpy-abi" in p.stdout
-    assert "1 error" in p.stdout
 
 
 def test_cli_bad_input_exits_2() -> None:

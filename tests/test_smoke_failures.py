@@ -20,6 +20,11 @@ from envguard.findings import Severity
 from envguard.smoke import SmokeResult, run_smoke, session_members
 
 
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "envguard", "smoke", *args], capture_output=True, text=True,
+                          env=dict(os.environ, **env), timeout=120)
+
+
 def _run(*inject: str, quick: bool = True, timeout: float = 90, **kw: object) -> SmokeResult:
     args: list[str] = []
     for i in inject:
@@ -64,12 +69,13 @@ def test_dataset_slower_than_timeout_is_hang() -> None:
 
 
 @linux_only
-def test_worker_that_kills_itself_is_killed() -> None:
-    r = _run("killed")
-    errs = _errors(r)
-    assert set(errs) == {"killed"}, r.findings
-    assert "SIGKILL" in errs["killed"]
-    assert r.exit_code == 7
+def test_worker_that_kills_itself_is_killed_via_cli_markdown() -> None:
+    p = _cli("--quick", "--format", "markdown", env={"ENVGUARD_PROBE_INJECT": "killed"})
+    assert p.returncode == 7, p.stderr
+    assert p.stdout.startswith("### envguard smoke")
+    rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| ❌")]
+    assert len(rows) == 1 and "`killed`" in rows[0] and "SIGKILL" in rows[0], p.stdout
+    assert "| dataloader:fork | fail |" in p.stdout
 
 
 @linux_only
@@ -91,11 +97,12 @@ def test_nofile_128_with_file_descriptor_strategy_is_fd_limit() -> None:
     assert {c["name"]: c["status"] for c in r.probe["checks"]}["dataloader:fork"] == "pass"
 
 
-def test_torch_without_numpy_bridge_is_numpy_abi() -> None:
-    r = _run("numpy-abi")
-    errs = _errors(r)
-    assert set(errs) == {"numpy-abi"}, r.findings
-    assert "Numpy is not available" in errs["numpy-abi"]
+def test_torch_without_numpy_bridge_is_numpy_abi_via_cli_text() -> None:
+    p = _cli("--quick", env={"ENVGUARD_PROBE_INJECT": "numpy-abi", "COLUMNS": "250"})
+    assert p.returncode == 7, p.stderr
+    assert "envguard smoke" in p.stdout and "numpy-interop" in p.stdout
+    assert "numpy-abi" in p.stdout and "Numpy is not available" in p.stdout
+    assert "1 error" in p.stdout
 
 
 def test_cuda_in_a_bad_fork_worker_is_cuda_fork() -> None:

@@ -526,7 +526,7 @@ class Probe:
         """A dataset slower than the DataLoader's timeout."""
         t = time.perf_counter()
         self.phase(f"dataloader-hang:{method}")
-        loader = self.make_loader(method, length=4, sleep=2.0, timeout=1.0, persistent=False)
+        loader = self.make_loader(method, length=4, sleep=1.5, timeout=1.0, persistent=False)
         try:
             for _ in loader:
                 pass

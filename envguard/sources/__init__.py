@@ -124,7 +124,7 @@ def detect_kind(text: str, data: Any = None) -> str | None:
     if data is None:
         return None
     if isinstance(data, dict):
-        if "package" in data and "metadata" in data:
+        if isinstance(data.get("package"), list) and ("metadata" in data or "version" in data):
             return "conda-lock"
         if "environments" in data and "packages" in data and "version" in data:
             return "pixi"

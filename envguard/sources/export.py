@@ -8,8 +8,8 @@ packages pair with any platform of the other side.
 
 An export and an environment.yml share their shape; :func:`looks_like_export`
 tells them apart by content: a ``prefix:`` key, or dependencies that are
-nearly all exact pins, most with build strings or including the low-level
-packages that only a solver (never a person) writes down.
+nearly all exact pins, most with build strings, or all pinned and including
+the low-level packages that only a solver (never a person) writes down.
 """
 
 from __future__ import annotations
@@ -49,8 +49,11 @@ def looks_like_export(data: dict[str, Any]) -> bool:
     if len(pins) < 0.75 * len(entries):
         return False
     with_build = sum(1 for m in pins if m.group("build"))
+    if with_build >= 0.5 * len(entries):
+        return True
+    # --no-builds: exact pins on everything, solver plumbing included
     plumbing = sum(1 for m in pins if m.group("name") in _PLUMBING)
-    return with_build >= 0.5 * len(entries) or plumbing >= 2
+    return len(pins) >= 0.9 * len(entries) and plumbing >= 3
 
 
 def _pip_package(item: str, shown: str) -> Package | None:
