@@ -204,8 +204,9 @@ def create_cmd(
 
 
 class _CreateRenderer:
-    """envguard.create.CreateReporter rendered with rich: a progress display on a terminal, step lines on
-    stderr otherwise (none with --quiet). Waiting for another create is always said, unless --quiet."""
+    """envguard.create.CreateReporter rendered with rich: on a terminal, step lines and a progress display;
+    otherwise only the summary line. Waiting for another create and cleaning up after an interrupted one
+    are said on stderr in both cases; --quiet silences everything but warnings, errors and the summary."""
 
     def __init__(self, *, quiet: bool, live: bool) -> None:
         self.quiet = quiet
@@ -223,11 +224,11 @@ class _CreateRenderer:
         return self.progress
 
     def stage(self, text: str) -> None:
-        if self.quiet:
-            return
-        if self._live:
+        if self._live:  # step lines only on a terminal: logs get the summary line
             out.print(f"[dim]·[/dim] {text}", markup=True, highlight=False)
-        else:
+
+    def note(self, text: str) -> None:
+        if not self.quiet:
             err.print(f"envguard: {text}", markup=False)
 
     def waiting(self, holder_pid: "int | None", waited_s: float) -> None:

@@ -2,7 +2,7 @@
 
 The sequence, all under a per-prefix lock (envguard.prefixlock):
 
-1. Clean what an interrupted earlier run left beside the target (see :func:`cleanup_leftovers`).
+1. Clean what an interrupted earlier run left beside the target (envguard.staging.cleanup_leftovers).
 2. Verify the sha256 of every local (``file://``) artifact against the lock: rattler does not.
 3. Build. A relocatable backend (rattler) builds in ``.<name>.envguard-staging-<pid>`` beside the target,
    with rattler's ``alternative_target_prefix`` so that placeholders and shebangs carry the final path.
@@ -20,37 +20,41 @@ renames run.
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import os
 import re
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envguard import __version__
 from envguard.backends import Backend, InstallPlan, get_backend
+from envguard.backends.pip_step import PipArtifact, install_pip
 from envguard.errors import BackendError, EnvguardError, IntegrityError, StaleLockError, UserError
 from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
-from envguard.integrity import Artifact, mismatch_error, verify_cache_entries, verify_local_artifacts
+from envguard.integrity import Artifact, verify_cache_entries, verify_local_artifacts
 from envguard.model import pep503
-from envguard.platforms import host_platform, python_in_prefix
+from envguard.platforms import host_platform
 from envguard.prefixlock import PrefixLock
 from envguard.redact import redact
+from envguard.staging import (
+    BUILDING_TAG,
+    OLD_TAG,
+    STAGING_TAG,
+    cleanup_leftovers,
+    deferred_sigint,
+    is_empty_dir,
+    is_env,
+    os_error,
+    rmtree,
+    sibling,
+    swap_in,
+    fault_hook,
+)
 
-STAGING_TAG = "envguard-staging"
-OLD_TAG = "envguard-old"
-BUILDING_TAG = "envguard-building"
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<tag>envguard-staging|envguard-old|envguard-building)-(?P<pid>\d+)$")
 
 
 # --------------------------------------------------------------------------- reporting
@@ -80,27 +84,23 @@ class CreateReporter:
     def warning(self, text: str) -> None:
         """Something the user should know; the create goes on."""
 
+    def note(self, text: str) -> None:
+        """Something envguard did besides the create itself (cleaning up after an interrupted run)."""
+
 
 class _Progress:
-    """InstallProgress for backends: forwards to the reporter and runs the test hooks.
-
-    ``ENVGUARD_TEST_KILL_AT=link:N`` SIGKILLs this process when the N-th package is linked;
-    ``ENVGUARD_TEST_PAUSE_AT=link:N:SECONDS`` sleeps there instead. Tests use them to interrupt a real
-    create at a known point; they cost one dict lookup per event otherwise.
-    """
+    """InstallProgress for backends: forwards to the reporter and runs the fault hook ``link:<n>``
+    (envguard.staging.fault_hook) as each package is linked."""
 
     def __init__(self, reporter: CreateReporter) -> None:
         self.reporter = reporter
         self.linked_count = 0
-        self.cached_count = 0
         self._lock = threading.Lock()
 
     def install_start(self, total: int) -> None:
         self.reporter.install_start(total)
 
     def cached(self, name: str) -> None:
-        with self._lock:
-            self.cached_count += 1
         self.reporter.cached(name)
 
     def linked(self, name: str) -> None:
@@ -108,23 +108,10 @@ class _Progress:
             self.linked_count += 1
             n = self.linked_count
         self.reporter.linked(name)
-        _test_hook(f"link:{n}")
+        fault_hook(f"link:{n}")
 
     def message(self, text: str) -> None:
         self.reporter.stage(text)
-
-
-def _test_hook(event: str) -> None:
-    kill_at = os.environ.get("ENVGUARD_TEST_KILL_AT")
-    if kill_at and kill_at == event:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
-    pause_at = os.environ.get("ENVGUARD_TEST_PAUSE_AT")
-    if pause_at:
-        where, _, seconds = pause_at.rpartition(":")
-        if where == event:
-            time.sleep(float(seconds))
 
 
 # --------------------------------------------------------------------------- result
@@ -203,30 +190,8 @@ def default_pkgs_dir(env: dict[str, str] | None = None) -> Path:
     return base / "rattler" / "cache" / "pkgs"
 
 
-def is_env(path: Path) -> bool:
-    return (path / "conda-meta").is_dir()
-
-
-def _is_empty_dir(path: Path) -> bool:
-    try:
-        return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
-    except OSError:
-        return False
-
-
-def _sibling(target: Path, tag: str, pid: int | None = None) -> Path:
-    return target.parent / f".{target.name}.{tag}-{os.getpid() if pid is None else pid}"
-
-
 # --------------------------------------------------------------------------- lock
 
-
-@dataclass(frozen=True)
-class PipArtifact:
-    name: str
-    version: str
-    url: str
-    sha256: str | None
 
 
 @dataclass
@@ -348,28 +313,25 @@ def _freshness(files: Sequence[Path], lockfile: Path, platform: str) -> tuple[bo
 
 
 def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: bool,
-                reporter: CreateReporter, cwd: Path) -> tuple[Path, list[str]]:
-    """The lock to install from: given, default, or made now from ``-f`` files. Applies --locked."""
-    warnings: list[str] = []
+                reporter: CreateReporter, cwd: Path) -> Path:
+    """The lock to install from: given, default, or made now from ``-f`` files (not under --locked)."""
     files = [Path(f) for f in env_files]
     for f in files:
         if not f.is_file():
             raise UserError("environment file not found", file=str(f), key="-f",
                             fix="pass an existing environment.yml")
-    if lockfile is None:
-        lockfile = (files[0].parent if files else cwd) / "conda-lock.yml"
-    lockfile = Path(lockfile)
-    if not lockfile.is_file():
-        if not files or locked:
-            why = "--locked needs an existing lock" if files else "nothing to install from"
-            raise StaleLockError(f"lock file not found: {lockfile} ({why}) (fix: run `envguard lock` first"
-                                 + ("" if files else ", or pass -f environment.yml") + ")")
-        reporter.stage(f"no lock yet: locking {', '.join(str(f) for f in files)} into {lockfile}")
-        from envguard.lock import lock as do_lock
+    lockfile = Path(lockfile) if lockfile is not None else (files[0].parent if files else cwd) / "conda-lock.yml"
+    if lockfile.is_file():
+        return lockfile
+    if not files or locked:
+        why = "--locked needs an existing lock" if files else "nothing to install from"
+        raise StaleLockError(f"lock file not found: {lockfile} ({why}) (fix: run `envguard lock` first"
+                             + ("" if files else ", or pass -f environment.yml") + ")")
+    reporter.stage(f"no lock yet: locking {', '.join(str(f) for f in files)} into {lockfile}")
+    from envguard.lock import lock as do_lock
 
-        do_lock(files, lockfile=lockfile)
-        return lockfile, warnings
-    return lockfile, warnings
+    do_lock(files, lockfile=lockfile)
+    return lockfile
 
 
 def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool) -> list[str]:
@@ -383,162 +345,6 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool)
     if locked:
         raise StaleLockError(f"--locked: {message}")
     return [f"{message}; installing what the lock says anyway (--locked refuses this)"]
-
-
-# --------------------------------------------------------------------------- leftovers
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # a leftover of an earlier process that had our PID
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
-def leftovers(target: Path) -> list[tuple[str, int, Path]]:
-    """(tag, pid, path) of every staging/old/building entry beside ``target``."""
-    found: list[tuple[str, int, Path]] = []
-    try:
-        entries = list(target.parent.iterdir())
-    except OSError:
-        return found
-    for path in entries:
-        m = _LEFTOVER.match(path.name)
-        if m and m["name"] == target.name:
-            found.append((m["tag"], int(m["pid"]), path))
-    return found
-
-
-def interrupted_state(prefix: str | os.PathLike[str]) -> str | None:
-    """Why ``prefix`` is not a finished environment because of a create in progress or interrupted, else None.
-
-    For `envguard check`: rattler builds beside the target, so only an external backend's in-place build
-    (marker ``.<name>.envguard-building-<pid>``) or an old environment moved aside leave the target itself
-    half-built or missing. Staging directories never affect the target.
-    """
-    target = Path(os.path.abspath(prefix))
-    for tag, pid, _path in leftovers(target):
-        running = _pid_alive(pid)
-        if tag == BUILDING_TAG:
-            return (f"envguard process {pid} is building this environment right now" if running else
-                    f"half-built by an interrupted `envguard create` (process {pid}); "
-                    "run `envguard create` again to restore the previous state")
-        if tag == OLD_TAG and not target.exists():
-            return (f"envguard process {pid} is replacing this environment right now" if running else
-                    f"an interrupted `envguard create --force` (process {pid}) moved the old environment "
-                    "aside; run `envguard create` again to put it back")
-    return None
-
-
-def cleanup_leftovers(target: Path) -> list[str]:
-    """Undo what interrupted runs left (only entries whose process is gone). Returns what was done.
-
-    Call only while holding the prefix lock: then nobody else is building this target.
-    """
-    done: list[str] = []
-    dead = [(tag, pid, path) for tag, pid, path in leftovers(target) if not _pid_alive(pid)]
-    # 1. A target an external backend was building in place is half-built: remove it.
-    for tag, _pid, path in dead:
-        if tag == BUILDING_TAG:
-            if target.exists() or target.is_symlink():
-                _rmtree(target)
-                done.append(f"removed the half-built environment at {target}")
-            path.unlink(missing_ok=True)
-    # 2. An old environment moved aside: put it back if the target is missing, else it is obsolete.
-    for tag, _pid, path in dead:
-        if tag == OLD_TAG:
-            if not target.exists() and not target.is_symlink():
-                os.rename(path, target)
-                done.append(f"restored the previous environment at {target}")
-            else:
-                _rmtree(path)
-                done.append(f"removed the replaced environment {path.name}")
-    # 3. Staging directories never became the target (or hold an old one after an exchange).
-    for tag, _pid, path in dead:
-        if tag == STAGING_TAG:
-            _rmtree(path)
-            done.append(f"removed the leftover staging directory {path.name}")
-    return done
-
-
-def _rmtree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink(missing_ok=True)
-        return
-
-    def onerror(func: Any, p: str, exc: Any) -> None:
-        # read-only files and dirs (some packages ship them) block deletion: make writable, retry once
-        try:
-            os.chmod(p, 0o700)
-            parent = os.path.dirname(p)
-            os.chmod(parent, 0o700)
-            func(p)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=onerror)  # noqa: B028 - onexc is 3.12+
-
-
-# --------------------------------------------------------------------------- renames
-
-
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE). False when unsupported here."""
-    if not sys.platform.startswith("linux") or os.environ.get("ENVGUARD_NO_RENAME_EXCHANGE"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
-        return False
-    raise OSError(err, os.strerror(err), str(b))
-
-
-@contextmanager
-def _deferred_sigint() -> Iterator[None]:
-    """Hold SIGINT (and SIGTERM) while the renames run; deliver it as KeyboardInterrupt afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, lambda s, _f: received.append(s))
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if received:
-            raise KeyboardInterrupt
-
-
-def _os_error(e: OSError, what: str, path: Path) -> BackendError:
-    hint = {
-        errno.ENOSPC: "free some space",
-        errno.EDQUOT: "free some space (disk quota)",
-        errno.EACCES: "choose a writable location",
-        errno.EPERM: "choose a writable location",
-        errno.EROFS: "choose a location on a writable filesystem",
-    }.get(e.errno or 0, "check the path")
-    return BackendError(f"{what} {path}: {e.strerror or e} (fix: {hint})")
 
 
 def scrub_credentials(prefix: Path, artifacts: Sequence[Artifact]) -> int:
@@ -566,109 +372,6 @@ def json_str(value: str) -> str:
     import json
 
     return json.dumps(value)[1:-1]
-
-
-# --------------------------------------------------------------------------- pip
-
-
-def _pip_command(build_python: str) -> list[str]:
-    """Run pip from envguard's own interpreter against the new environment's (``--python``, pip >= 22.3),
-    so the environment needs no pip of its own; fall back to the environment's pip."""
-    import importlib.util
-
-    if importlib.util.find_spec("pip") is not None:
-        return [sys.executable, "-m", "pip", "--python", build_python]
-    return [build_python, "-m", "pip"]
-
-
-def install_pip(pip: Sequence[PipArtifact], build_dir: Path, target: Path, lockfile: Path) -> None:
-    """``pip install --no-deps --require-hashes`` of the locked URLs into the environment being built."""
-    missing = [p.name for p in pip if not p.sha256]
-    if missing:
-        raise IntegrityError(f"{lockfile}: pip package(s) without a sha256 in the lock: {', '.join(missing)} "
-                             "(fix: re-lock with `envguard lock`)")
-    python = python_in_prefix(build_dir)
-    if not os.path.exists(python):
-        raise BackendError(f"the lock has pip packages ({', '.join(p.name for p in pip)}) but the environment "
-                           f"has no python at {python} (fix: add python to the environment and re-lock)")
-    with tempfile.TemporaryDirectory(prefix="envguard-pip-") as tmp:
-        req = Path(tmp) / "requirements.txt"
-        req.write_text("".join(f"{p.name} @ {p.url} --hash=sha256:{p.sha256}\n" for p in pip), encoding="utf-8")
-        cmd = _pip_command(python) + [
-            "install", "--no-deps", "--require-hashes", "--no-input", "--disable-pip-version-check",
-            "--no-warn-script-location", "--no-compile", "--no-cache-dir", "-r", str(req),
-        ]
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PIP_USER",
-                                                               "PIP_REQUIRE_VIRTUALENV", "PIP_TARGET",
-                                                               "PIP_PREFIX")}
-        env["PYTHONNOUSERSITE"] = "1"
-        try:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
-                                  errors="replace")
-        except OSError as e:
-            raise BackendError(f"cannot run pip ({cmd[0]}): {e.strerror or e}") from e
-    if proc.returncode != 0:
-        raise _pip_error(proc.stdout + "\n" + proc.stderr, pip, lockfile)
-    if build_dir != target:
-        relocate_scripts(build_dir, target)
-
-
-_PIP_MISMATCH = re.compile(r"Expected sha256 (?P<expected>[0-9a-fA-F]+)\s+Got\s+(?P<actual>[0-9a-fA-F]+)")
-
-
-def _pip_error(output: str, pip: Sequence[PipArtifact], lockfile: Path) -> EnvguardError:
-    if "DO NOT MATCH THE HASHES" in output:
-        m = _PIP_MISMATCH.search(output)
-        expected, actual = (m["expected"], m["actual"]) if m else ("?", "?")
-        art = next((p for p in pip if p.sha256 == expected.lower()), None)
-        if art is None:  # pip names the requirement line just above; find it by URL
-            art = next((p for p in pip if p.url in output), pip[0])
-        return mismatch_error(art.name, art.version, art.url, expected, actual, lockfile=lockfile)
-    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("ERROR:")] or lines[-3:]
-    text = " / ".join(errors)[:600]
-    lower = text.lower()
-    if "no space left" in lower or "errno 28" in lower:
-        return BackendError(f"pip: no space left on device: {redact(text)} (fix: free some space)")
-    if "permission denied" in lower or "errno 13" in lower:
-        return BackendError(f"pip: permission denied: {redact(text)} (fix: choose a writable prefix)")
-    return BackendError(f"pip failed to install the locked pip packages: {redact(text)}")
-
-
-def relocate_scripts(build_dir: Path, target: Path) -> int:
-    """pip wrote the staging path into the shebangs of the scripts it installed; point them at the target.
-
-    Only the first few lines are touched (pip's ``#!/bin/sh`` + ``exec`` form for long paths spans three).
-    conda-linked scripts already carry the target path (alternative_target_prefix) and are left alone.
-    """
-    old, new = os.fsencode(str(build_dir)), os.fsencode(str(target))
-    changed = 0
-    for sub in ("bin", "Scripts"):
-        d = build_dir / sub
-        if not d.is_dir():
-            continue
-        for path in d.iterdir():
-            if path.is_symlink() or not path.is_file():
-                continue
-            try:
-                with open(path, "rb") as fh:
-                    head = fh.read(2)
-                    if head != b"#!":
-                        continue
-                    data = head + fh.read()
-            except OSError:
-                continue
-            lines = data.split(b"\n", 3)
-            if not any(old in ln for ln in lines[:3]):
-                continue
-            lines[:3] = [ln.replace(old, new) for ln in lines[:3]]
-            mode = path.stat().st_mode
-            tmp = path.with_name(f".{path.name}.envguard-tmp")
-            tmp.write_bytes(b"\n".join(lines))
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-            changed += 1
-    return changed
 
 
 # --------------------------------------------------------------------------- create
@@ -701,11 +404,11 @@ def create(
     target = resolve_target(prefix, name)
     be = get_backend(backend)
     files = [Path(f) for f in env_files]
-    lock_path, warnings = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked,
-                                      reporter=rep, cwd=Path(cwd) if cwd else Path.cwd())
+    lock_path = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked,
+                            reporter=rep, cwd=Path(cwd) if cwd else Path.cwd())
     platform = platform or host_platform()
     plan = read_plan(lock_path, platform)
-    warnings += check_lock_fresh(plan, files, locked=locked)
+    warnings = check_lock_fresh(plan, files, locked=locked)
     for w in warnings:
         rep.warning(w)
     expected = plan.fingerprint(be.name)
@@ -713,7 +416,7 @@ def create(
 
     with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
         for note in cleanup_leftovers(target):
-            rep.stage(note)
+            rep.note(note)
         _refuse_non_env(target)  # only now: a half-built target of a killed run is gone after the cleanup
         replacing = target.exists() and is_env(target)
         if replacing:
@@ -751,7 +454,7 @@ def create(
 def _refuse_non_env(target: Path) -> None:
     if target.is_symlink() and not target.exists():
         raise UserError(f"{target} is a dangling symlink", key="-p", fix="remove it or choose another prefix")
-    if target.exists() and not is_env(target) and not _is_empty_dir(target):
+    if target.exists() and not is_env(target) and not is_empty_dir(target):
         kind = "a file" if not target.is_dir() else "a directory that is not a conda environment (no conda-meta/)"
         raise UserError(f"{target} exists and is {kind}; it was left untouched", key="-p",
                         fix="choose another prefix, or remove it yourself")
@@ -759,12 +462,12 @@ def _refuse_non_env(target: Path) -> None:
 
 def _build_staged(be: Backend, install_plan: InstallPlan, plan: LockPlan, expected: Fingerprint, target: Path,
                   pkgs: Path, progress: _Progress, rep: CreateReporter) -> None:
-    staging = _sibling(target, STAGING_TAG)
+    staging = sibling(target, STAGING_TAG)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
     except OSError as e:
-        raise _os_error(e, "cannot create the staging directory", staging) from e
+        raise os_error(e, "cannot create the staging directory", staging) from e
     interrupted = False
     try:
         rep.stage(f"installing {len(plan.conda)} packages with {be.describe()}")
@@ -775,58 +478,37 @@ def _build_staged(be: Backend, install_plan: InstallPlan, plan: LockPlan, expect
             rep.stage(f"installing {len(plan.pip)} pip packages (--no-deps --require-hashes)")
             install_pip(plan.pip, staging, target, plan.lockfile)
         write_fingerprint(staging, expected)
-        _test_hook("staged")
+        fault_hook("staged")
         rep.stage(f"moving the new environment into place at {target}")
-        _swap_in(staging, target)
+        swap_in(staging, target)
     except KeyboardInterrupt:
         # rattler's transaction may still be writing into the staging directory from its own threads:
         # leave it; the next run removes it once this process is gone.
         interrupted = True
         raise
     except OSError as e:
-        raise _os_error(e, "cannot write", staging) from e
+        raise os_error(e, "cannot write", staging) from e
     finally:
         if not interrupted and staging.exists():
-            _rmtree(staging)
-
-
-def _swap_in(staging: Path, target: Path) -> None:
-    with _deferred_sigint():
-        if not target.exists() or _is_empty_dir(target):
-            if target.is_dir():
-                target.rmdir()
-            os.rename(staging, target)
-            return
-        if _exchange(staging, target):
-            _test_hook("swap")
-            return  # staging now holds the old environment: the caller's cleanup deletes it
-        old = _sibling(target, OLD_TAG)
-        os.rename(target, old)
-        try:
-            _test_hook("swap")
-            os.rename(staging, target)
-        except BaseException:
-            os.rename(old, target)
-            raise
-    _rmtree(old)
+            rmtree(staging)
 
 
 def _build_in_place(be: Backend, install_plan: InstallPlan, plan: LockPlan, expected: Fingerprint,
                     target: Path, progress: _Progress, rep: CreateReporter) -> None:
     old: Path | None = None
-    marker = _sibling(target, BUILDING_TAG)
+    marker = sibling(target, BUILDING_TAG)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with _deferred_sigint():
+        with deferred_sigint():
             if target.exists():
-                old = _sibling(target, OLD_TAG)
+                old = sibling(target, OLD_TAG)
                 os.rename(target, old)
-            _test_hook("swap")
+            fault_hook("swap")
             marker.touch()  # from here on a dead run's target is half-built (see cleanup_leftovers)
     except OSError as e:
         if old is not None and old.exists() and not target.exists():
             os.rename(old, target)
-        raise _os_error(e, "cannot prepare", target) from e
+        raise os_error(e, "cannot prepare", target) from e
     ok = False
     try:
         rep.stage(f"installing {len(plan.conda)} packages with {be.describe()} at {target}")
@@ -838,15 +520,15 @@ def _build_in_place(be: Backend, install_plan: InstallPlan, plan: LockPlan, expe
         write_fingerprint(target, expected)
         ok = True
     finally:
-        with _deferred_sigint():
+        with deferred_sigint():
             if not ok:
                 if target.exists() or target.is_symlink():
-                    _rmtree(target)
+                    rmtree(target)
                 if old is not None:
                     os.rename(old, target)
             marker.unlink(missing_ok=True)
     if old is not None:
-        _rmtree(old)
+        rmtree(old)
 
 
 def _run_check(target: Path, lockfile: Path, rep: CreateReporter) -> Any:

@@ -192,8 +192,8 @@ def _stop_session(proc: subprocess.Popen[bytes], reported: list[int], grace: flo
         return [sid]
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         alive = session_members(sid)
-        if not alive and proc.poll() is not None:
-            break
+        if not alive and proc.poll() is not None and os.path.isdir("/proc"):
+            break  # without /proc we cannot see the group: signal it anyway
         seen |= set(alive)
         _signal_all(sid, sig, reported)
         deadline = time.monotonic() + wait
@@ -358,7 +358,8 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
                         fix="pass the environment's python, e.g. <prefix>/bin/python")
     work = Path(tempfile.mkdtemp(prefix="envguard-smoke-"))
     events = work / "events.jsonl"
-    dl_timeout = max(1.0, min(30.0, timeout / 4))
+    # Below the outer limit, so a stall is reported by DataLoader's own message where possible.
+    dl_timeout = max(5.0, min(30.0, timeout / 3))
     argv = [str(exe), str(probe_path()), "--events", str(events), "--dl-timeout", f"{dl_timeout:g}"]
     argv += ["--quick"] * quick + ["--distributed"] * distributed + list(probe_args or [])
     before = shm_snapshot()
@@ -494,7 +495,7 @@ def classify(probe: dict[str, Any] | None, *, stderr: str = "", returncode: int 
         status, name, error = c.get("status"), str(c.get("name", "")), str(c.get("error") or "")
         detail = c.get("detail") or {}
         if status == "fail":
-            findings.append(_check_failure(name, error, detail))
+            findings.append(_check_failure(name, error, detail, stderr))
         elif name == "pinned-memory" and status == "not-exercised":
             findings.append(_f("pin-cpu", Severity.INFO, "pinned memory not exercised: no CUDA device, so the "
                                                          "DataLoaders ran with pin_memory=False"))
@@ -507,9 +508,13 @@ def classify(probe: dict[str, Any] | None, *, stderr: str = "", returncode: int 
     return findings
 
 
-def _check_failure(name: str, error: str, detail: dict[str, Any]) -> Finding:
+def _check_failure(name: str, error: str, detail: dict[str, Any], stderr: str = "") -> Finding:
     sigs = [str(s) for s in detail.get("worker_signals") or []]
     text = error + ("\nworker signals: " + " ".join(sigs) if sigs else "")
+    if not sigs and "exited unexpectedly" in error:
+        # The worker's own last words, when its exit status was not caught.
+        m = re.search(r"ERROR: Unexpected bus error encountered in worker[^\n]*", stderr)
+        text += "\n" + m.group(0) if m else ""
     if name == "import-torch":
         case = catalog.classify(error, default="pip-over-conda" if "undefined symbol" in error else "probe-error")
         return _f(case.id, Severity.ERROR, f"import torch failed: {_headline(error)}")

@@ -285,8 +285,9 @@ def test_kill_9_while_linking_leaves_no_target_and_next_run_cleans(tmp_path: Pat
     assert proc.returncode == -9, proc.stderr
     assert not target.exists()
     assert [n for n in siblings(target) if "envguard-staging-" in n]  # the half-built staging dir is there
-    proc = envguard_run("create", "-p", str(target), "--lockfile", str(base_lock), "--no-check", "--quiet")
+    proc = envguard_run("create", "-p", str(target), "--lockfile", str(base_lock), "--no-check")
     assert proc.returncode == 0, proc.stderr
+    assert "removed the leftover staging directory" in proc.stderr
     assert siblings(target) == [] and read_fingerprint(target) is not None
 
 
@@ -434,7 +435,7 @@ def test_full_disk_or_read_only_exits_6_with_path(tmp_path: Path, channel_factor
 
 
 def test_leftover_cleanup_only_touches_dead_processes(tmp_path: Path) -> None:
-    from envguard.create import cleanup_leftovers
+    from envguard.staging import cleanup_leftovers
 
     target = tmp_path / "env"
     (target / "conda-meta").mkdir(parents=True)

@@ -6,10 +6,7 @@ import ast
 import json
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
-
-import pytest
 
 from envguard.smoke import probe_path
 
@@ -101,4 +98,3 @@ def test_probe_rejects_unknown_injection() -> None:
 def test_probe_ships_in_the_package() -> None:
     assert PROBE.name == "smoke_probe.py" and PROBE.is_file()
     assert (PROBE.parent / "__init__.py").is_file()
-    assert sysconfig.get_paths()  # the probe is found through importlib.resources, not a repo path

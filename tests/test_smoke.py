@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -276,6 +274,17 @@ def test_import_failures_are_classified(error: str, expected: str) -> None:
     fs = classify(doc)
     assert _codes(fs) == [expected]
     assert fs[0].fix == catalog.get(expected).fix
+
+
+def test_worker_exit_without_status_uses_the_workers_last_words() -> None:
+    doc = {"torch": None, "checks": [{"name": "dataloader:fork", "status": "fail",
+                                      "error": "RuntimeError: DataLoader worker (pid(s) 1) exited unexpectedly"}]}
+    bus = ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+           "memory (shm).")
+    assert _codes(classify(doc, stderr=bus)) == ["shm"]
+    assert _codes(classify(doc, stderr="")) == ["killed"]
+    doc["checks"][0]["detail"] = {"worker_signals": ["SIGBUS"]}
+    assert _codes(classify(doc)) == ["shm"]
 
 
 def test_limit_findings() -> None:

@@ -74,7 +74,8 @@ def test_worker_that_kills_itself_is_killed_via_cli_markdown() -> None:
     assert p.returncode == 7, p.stderr
     assert p.stdout.startswith("### envguard smoke")
     rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| ❌")]
-    assert len(rows) == 1 and "`killed`" in rows[0] and "SIGKILL" in rows[0], p.stdout
+    assert len(rows) == 1 and "`killed`" in rows[0], p.stdout
+    assert "SIGKILL" in rows[0] or "signal: Killed" in rows[0], rows[0]
     assert "| dataloader:fork | fail |" in p.stdout
 
 
@@ -83,7 +84,7 @@ def test_worker_bus_error_is_shm() -> None:
     r = _run("shm-sigbus")
     errs = _errors(r)
     assert set(errs) == {"shm"}, r.findings
-    assert "SIGBUS" in errs["shm"]
+    assert "SIGBUS" in errs["shm"] or "Bus error" in errs["shm"]
     assert "--shm-size" in next(f.fix for f in r.findings if f.code == "shm")
 
 

@@ -334,8 +334,6 @@ class Probe:
         dst = os.path.join(tempfile.mkdtemp(prefix="envguard-omp-"), names[0])
         shutil.copy2(os.path.join(lib_dir, names[0]), dst)
         ctypes.CDLL(dst)
-        # Make the runtime show up as initialised, as a second user would.
-        os.environ.setdefault("ENVGUARD_PROBE_OMP_COPY", dst)
 
     @staticmethod
     def foreign_cuda_libs() -> list[str]:
@@ -369,7 +367,7 @@ class Probe:
     # -- DataLoader ---------------------------------------------------------
     def batch_shape(self) -> tuple[int, int]:
         if "shm-big" in self.inject:
-            return 4, 2 * 1024 * 1024 // 4 * 1  # 4 items of 2 MiB: 8 MiB batches
+            return 4, 512 * 1024  # 4 float32 items of 2 MiB: 8 MiB batches
         return (4, 1024) if self.quick else (4, 16 * 1024)
 
     def methods(self) -> list[str]:
@@ -504,6 +502,8 @@ class Probe:
 
         names = []
         for w in getattr(state.get("iter"), "_workers", []):
+            if w.exitcode is None and not w.is_alive():
+                w.join(1.0)  # dead but not reaped yet
             code = w.exitcode
             if code is not None and code < 0:
                 try:
@@ -751,7 +751,7 @@ class Probe:
         except BaseException as e:  # noqa: BLE001
             self.check("distributed", "fail", time.perf_counter() - t, _err(e), backend=backend)
 
-    # -- driver ---------------------------------------------------------------
+    # -- the whole run ------------------------------------------------------
     def run(self) -> dict:
         if self.import_torch():
             self.numpy_interop()
