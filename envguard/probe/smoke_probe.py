@@ -334,6 +334,10 @@ class Probe:
         dst = os.path.join(tempfile.mkdtemp(prefix="envguard-omp-"), names[0])
         shutil.copy2(os.path.join(lib_dir, names[0]), dst)
         ctypes.CDLL(dst)
+        import atexit
+
+        # after threadpoolctl has looked: it skips libraries whose file is gone
+        atexit.register(shutil.rmtree, os.path.dirname(dst), True)
 
     @staticmethod
     def foreign_cuda_libs() -> list[str]:
@@ -750,6 +754,10 @@ class Probe:
                 self.check("distributed", "pass", time.perf_counter() - t, backend=backend)
         except BaseException as e:  # noqa: BLE001
             self.check("distributed", "fail", time.perf_counter() - t, _err(e), backend=backend)
+        finally:
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
 
     # -- the whole run ------------------------------------------------------
     def run(self) -> dict:
