@@ -122,10 +122,9 @@ def resolve_target(prefix: Path | None, name: str | None, env: Mapping[str, str]
     if prefix is not None and name is not None:
         raise UserError("give either -p PREFIX or -n NAME, not both", key="-p/-n")
     if name is not None:
-        # TODO(#6): a public name resolver; sources owns the lookup (envguard envs, then conda's).
-        from envguard.sources import _resolve_name
+        from envguard.envs import find_env
 
-        return _resolve_name(name)
+        return find_env(name, env)
     return Path(os.path.abspath(os.path.expanduser(prefix))) if prefix is not None else default_target(env)
 
 

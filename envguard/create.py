@@ -143,31 +143,13 @@ class CreateResult:
 # --------------------------------------------------------------------------- where
 
 
-def envs_dir(env: dict[str, str] | None = None) -> Path:
-    """Where ``-n NAME`` environments go.
-
-    ``ENVGUARD_ENVS_DIR`` when set; else the first entry of ``CONDA_ENVS_PATH``; else ``$CONDA_ROOT/envs``
-    when ``CONDA_ROOT`` is set; else ``~/.conda/envs`` (conda's per-user envs directory).
-    """
-    env = dict(os.environ) if env is None else env
-    if env.get("ENVGUARD_ENVS_DIR"):
-        return Path(env["ENVGUARD_ENVS_DIR"]).expanduser()
-    for entry in env.get("CONDA_ENVS_PATH", "").split(os.pathsep):
-        if entry.strip():
-            return Path(entry.strip()).expanduser()
-    if env.get("CONDA_ROOT"):
-        return Path(env["CONDA_ROOT"]).expanduser() / "envs"
-    return Path.home() / ".conda" / "envs"
-
-
 def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None) -> Path:
     if prefix is not None and name is not None:
         raise UserError("give either -p PREFIX or -n NAME, not both", key="-p/-n")
     if name is not None:
-        if not name.strip() or name in (".", "..") or "/" in name or os.sep in name or name.startswith("."):
-            raise UserError(f"invalid environment name {name!r}", key="-n",
-                            fix="use a plain name such as 'torch-dev', or -p PATH")
-        return Path(os.path.abspath(envs_dir() / name))
+        from envguard.envs import create_dir, validate_name
+
+        return Path(os.path.abspath(create_dir() / validate_name(name)))
     if prefix is None:
         raise UserError("no target environment given", key="-p/-n",
                         fix="pass -p PREFIX (a path) or -n NAME")

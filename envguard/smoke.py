@@ -74,28 +74,6 @@ def probe_path() -> Path:
 # ---------------------------------------------------------------- target
 
 
-def _envs_dirs() -> list[Path]:
-    """Where ``-n NAME`` environments live: ENVGUARD_ENVS_DIR, then conda's envs dirs."""
-    dirs: list[Path] = []
-    if os.environ.get("ENVGUARD_ENVS_DIR"):
-        dirs.append(Path(os.environ["ENVGUARD_ENVS_DIR"]))
-    for var in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS"):
-        dirs += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p]
-    roots = [os.environ.get("CONDA_ROOT"), os.environ.get("MAMBA_ROOT_PREFIX")]
-    if os.environ.get("CONDA_EXE"):
-        roots.append(str(Path(os.environ["CONDA_EXE"]).resolve().parent.parent))
-    home = Path.home()
-    dirs += [Path(r) / "envs" for r in roots if r]
-    dirs += [home / ".conda" / "envs"] + [home / d / "envs" for d in
-                                           ("miniforge3", "mambaforge", "miniconda3", "anaconda3")]
-    seen, out = set(), []
-    for d in dirs:
-        if d not in seen:
-            seen.add(d)
-            out.append(d)
-    return out
-
-
 def _interpreter_in(prefix: Path) -> Path | None:
     candidates = [prefix / "python.exe", prefix / "Scripts" / "python.exe"] if sys.platform == "win32" else [
         prefix / "bin" / "python", prefix / "bin" / "python3"]
@@ -124,16 +102,14 @@ def resolve_python(prefix: Path | None = None, name: str | None = None, python: 
                             fix="pass a conda prefix or virtualenv that contains python")
         return exe
     if name is not None:
-        if not name or any(s in name for s in ("/", "\\")) or name in (".", ".."):
-            raise UserError(f"invalid environment name {name!r}", key="-n/--name",
-                            fix="give a plain name, or use -p PREFIX for a path")
-        dirs = _envs_dirs()
-        for d in dirs:
-            exe = _interpreter_in(d / name)
-            if exe is not None:
-                return exe
-        raise UserError(f"no environment named {name!r} in {', '.join(str(d) for d in dirs)}", key="-n/--name",
-                        fix="create it with `envguard create -n NAME`, or use -p PREFIX")
+        from envguard.envs import find_env
+
+        found = find_env(name)
+        exe = _interpreter_in(found)
+        if exe is None:
+            raise UserError("no Python interpreter in this environment (looked for bin/python)", file=str(found),
+                            fix="install python into it, or pass --python PATH")
+        return exe
     return Path(sys.executable)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envguard.envs import find_env
 from envguard.errors import UserError
 from envguard.model import Manager, Package, canonical_name
 from envguard.redact import redact
@@ -88,31 +89,6 @@ class Description:
         if platform is None and len(self.packages) == 1:
             return next(iter(self.packages.values()))
         return []
-
-
-def _resolve_name(name: str) -> Path:
-    """A named environment -> its prefix. Envguard's envs first, then conda's."""
-    candidates: list[Path] = []
-    if os.environ.get("ENVGUARD_ENVS_DIR"):
-        candidates.append(Path(os.environ["ENVGUARD_ENVS_DIR"]) / name)
-    for d in os.environ.get("CONDA_ENVS_PATH", "").split(os.pathsep):
-        if d:
-            candidates.append(Path(d) / name)
-    home = Path.home()
-    for root in ("miniforge3", "mambaforge", "miniconda3", "anaconda3", ".conda"):
-        candidates.append(home / root / "envs" / name)
-    envs_txt = home / ".conda" / "environments.txt"
-    try:
-        for line in envs_txt.read_text(encoding="utf-8").splitlines():
-            if line.strip() and Path(line.strip()).name == name:
-                candidates.append(Path(line.strip()))
-    except OSError:
-        pass
-    for c in candidates:
-        if c.is_dir():
-            return c
-    raise UserError(f"no environment named {name!r}", key="-n",
-                    fix="give its prefix path instead, or check the name with `conda env list`")
 
 
 def detect_kind(text: str, data: Any = None) -> str | None:
@@ -189,7 +165,7 @@ def load(spec: str, *, kind: str | None = None, platform: str | None = None,
     if kind is not None and kind not in KINDS:
         raise UserError(f"unknown kind {kind!r}", key="--kind", fix=f"use one of {', '.join(KINDS)}")
     if spec.startswith(NAME_PREFIX):
-        path = _resolve_name(spec[len(NAME_PREFIX):])
+        path = find_env(spec[len(NAME_PREFIX):])
         kind = kind or "prefix"
     else:
         path = Path(spec)

@@ -1,0 +1,52 @@
+"""Named environments resolve the same way for every command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envguard.envs import create_dir, envs_dirs, find_env, validate_name
+from envguard.errors import ExitCode, UserError
+
+
+def test_create_dir_order(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    assert create_dir({"HOME": home}) == Path(home) / ".conda" / "envs"
+    assert create_dir({"HOME": home, "CONDA_ROOT": "/opt/conda"}) == Path("/opt/conda/envs")
+    env = {"HOME": home, "CONDA_ROOT": "/opt/conda", "CONDA_ENVS_PATH": f"/a{':'}/b"}
+    assert create_dir(env) == Path("/a")
+    assert create_dir({**env, "ENVGUARD_ENVS_DIR": "/eg"}) == Path("/eg")
+
+
+def test_search_order_has_envguard_first_and_no_repeats(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "ENVGUARD_ENVS_DIR": "/eg", "CONDA_ENVS_PATH": "/eg:/x", "CONDA_ROOT": "/r"}
+    dirs = envs_dirs(env)
+    assert dirs[:3] == [Path("/eg"), Path("/x"), Path("/r/envs")]
+    assert len(dirs) == len(set(dirs))
+
+
+def test_find_env_in_a_later_dir_and_via_environments_txt(tmp_path: Path) -> None:
+    later = tmp_path / "home" / "miniforge3" / "envs" / "torch"
+    later.mkdir(parents=True)
+    env = {"HOME": str(tmp_path / "home"), "ENVGUARD_ENVS_DIR": str(tmp_path / "eg")}
+    assert find_env("torch", env) == later
+
+    elsewhere = tmp_path / "projects" / "envs" / "other"
+    elsewhere.mkdir(parents=True)
+    (tmp_path / "home" / ".conda").mkdir()
+    (tmp_path / "home" / ".conda" / "environments.txt").write_text(f"{elsewhere}\n")
+    assert find_env("other", env) == elsewhere
+
+
+@pytest.mark.parametrize("bad", ["", "..", "a/b", ".hidden"])
+def test_bad_names_are_usage_errors(bad: str) -> None:
+    with pytest.raises(UserError) as e:
+        validate_name(bad)
+    assert e.value.exit_code == ExitCode.USAGE
+
+
+def test_missing_env_names_the_dirs_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(UserError) as e:
+        find_env("nope", {"HOME": str(tmp_path), "ENVGUARD_ENVS_DIR": str(tmp_path / "eg")})
+    assert str(tmp_path / "eg") in e.value.message and "envguard create -n" in e.value.message
