@@ -78,7 +78,7 @@ def write_pip_dists(site: Path, n: int) -> None:
 
 def build_prefix(root: Path, n_conda: int, n_pip: int, blob_kib: int) -> Path:
     import rattler
-    from rattler import BuildString, Channel, GenericVirtualPackage, MatchSpec, PackageName, Platform, Version
+    from rattler import BuildString, Channel, GenericVirtualPackage, MatchSpec, PackageName, Subdir, Version
 
     std = channels.build_standard_channel(root / "standard")
     chan = build_conda_channel(root, n_conda, blob_kib)
@@ -91,7 +91,7 @@ def build_prefix(root: Path, n_conda: int, n_pip: int, blob_kib: int) -> Path:
     async def go() -> None:
         records = await rattler.solve([Channel(channels.channel_url(chan)), Channel(std.url)],
                                       [MatchSpec(s) for s in specs],
-                                      platforms=[Platform(plat), Platform("noarch")], virtual_packages=virtual)
+                                      platforms=[Subdir(plat), Subdir("noarch")], virtual_packages=virtual)
         await rattler.install(records, root / "prefix", cache_dir=root / "pkgs", show_progress=False,
                               execute_link_scripts=False)
 

@@ -10,7 +10,6 @@ first and most often (bench/check.py measures its start-up).
 from __future__ import annotations
 
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,48 +127,22 @@ def resolve_target(prefix: Path | None, name: str | None, env: Mapping[str, str]
     return Path(os.path.abspath(os.path.expanduser(prefix))) if prefix is not None else default_target(env)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return pid != os.getpid()
-
-
 def half_built_reason(prefix: Path) -> str | None:
     """Why ``prefix`` looks like the remains of an interrupted create, or None.
 
-    envguard create (envguard/create.py) builds in ``.<name>.envguard-staging-<pid>`` beside the target
-    and renames it into place; external backends build in place, marked by a sibling
-    ``.<name>.envguard-building-<pid>``. A directory with one of those names, or a target with a
-    building marker, whose process is gone, is half-built. Raises BusyError while that process lives.
+    The staging/building/old names and their meaning are envguard.staging's (envguard.staging.interruption);
+    on top of those, a prefix whose conda-meta holds no records although it holds files is half-built (a
+    transaction interrupted before it wrote them). Raises BusyError while the creating process lives.
     """
     from envguard.errors import BusyError
+    from envguard.staging import interruption
 
     prefix = Path(os.path.abspath(prefix))
-    tags = ("envguard-staging", "envguard-building", "envguard-old")
-    candidates: list[tuple[str, int, str]] = []
-    m = re.match(r"^\.(?P<name>.+)\.(?P<tag>" + "|".join(tags) + r")-(?P<pid>\d+)$", prefix.name)
-    if m:
-        candidates.append((m["tag"], int(m["pid"]), f"{prefix.name} is a directory `envguard create` was building"))
-    marker_prefix = f".{prefix.name}.envguard-building-"
-    try:
-        siblings = [n for n in os.listdir(prefix.parent) if n.startswith(marker_prefix)]
-    except OSError:
-        siblings = []
-    for n in siblings:
-        pid = n[len(marker_prefix):]
-        if pid.isdigit():
-            candidates.append(("envguard-building", int(pid), f"marker {n} says `envguard create` was building "
-                               "this environment in place"))
-    for tag, pid, what in candidates:
-        if _pid_alive(pid):
-            raise BusyError(f"{prefix}: {what} and process {pid} is still running; check it when it is done")
-        return f"{what}, and process {pid} is gone (interrupted)"
+    found = interruption(prefix)
+    if found is not None:
+        if found.running:
+            raise BusyError(f"{prefix}: {found.reason}; check it when it is done")
+        return found.reason
     meta = prefix / "conda-meta"
     if meta.is_dir():
         try:
@@ -199,12 +172,11 @@ def _lock_packages(lockfile: Path, platform: str) -> tuple[list[Package] | None,
 def _spec_wants_cuda(spec_file: Path, platform: str) -> tuple[str | None, str]:
     from envguard.checks import cuda_from_spec
     from envguard.errors import EnvguardError
+    from envguard.spec import read_spec
 
     try:
-        from envguard.spec import read_spec
-
         spec = read_spec([spec_file], [platform])
-    except (EnvguardError, ImportError):
+    except EnvguardError:
         return None, ""  # lint reports a broken spec; check judges the installed env
     conda, pip = spec.dependencies_for(platform)
     return cuda_from_spec(conda, pip, str(spec_file))
@@ -227,10 +199,8 @@ def _library_path_libs(env: Mapping[str, str], prefix: Path) -> list[tuple[str, 
 
 
 def _default_driver_info() -> Any:
-    try:
-        from envguard.driver import get_driver_info
-    except ImportError:  # TODO(#4): envguard.driver lands with the smoke issue
-        return None
+    from envguard.driver import get_driver_info  # lazily: only a CUDA build needs the driver
+
     return get_driver_info()
 
 

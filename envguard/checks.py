@@ -29,35 +29,12 @@ DEFAULT_CORE: tuple[str, ...] = (
 INTEGRITY_CODES = frozenset({"EG514", "EG530", "EG531", "EG532", "EG533", "EG534", "EG535"})
 MAX_FILES_PER_FINDING = 5
 
-# Fix texts shared with the failure catalog (../shared/design/failure-catalog.md).
-# TODO(#4): take these from envguard.catalog.get(id) once it lands; these are fallbacks.
-_FIX = {
-    "pip-over-conda": "use one manager for core packages: reinstall them with conda/envguard create; "
-                      "keep pip for leaves with `pip install --no-deps`",
-    "driver-old": "install a build matching the driver (pin cuda-version) or upgrade the NVIDIA driver",
-    "arch": "use a build whose arch list covers this GPU (CUDA 12.6 builds still cover Maxwell/Pascal/Volta)",
-    "cpu-build": "lock with an explicit CUDA (`envguard lock --cuda 12.x`) and `pytorch=*=cuda*`, then "
-                 "`envguard create`",
-    "mkl-symbol": "pin `mkl<2024.1`, or move to conda-forge's pytorch",
-    "cudnn": "unset LD_LIBRARY_PATH entries that point at system CUDA/cuDNN/NCCL libraries",
-    "omp-dup": "load one OpenMP runtime (one of intel-openmp/llvm-openmp/libgomp) instead of hiding the "
-               "abort with KMP_DUPLICATE_LIB_OK",
-}
 
+def _fix(case_id: str) -> str:
+    """The failure catalogue's fix text (envguard/data/failures.yaml): smoke and check word a problem alike."""
+    from envguard import catalog  # lazily: most checks find nothing that needs a fix text
 
-def _fix(catalog_id: str) -> str:
-    try:
-        from envguard import catalog  # owned by #4; optional until it lands
-
-        entry = catalog.get(catalog_id)
-        text = getattr(entry, "fix", None) if entry is not None else None
-        if isinstance(entry, Mapping):
-            text = entry.get("fix")
-        if text:
-            return str(text)
-    except Exception:
-        pass
-    return _FIX.get(catalog_id, "")
+    return catalog.get(case_id).fix
 
 
 # --------------------------------------------------------------------------- facts
@@ -505,22 +482,17 @@ def rule_cuda(inp: CheckInput) -> list[Finding]:
 
 
 def arch_supported(capability: str, arch_list: Sequence[str], min_arch: str | None) -> tuple[bool, str]:
-    """Whether a GPU of ``capability`` runs this build: a same-major cubin not newer, or older PTX."""
+    """Whether a GPU of ``capability`` ("8.6") runs this build (envguard.compat.arch_covers), and why not.
+    Without an arch list (no probe ran) the CUDA line's oldest architecture ``min_arch`` decides."""
+    from envguard.compat import arch_covers
+
     try:
         major, minor = (int(x) for x in capability.split(".")[:2])
     except ValueError:
         return True, ""
-    cap = major * 10 + minor
     if arch_list:
-        for a in arch_list:
-            m = re.fullmatch(r"(sm|compute)_(\d+)[a-z]?", a)
-            if not m:
-                continue
-            n = int(m.group(2))
-            if m.group(1) == "sm" and n // 10 == major and n <= cap:
-                return True, ""
-            if m.group(1) == "compute" and n <= cap:
-                return True, ""
+        if arch_covers((major, minor), arch_list):
+            return True, ""
         return False, f"arch list {' '.join(arch_list)} has no sm_{major}{minor}"
     if min_arch and _vkey(capability) < _vkey(min_arch):
         return False, f"this CUDA line builds for sm_{min_arch.replace('.', '')} and newer"

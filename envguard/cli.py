@@ -141,13 +141,23 @@ def _lock_with_progress(lock: "object", files: "list[Path] | None", platforms: "
     """Run the lock with a rich status line on a terminal; silently otherwise."""
     if not err.is_terminal:
         return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile)  # type: ignore[operator]
-    labels = {"spec": "reading {detail}", "solve": "solving {platform} ({index}/{total})",
-              "pip": "resolving pip: for {platform} ({index}/{total})", "write": "writing {detail}",
-              "done": "done"}
-    with err.status("locking…") as status:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    labels = {"spec": "reading {detail}", "solve": "solving {platform}",
+              "pip": "resolving pip: for {platform}", "write": "writing {detail}", "done": "done"}
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task("locking", total=None)
+
         def reporter(p: "object") -> None:
-            text = labels.get(p.stage, p.stage).format(**vars(p))  # type: ignore[attr-defined]
-            status.update(text)
+            fields = vars(p)
+            done = max(0, fields["index"] - 1) if fields["stage"] in ("solve", "pip") else None
+            if fields["stage"] == "write":
+                done = progress.tasks[0].total
+            # refresh now: a solve can take less than one refresh period
+            progress.update(task, description=labels.get(fields["stage"], fields["stage"]).format(**fields),
+                            total=fields["total"] or progress.tasks[0].total, completed=done, refresh=True)
 
         return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile,  # type: ignore[operator]
                     reporter=reporter)

@@ -6,13 +6,16 @@ hard-coding release facts.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
 from packaging.version import Version
+
+from envguard.yamlio import load_fast
 
 
 def _key(v: str) -> tuple[int, ...]:
@@ -114,8 +117,9 @@ class Compat:
 
 @lru_cache(maxsize=1)
 def load() -> Compat:
+    # Read at every command's start-up: the C loader (envguard.yamlio) keeps that cheap.
     text = resources.files("envguard").joinpath("data/compat.yaml").read_text(encoding="utf-8")
-    return Compat(yaml.safe_load(text))
+    return Compat(load_fast("envguard/data/compat.yaml", text=text))
 
 
 def version_key(v: str) -> tuple[int, ...]:
@@ -125,3 +129,29 @@ def version_key(v: str) -> tuple[int, ...]:
 
 def driver_satisfies(driver: str, minimum: str) -> bool:
     return _key(driver) >= _key(minimum)
+
+
+_ARCH = re.compile(r"(sm|compute)_(\d+)([a-z]?)")
+
+
+def arch_covers(capability: tuple[int, int], arch_list: Iterable[str]) -> bool:
+    """Whether a build with ``arch_list`` (``sm_XY`` / ``compute_XY``) runs on a GPU of this capability.
+
+    A cubin runs on its own major version at an equal or higher minor; an arch-specific cubin
+    (``sm_90a``) on that exact device only; PTX (``compute_XY``) is JIT-compiled for any equal or
+    newer device. Shared by check (the arch list from the probe) and smoke (from torch itself).
+    """
+    major, minor = capability
+    for arch in arch_list:
+        m = _ARCH.fullmatch(arch)
+        if not m:
+            continue
+        digits = m.group(2)
+        am, an = int(digits[:-1]), int(digits[-1])
+        if m.group(1) == "sm" and am == major and an <= minor and not m.group(3):
+            return True
+        if m.group(1) == "sm" and m.group(3) and (am, an) == (major, minor):
+            return True
+        if m.group(1) == "compute" and (am, an) <= (major, minor):
+            return True
+    return False

@@ -35,7 +35,7 @@ from envguard.backends import Backend, InstallPlan, get_backend
 from envguard.backends.pip_step import PipArtifact, install_pip
 from envguard.errors import BackendError, EnvguardError, IntegrityError, StaleLockError, UserError
 from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
-from envguard.integrity import Artifact, verify_cache_entries, verify_local_artifacts
+from envguard.integrity import Artifact, strip_archive_suffix, verify_cache_entries, verify_local_artifacts
 from envguard.model import pep503
 from envguard.platforms import host_platform
 from envguard.prefixlock import PrefixLock
@@ -46,15 +46,14 @@ from envguard.staging import (
     STAGING_TAG,
     cleanup_leftovers,
     deferred_sigint,
+    fault_hook,
     is_empty_dir,
     is_env,
     os_error,
     rmtree,
     sibling,
     swap_in,
-    fault_hook,
 )
-
 
 
 # --------------------------------------------------------------------------- reporting
@@ -244,12 +243,8 @@ def _entry_fields(entry: Any, lockfile: Path) -> dict[str, Any]:
 def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
     path = url.split("?", 1)[0].split("#", 1)[0]
     filename = path.rsplit("/", 1)[-1]
-    stem = filename
-    for suffix in (".tar.bz2", ".conda"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-            break
-    else:
+    stem = strip_archive_suffix(filename)
+    if stem == filename:
         raise UserError(f"{f['name']}: the URL is not a conda package (.conda or .tar.bz2): {redact(url)}",
                         file=str(lockfile), fix="re-lock with `envguard lock`")
     parts = stem.rsplit("-", 2)
@@ -442,6 +437,16 @@ def _refuse_non_env(target: Path) -> None:
                         fix="choose another prefix, or remove it yourself")
 
 
+def _complete(plan: LockPlan, expected: Fingerprint, build_dir: Path, target: Path, rep: CreateReporter) -> None:
+    """After the conda packages, wherever the environment is built: credentials out of the records, the pip
+    packages (their scripts pointing at ``target``), then the fingerprint that marks it finished."""
+    scrub_credentials(build_dir, plan.conda)
+    if plan.pip:
+        rep.stage(f"installing {len(plan.pip)} pip packages (--no-deps --require-hashes)")
+        install_pip(plan.pip, build_dir, target, plan.lockfile)
+    write_fingerprint(build_dir, expected)
+
+
 def _build_staged(be: Backend, install_plan: InstallPlan, plan: LockPlan, expected: Fingerprint, target: Path,
                   pkgs: Path, progress: _Progress, rep: CreateReporter) -> None:
     staging = sibling(target, STAGING_TAG)
@@ -455,11 +460,7 @@ def _build_staged(be: Backend, install_plan: InstallPlan, plan: LockPlan, expect
         rep.stage(f"installing {len(plan.conda)} packages with {be.describe()}")
         be.install(install_plan, staging, progress)
         verify_cache_entries(plan.conda, pkgs, lockfile=plan.lockfile)
-        scrub_credentials(staging, plan.conda)
-        if plan.pip:
-            rep.stage(f"installing {len(plan.pip)} pip packages (--no-deps --require-hashes)")
-            install_pip(plan.pip, staging, target, plan.lockfile)
-        write_fingerprint(staging, expected)
+        _complete(plan, expected, staging, target, rep)
         fault_hook("staged")
         rep.stage(f"moving the new environment into place at {target}")
         swap_in(staging, target)
@@ -495,11 +496,7 @@ def _build_in_place(be: Backend, install_plan: InstallPlan, plan: LockPlan, expe
     try:
         rep.stage(f"installing {len(plan.conda)} packages with {be.describe()} at {target}")
         be.install(install_plan, target, progress)
-        scrub_credentials(target, plan.conda)
-        if plan.pip:
-            rep.stage(f"installing {len(plan.pip)} pip packages (--no-deps --require-hashes)")
-            install_pip(plan.pip, target, target, plan.lockfile)
-        write_fingerprint(target, expected)
+        _complete(plan, expected, target, target, rep)
         ok = True
     finally:
         with deferred_sigint():
@@ -514,9 +511,7 @@ def _build_in_place(be: Backend, install_plan: InstallPlan, plan: LockPlan, expe
 
 
 def _run_check(target: Path, lockfile: Path, rep: CreateReporter) -> Any:
-    try:
-        from envguard.check import run_check
-    except ImportError:  # the check command (#5) is not part of this build
-        return None
+    from envguard.check import run_check  # lazily: only when the new environment is checked
+
     rep.stage(f"checking the new environment (envguard check -p {target})")
     return run_check(target, lockfile=lockfile)

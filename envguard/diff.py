@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Iterable, Literal
 
+from envguard.channels import CONDA_EXTENSIONS
 from envguard.model import Package
 from envguard.redact import redact
 from envguard.sources import RequestedSpec
@@ -248,7 +249,7 @@ def classify(old: Package, new: Package) -> tuple[tuple[str, ...], str]:
 def _artifact(url: str) -> str:
     """``linux-64/x-1-0.conda`` (subdir and file name): one artifact on every mirror and channel."""
     parts = url.split("#", 1)[0].split("?", 1)[0].rstrip("/").rsplit("/", 2)
-    if parts[-1].endswith((".conda", ".tar.bz2")):
+    if parts[-1].endswith(CONDA_EXTENSIONS):
         return "/".join(parts[-2:])
     return parts[-1]  # a wheel's name carries its platform; its PyPI directory is a content hash
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from envguard.channels import CONDA_EXTENSIONS
 from envguard.errors import IntegrityError
 from envguard.redact import redact
 
@@ -59,7 +60,8 @@ class Artifact:
 
 
 def strip_archive_suffix(filename: str) -> str:
-    for suffix in (".tar.bz2", ".conda"):
+    """``x-1.0-h0_0.conda`` -> ``x-1.0-h0_0``; any other name unchanged."""
+    for suffix in CONDA_EXTENSIONS:
         if filename.endswith(suffix):
             return filename[: -len(suffix)]
     return filename

@@ -200,7 +200,7 @@ def _parse_pip(req: Any, fallback_line: int | None) -> _Dep:
 
 
 def _channel_name(ch: str) -> str:
-    from envguard.sources._common import normalise_channel
+    from envguard.channels import normalise_channel
 
     return (normalise_channel(ch.strip()) or "").lower()
 

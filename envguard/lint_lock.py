@@ -60,7 +60,7 @@ def _cuda_line_of_version(version: str) -> tuple[int, int] | None:
 
 
 def _listed(channels: Any) -> set[str]:
-    from envguard.sources._common import normalise_channel
+    from envguard.channels import normalise_channel
 
     out: set[str] = set()
     for ch in channels or []:

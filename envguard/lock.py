@@ -9,6 +9,7 @@ for locks envguard wrote, never imports conda-lock (see lockfile.py).
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard.errors import UserError
+from envguard.redact import redact
 from envguard.lockfile import (
     META_CUDA,
     META_FINGERPRINT,
@@ -169,6 +171,12 @@ def lock(
 
     # ${VAR} placeholders are expanded for the solve only; records are mapped back below.
     real_channels = [c.env_replaced_url() for c in lock_spec.channels]
+    for c in real_channels:
+        unset = re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", c)
+        if unset:
+            raise UserError(f"channel {redact(c)} needs ${{{unset[0]}}}, which is not set",
+                            file=", ".join(str(f) for f in files), key="channels",
+                            fix=f"export {unset[0]}=... before locking")
     vps = {p: rattler_virtual_packages(vpr, p) for p in plats}
     deps = {p: list(lock_spec.dependencies[p]) for p in plats}
     total = len(plats)

@@ -70,8 +70,8 @@ class CondaRecord:
 
     def to_package(self, platform: str | None) -> Package:
         # The channel in the form every reader uses (``conda-forge``, or a redacted base URL), so that a
-        # lock and this prefix compare equal. TODO(#6): a public name for sources' channel helpers.
-        from envguard.sources._common import channel_from_url, normalise_channel
+        # lock and this prefix compare equal.
+        from envguard.channels import channel_from_url, normalise_channel
 
         return Package(
             name=self.name,

@@ -417,32 +417,6 @@ def _bytes(n: float) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def _ver(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v))
-
-
-def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
-    """Whether a build with ``arch_list`` (sm_XY / compute_XY) runs on this capability.
-
-    A cubin runs on its own major version at an equal or higher minor; PTX
-    (compute_XY) is JIT-compiled for any equal or newer device.
-    """
-    major, minor = capability
-    for arch in arch_list:
-        m = re.fullmatch(r"(sm|compute)_(\d+)([a-z]?)", arch)
-        if not m:
-            continue
-        digits = m.group(2)
-        am, an = int(digits[:-1]), int(digits[-1])
-        if m.group(1) == "sm" and am == major and an <= minor and not m.group(3):
-            return True
-        if m.group(1) == "sm" and m.group(3) and (am, an) == (major, minor):
-            return True  # sm_90a: that exact device only
-        if m.group(1) == "compute" and (am, an) <= (major, minor):
-            return True
-    return False
-
-
 def classify(probe: dict[str, Any] | None, *, stderr: str = "", returncode: int | None = 0, timed_out: bool = False,
              timeout: float = DEFAULT_TIMEOUT, phase: str | None = None, require_cuda: bool = False,
              driver: Any = None, driver_checked: bool = False) -> list[Finding]:
@@ -518,10 +492,12 @@ def _cuda_findings(probe: dict[str, Any], require_cuda: bool, driver: Any, drive
     version, built_for = tv.get("version", "?"), tv.get("cuda")
     out: list[Finding] = []
     if cuda.get("available"):
+        from envguard.compat import arch_covers
+
         arch = list(cuda.get("arch_list") or tv.get("arch_flags") or [])
         for dev in cuda.get("devices") or []:
             cap = dev.get("capability") or []
-            if arch and len(cap) == 2 and not arch_supported((int(cap[0]), int(cap[1])), arch):
+            if arch and len(cap) == 2 and not arch_covers((int(cap[0]), int(cap[1])), arch):
                 out.append(_f("arch", Severity.ERROR,
                               f"GPU {dev.get('index', '?')} ({dev.get('name', '?')}) is sm_{cap[0]}{cap[1]}, "
                               f"but torch {version} has kernels for {' '.join(arch)}"))

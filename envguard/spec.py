@@ -163,7 +163,7 @@ def _conda_spec_error(spec: str) -> str | None:
 def _pip_spec_problem(spec: str) -> tuple[str, str, str] | None:
     """(severity, message, fix) for a pip line conda-lock cannot lock, else None."""
     s = spec.strip()
-    if re.match(r"^-e\s", s) or s.startswith("--editable"):
+    if re.match(r"^-e ", s):  # conda-lock skips exactly these lines
         return ("warning", "editable pip requirement is skipped by the lock",
                 "install it separately after `envguard create`")
     if s.startswith(("-r ", "-r\t", "--requirement", "-c ", "--constraint")):
@@ -172,8 +172,8 @@ def _pip_spec_problem(spec: str) -> tuple[str, str, str] | None:
     if s.startswith("-"):
         return ("error", f"pip option '{s}' cannot be locked",
                 "declare extra package indexes under `pip-repositories:` instead of pip options")
-    if s.startswith(("git+", "hg+", "svn+", "bzr+")):
-        return None  # conda-lock names bare VCS URLs itself
+    if s.startswith("git+"):
+        return None  # conda-lock names bare git URLs itself
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,19 +32,32 @@ from envguard.errors import BackendError
 STAGING_TAG = "envguard-staging"
 OLD_TAG = "envguard-old"
 BUILDING_TAG = "envguard-building"
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<tag>envguard-staging|envguard-old|envguard-building)-(?P<pid>\d+)$")
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<tag>" + "|".join(map(re.escape, (STAGING_TAG, OLD_TAG, BUILDING_TAG)))
+                       + r")-(?P<pid>\d+)$")
+
+
+TESTING_ENV = "ENVGUARD_TESTING"
+
+
+def hook_value(name: str) -> str:
+    """The value of the test-only variable ``name``, honoured only together with ``ENVGUARD_TESTING=1``
+    (README, "Test hooks"): a stray variable in a user's environment never kills or alters a real create."""
+    if os.environ.get(TESTING_ENV) != "1":
+        return ""
+    return os.environ.get(name, "")
+
 
 def fault_hook(event: str) -> None:
     """``ENVGUARD_TEST_KILL_AT=<event>`` SIGKILLs this process at that point, ``ENVGUARD_TEST_PAUSE_AT=
-    <event>:<seconds>`` sleeps there: tests interrupt a real create at a known point. Events: ``link:<n>``
-    (the n-th package linked), ``staged`` (staging complete), ``swap`` (between moving the old environment
-    aside and the new one in)."""
-    kill_at = os.environ.get("ENVGUARD_TEST_KILL_AT")
+    <event>:<seconds>`` sleeps there: tests interrupt a real create at a known point (with
+    ``ENVGUARD_TESTING=1`` only, see :func:`hook_value`). Events: ``link:<n>`` (the n-th package linked),
+    ``staged`` (staging complete), ``swap`` (between moving the old environment aside and the new one in)."""
+    kill_at = hook_value("ENVGUARD_TEST_KILL_AT")
     if kill_at and kill_at == event:
         sys.stdout.flush()
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
-    pause_at = os.environ.get("ENVGUARD_TEST_PAUSE_AT")
+    pause_at = hook_value("ENVGUARD_TEST_PAUSE_AT")
     if pause_at:
         where, _, seconds = pause_at.rpartition(":")
         if where == event:
@@ -85,6 +99,12 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def parse_leftover(name: str) -> tuple[str, str, int] | None:
+    """``.<name>.<tag>-<pid>`` -> (target name, tag, pid); None for any other name."""
+    m = _LEFTOVER.match(name)
+    return (m["name"], m["tag"], int(m["pid"])) if m else None
+
+
 def leftovers(target: Path) -> list[tuple[str, int, Path]]:
     """(tag, pid, path) of every staging/old/building entry beside ``target``."""
     found: list[tuple[str, int, Path]] = []
@@ -93,31 +113,58 @@ def leftovers(target: Path) -> list[tuple[str, int, Path]]:
     except OSError:
         return found
     for path in entries:
-        m = _LEFTOVER.match(path.name)
-        if m and m["name"] == target.name:
-            found.append((m["tag"], int(m["pid"]), path))
+        parsed = parse_leftover(path.name)
+        if parsed and parsed[0] == target.name:
+            found.append((parsed[1], parsed[2], path))
     return found
 
 
-def interrupted_state(prefix: str | os.PathLike[str]) -> str | None:
-    """Why ``prefix`` is not a finished environment because of a create in progress or interrupted, else None.
+@dataclass(frozen=True)
+class Interruption:
+    """A create in progress (``running``) or interrupted that leaves ``prefix`` unfinished."""
 
-    For `envguard check`: rattler builds beside the target, so only an external backend's in-place build
-    (marker ``.<name>.envguard-building-<pid>``) or an old environment moved aside leave the target itself
-    half-built or missing. Staging directories never affect the target.
+    tag: str
+    pid: int
+    running: bool
+    reason: str
+
+
+def interruption(prefix: str | os.PathLike[str]) -> Interruption | None:
+    """What a create in progress or interrupted did to ``prefix``, else None.
+
+    ``prefix`` may itself be one of the names above (someone pointed a command at a staging directory).
+    Otherwise, since rattler builds beside the target, only an external backend's in-place build (marker
+    ``.<name>.envguard-building-<pid>``) or an old environment moved aside leave the target itself
+    half-built or missing; staging directories never affect the target.
     """
     target = Path(os.path.abspath(prefix))
+    parsed = parse_leftover(target.name)
+    if parsed is not None:
+        _name, tag, pid = parsed
+        running = pid_alive(pid)
+        what = ("an environment `envguard create --force` moved aside" if tag == OLD_TAG else
+                "a directory `envguard create` was building")
+        return Interruption(tag, pid, running, f"{target.name} is {what}, and process {pid} is " + (
+            "still running" if running else "gone (interrupted)"))
     for tag, pid, _path in leftovers(target):
         running = pid_alive(pid)
         if tag == BUILDING_TAG:
-            return (f"envguard process {pid} is building this environment right now" if running else
-                    f"half-built by an interrupted `envguard create` (process {pid}); "
-                    "run `envguard create` again to restore the previous state")
+            return Interruption(tag, pid, running, (
+                f"envguard process {pid} is building this environment right now" if running else
+                f"half-built by an interrupted `envguard create` (process {pid}); "
+                "run `envguard create` again to restore the previous state"))
         if tag == OLD_TAG and not target.exists():
-            return (f"envguard process {pid} is replacing this environment right now" if running else
-                    f"an interrupted `envguard create --force` (process {pid}) moved the old environment "
-                    "aside; run `envguard create` again to put it back")
+            return Interruption(tag, pid, running, (
+                f"envguard process {pid} is replacing this environment right now" if running else
+                f"an interrupted `envguard create --force` (process {pid}) moved the old environment "
+                "aside; run `envguard create` again to put it back"))
     return None
+
+
+def interrupted_state(prefix: str | os.PathLike[str]) -> str | None:
+    """Why ``prefix`` is not a finished environment because of a create in progress or interrupted, else None."""
+    found = interruption(prefix)
+    return found.reason if found else None
 
 
 def cleanup_leftovers(target: Path) -> list[str]:
@@ -175,8 +222,9 @@ _RENAME_EXCHANGE = 2
 
 
 def exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE). False when unsupported here."""
-    if not sys.platform.startswith("linux") or os.environ.get("ENVGUARD_NO_RENAME_EXCHANGE"):
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE). False when unsupported here (or when a
+    test asks for the two-rename fallback with ENVGUARD_TEST_NO_RENAME_EXCHANGE=1)."""
+    if not sys.platform.startswith("linux") or hook_value("ENVGUARD_TEST_NO_RENAME_EXCHANGE"):
         return False
     import ctypes
 

@@ -33,12 +33,12 @@ def _virtual(cuda: str | None) -> list[Any]:
 
 def solve(channel_urls: Sequence[str], specs: Sequence[str], *, cuda: str | None = None) -> list[Any]:
     import rattler
-    from rattler import Channel, MatchSpec, Platform
+    from rattler import Channel, MatchSpec, Subdir
 
     plat = channels.host_platform()
     return channels.run(rattler.solve(
         [Channel(u) for u in channel_urls], [MatchSpec(s, strict=False) for s in specs],
-        platforms=[Platform(plat), Platform("noarch")], virtual_packages=_virtual(cuda),
+        platforms=[Subdir(plat), Subdir("noarch")], virtual_packages=_virtual(cuda),
     ))
 
 

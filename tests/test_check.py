@@ -209,7 +209,7 @@ def test_prefix_left_by_an_interrupted_create(env: Path, tmp_path: Path) -> None
     target = tmp_path / "envs" / "train"
     # create's own test hook SIGKILLs it after the build, before the rename into place
     killed = envguard("create", "-p", str(target), "--lockfile", str(tmp_path / "conda-lock.yml"), "--no-check",
-                      "-q", env={"ENVGUARD_TEST_KILL_AT": "staged"})
+                      "-q", env={"ENVGUARD_TESTING": "1", "ENVGUARD_TEST_KILL_AT": "staged"})
     assert killed.returncode in (-9, 137), killed.stderr
     assert not target.exists()
     staging = next(target.parent.glob(".train.envguard-staging-*"))
@@ -225,6 +225,27 @@ def test_half_built_prefix(env: Path) -> None:
         record.unlink()
     rc, rep = check_json("-p", str(env), "--no-smoke")
     assert rc == 3 and "EG534" in codes(rep, "error")
+
+
+def test_building_marker_busy_while_its_process_lives(env: Path) -> None:
+    # The marker an external backend's in-place build leaves (envguard.staging): busy while the process
+    # runs, half-built once it is gone.
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    marker = env.parent / f".{env.name}.envguard-building-{proc.pid}"
+    marker.touch()
+    try:
+        busy = envguard("check", "-p", str(env), "--no-smoke")
+        assert busy.returncode == 5 and "is building this environment right now" in busy.stderr, busy.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+    rc, rep = check_json("-p", str(env), "--no-smoke")
+    assert rc == 3
+    f = next(f for f in rep["findings"] if f["code"] == "EG534")
+    assert f"process {proc.pid}" in f["message"] and "interrupted" in f["message"]
 
 
 def test_bad_input_is_one_line(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ def test_cuda_from_spec() -> None:
     ("7.0", ["sm_75", "sm_80", "sm_90"], None, False),
     ("6.1", ["sm_50", "compute_50"], None, True),  # PTX JIT-compiles for newer GPUs
     ("9.0", ["sm_75", "sm_80", "sm_86"], None, False),
+    ("10.3", ["sm_90", "sm_100a"], None, False),  # an arch-specific cubin runs on its exact device only
     ("6.1", [], "7.5", False),  # no arch list (no probe): the CUDA line's oldest arch decides
     ("8.0", [], "7.5", True),
 ])

@@ -281,7 +281,7 @@ def test_pip_console_scripts_point_at_the_final_prefix(tmp_path: Path, channel_u
 def test_kill_9_while_linking_leaves_no_target_and_next_run_cleans(tmp_path: Path, base_lock: Path) -> None:
     target = tmp_path / "env"
     proc = envguard_run("create", "-p", str(target), "--lockfile", str(base_lock), "--no-check", "--quiet",
-                        env={"ENVGUARD_TEST_KILL_AT": "link:3"})
+                        env={"ENVGUARD_TESTING": "1", "ENVGUARD_TEST_KILL_AT": "link:3"})
     assert proc.returncode == -9, proc.stderr
     assert not target.exists()
     assert [n for n in siblings(target) if "envguard-staging-" in n]  # the half-built staging dir is there
@@ -296,9 +296,9 @@ def test_kill_9_during_force_keeps_old_env(tmp_path: Path, base_lock: Path, chan
     assert run_cli(capsys, "create", "-p", str(target), "--lockfile", str(base_lock), "--no-check")[0] == 0
     before = tree_state(target)
     other = small_lock(tmp_path, channels.channel_url(small_channel(channel_factory)))
-    for hook, extra in (("link:2", {}), ("swap", {"ENVGUARD_NO_RENAME_EXCHANGE": "1"})):
+    for hook, extra in (("link:2", {}), ("swap", {"ENVGUARD_TEST_NO_RENAME_EXCHANGE": "1"})):
         proc = envguard_run("create", "-p", str(target), "--lockfile", str(other), "--force", "--no-check",
-                            env={"ENVGUARD_TEST_KILL_AT": hook, **extra})
+                            env={"ENVGUARD_TESTING": "1", "ENVGUARD_TEST_KILL_AT": hook, **extra})
         assert proc.returncode == -9, (hook, proc.stderr)
         if hook == "link:2":
             assert tree_state(target) == before
@@ -344,7 +344,7 @@ def test_target_that_is_not_an_env_exits_2_untouched(tmp_path: Path, base_lock: 
 def test_concurrent_creates_wait_then_succeed_or_time_out(tmp_path: Path, base_lock: Path) -> None:
     target = tmp_path / "env"
     first = envguard_popen("create", "-p", str(target), "--lockfile", str(base_lock), "--no-check",
-                           env={"ENVGUARD_TEST_PAUSE_AT": "link:2:4"})
+                           env={"ENVGUARD_TESTING": "1", "ENVGUARD_TEST_PAUSE_AT": "link:2:4"})
     lock_file = tmp_path / ".env.envguard-lock"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (not lock_file.exists() or lock_file.read_text().strip() != str(first.pid)):
@@ -450,6 +450,27 @@ def test_leftover_cleanup_only_touches_dead_processes(tmp_path: Path) -> None:
         ["env", f".env.envguard-staging-{alive}", f".other.envguard-staging-{dead}"])
 
 
+def test_fault_hooks_need_the_testing_opt_in(monkeypatch) -> None:
+    """ENVGUARD_TEST_* in a user's environment does nothing without ENVGUARD_TESTING=1."""
+    import sys
+
+    code = "from envguard.staging import fault_hook\nfault_hook('staged')\nprint('alive')\n"
+    base = {k: v for k, v in os.environ.items() if k != "ENVGUARD_TESTING"}
+    stray = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env={**base, "ENVGUARD_TEST_KILL_AT": "staged"})
+    assert stray.returncode == 0 and stray.stdout == "alive\n", stray.stderr
+    hooked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            env={**base, "ENVGUARD_TEST_KILL_AT": "staged", "ENVGUARD_TESTING": "1"})
+    assert hooked.returncode == -9 and hooked.stdout == ""
+    from envguard.staging import hook_value
+
+    monkeypatch.setenv("ENVGUARD_TEST_NO_RENAME_EXCHANGE", "1")
+    monkeypatch.delenv("ENVGUARD_TESTING", raising=False)
+    assert hook_value("ENVGUARD_TEST_NO_RENAME_EXCHANGE") == ""
+    monkeypatch.setenv("ENVGUARD_TESTING", "1")
+    assert hook_value("ENVGUARD_TEST_NO_RENAME_EXCHANGE") == "1"
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
@@ -477,7 +498,7 @@ def test_sigint_while_linking_exits_130_and_keeps_old_env(tmp_path: Path, base_l
     before = tree_state(target)
     other = small_lock(tmp_path, channels.channel_url(small_channel(channel_factory)))
     proc = envguard_popen("create", "-p", str(target), "--lockfile", str(other), "--force", "--no-check",
-                          env={"ENVGUARD_TEST_PAUSE_AT": "link:2:5"})
+                          env={"ENVGUARD_TESTING": "1", "ENVGUARD_TEST_PAUSE_AT": "link:2:5"})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any("staging" in n for n in siblings(target)):
         time.sleep(0.05)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from test_lock_support import CONDA_LOCK, envguard, write_env
 
-from envguard.errors import BackendError, ExitCode
+from envguard.errors import BackendError, ExitCode, UserError
 from envguard.lock import Progress, lock
 from envguard.lockfile import META_CUDA, host_records, pip_records, read_lock
 
@@ -192,6 +193,15 @@ def test_channel_credentials_never_reach_the_lock(channel_factory, test_channel:
     assert python.url.startswith(templated + "/linux-64/")
 
 
+def test_unset_channel_variable_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EG_UNSET_TOKEN", raising=False)
+    env = write_env(tmp_path / "environment.yml", channels=["https://repo.example.com/t/${EG_UNSET_TOKEN}/ch"],
+                    deps=["python"], platforms=["linux-64"])
+    with pytest.raises(UserError) as e:
+        lock([env])
+    assert "${EG_UNSET_TOKEN}" in e.value.message and "export EG_UNSET_TOKEN=" in e.value.message
+
+
 def test_pip_section_is_resolved_against_a_local_index(tmp_path: Path, channel_url: str, pypi_index) -> None:
     env = write_env(tmp_path / "environment.yml", channels=[channel_url],
                     deps=["python=3.11", "pip"], pip=["egdemo-b"], platforms=["linux-64", "win-64"],
@@ -220,3 +230,46 @@ def test_pip_failure_is_exit_6(tmp_path: Path, channel_url: str, pypi_index) -> 
         lock([env])
     assert "pip: section for linux-64" in e.value.message and "egdemo-a" in e.value.message
     assert not (tmp_path / "conda-lock.yml").exists()
+
+
+def test_progress_display_on_a_terminal(env_file: Path) -> None:
+    pty = pytest.importorskip("pty")
+    import select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "envguard"), "lock"], cwd=env_file.parent,
+                            stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    buf = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        buf += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) == 0
+    text = buf.decode("utf-8", "replace")
+    assert "reading environment.yml" in text
+    assert "solving linux-64" in text and "solving win-64" in text and "2/3" in text
+    assert "wrote conda-lock.yml" in text
+
+
+def test_repodata_cache_honours_xdg_cache_home(tmp_path: Path, http_channel: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from envguard.solver import cache_dir
+
+    monkeypatch.delenv("RATTLER_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "rattler" / "cache"
+    env = write_env(tmp_path / "p" / "environment.yml", channels=[http_channel], deps=["python=3.11"],
+                    platforms=["linux-64"])
+    lock([env], cuda=False)
+    cached = [p for p in (tmp_path / "xdg" / "rattler" / "cache").rglob("*") if p.is_file()]
+    assert cached, "the Gateway wrote no repodata cache under XDG_CACHE_HOME"
+    assert read_lock(tmp_path / "p" / "conda-lock.yml").packages[0].url.startswith(http_channel)

@@ -95,6 +95,22 @@ def test_probe_rejects_unknown_injection() -> None:
     assert proc.returncode == 2 and "unknown --inject" in proc.stderr
 
 
+def test_probe_injection_from_the_environment_needs_the_testing_opt_in(monkeypatch) -> None:
+    """A stray ENVGUARD_PROBE_INJECT in a user's shell injects nothing; the --inject flag always works."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("smoke_probe_under_test", PROBE)
+    assert spec is not None and spec.loader is not None
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    monkeypatch.setenv("ENVGUARD_PROBE_INJECT", "killed,hang")
+    monkeypatch.delenv("ENVGUARD_TESTING", raising=False)
+    assert probe._parse([])["inject"] == []
+    assert probe._parse(["--inject", "pickling"])["inject"] == ["pickling"]
+    monkeypatch.setenv("ENVGUARD_TESTING", "1")
+    assert probe._parse([])["inject"] == ["killed", "hang"]
+
+
 def test_probe_ships_in_the_package() -> None:
     assert PROBE.name == "smoke_probe.py" and PROBE.is_file()
     assert (PROBE.parent / "__init__.py").is_file()

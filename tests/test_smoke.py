@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from envguard import catalog
+from envguard.compat import arch_covers
 from envguard.driver import DriverInfo
 from envguard.errors import UserError
 from envguard.findings import Severity
-from envguard.smoke import arch_supported, classify, cleanup_shm, resolve_python, run_smoke
+from envguard.smoke import classify, cleanup_shm, resolve_python, run_smoke
 
 REQUIRED_IDS = ["shm", "fd-limit", "pickling", "cuda-fork", "hang", "killed", "pin-cpu", "driver-old", "arch",
                 "cpu-build", "pip-over-conda", "omp-dup", "numpy-abi", "mkl-symbol", "cudnn", "nccl"]
@@ -214,7 +215,7 @@ def test_gpu_supported_arch_is_clean_and_old_gpu_is_arch() -> None:
     ((7, 0), ["sm_75", "compute_75"], False),
 ])
 def test_arch_supported(cap: tuple[int, int], arch: list[str], ok: bool) -> None:
-    assert arch_supported(cap, arch) is ok
+    assert arch_covers(cap, arch) is ok
 
 
 def test_cuda_build_without_driver_vs_old_driver_vs_cpu_build() -> None:

@@ -27,7 +27,7 @@ def rattler_env(standard_channel: Any, host_python_pkg_available: bool, session_
     if not host_python_pkg_available or standard_channel.real_torch_version is None:
         pytest.skip("the test channel has no working python/torch for this platform")
     import rattler
-    from rattler import BuildString, Channel, GenericVirtualPackage, MatchSpec, PackageName, Platform, Version
+    from rattler import BuildString, Channel, GenericVirtualPackage, MatchSpec, PackageName, Subdir, Version
 
     plat = channels.host_platform()
     virtual = [("__unix", "0")] + ([("__glibc", "2.35"), ("__linux", "6.1")] if plat.startswith("linux")
@@ -36,7 +36,7 @@ def rattler_env(standard_channel: Any, host_python_pkg_available: bool, session_
     records = channels.run(rattler.solve(
         [Channel(standard_channel.url)],
         [MatchSpec(s, strict=False) for s in (f"python={py}", "pytorch=2.13.0=cpu*", "numpy")],
-        platforms=[Platform(plat), Platform("noarch")],
+        platforms=[Subdir(plat), Subdir("noarch")],
         virtual_packages=[GenericVirtualPackage(PackageName(n), Version(v), BuildString("0")) for n, v in virtual]))
     prefix = Path(os.environ["ENVGUARD_ENVS_DIR"]) / "smoke-rattler"
     channels.run(rattler.install(records, prefix, cache_dir=session_tmp / "cache" / "smoke-pkgs",

@@ -70,7 +70,7 @@ def test_dataset_slower_than_timeout_is_hang() -> None:
 
 @linux_only
 def test_worker_that_kills_itself_is_killed_via_cli_markdown() -> None:
-    p = _cli("--quick", "--format", "markdown", env={"ENVGUARD_PROBE_INJECT": "killed"})
+    p = _cli("--quick", "--format", "markdown", env={"ENVGUARD_TESTING": "1", "ENVGUARD_PROBE_INJECT": "killed"})
     assert p.returncode == 7, p.stderr
     assert p.stdout.startswith("### envguard smoke")
     rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| ❌")]
@@ -99,7 +99,7 @@ def test_nofile_128_with_file_descriptor_strategy_is_fd_limit() -> None:
 
 
 def test_torch_without_numpy_bridge_is_numpy_abi_via_cli_text() -> None:
-    p = _cli("--quick", env={"ENVGUARD_PROBE_INJECT": "numpy-abi", "COLUMNS": "250"})
+    p = _cli("--quick", env={"ENVGUARD_TESTING": "1", "ENVGUARD_PROBE_INJECT": "numpy-abi", "COLUMNS": "250"})
     assert p.returncode == 7, p.stderr
     assert "envguard smoke" in p.stdout and "numpy-interop" in p.stdout
     assert "numpy-abi" in p.stdout and "Numpy is not available" in p.stdout
@@ -171,7 +171,7 @@ def test_tiny_dev_shm_is_shm(tmp_path: Path) -> None:
 def test_probe_that_never_ends_times_out_exit_124_and_leaves_no_process() -> None:
     """Through the real command: main and workers ignore SIGTERM, so the runner must escalate to SIGKILL
     and stop the whole session."""
-    env = dict(os.environ, ENVGUARD_PROBE_INJECT="never-ends")
+    env = dict(os.environ, ENVGUARD_TESTING="1", ENVGUARD_PROBE_INJECT="never-ends")
     p = subprocess.run([sys.executable, "-m", "envguard", "smoke", "--quick", "--timeout", "6", "--format", "json"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 124, p.stderr

@@ -18,9 +18,10 @@ the runner in envguard decides what each failure means.
 phase and per worker process, so a runner that has to kill a stuck probe still
 knows where it stopped and which processes were its own.
 
-``--inject`` (or ``ENVGUARD_PROBE_INJECT``, comma separated) is for envguard's
-own tests: it makes the real DataLoader and torch machinery fail in the way a
-broken environment does.
+``--inject`` (or ``ENVGUARD_PROBE_INJECT``, comma separated, honoured only
+together with ``ENVGUARD_TESTING=1``) is for envguard's own tests: it makes the
+real DataLoader and torch machinery fail in the way a broken environment does.
+A stray variable in a user's environment injects nothing (README, "Test hooks").
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ INJECTIONS = (
 )
 
 _EVENTS_ENV = "ENVGUARD_PROBE_EVENTS"
+_INJECT_ENV = "ENVGUARD_PROBE_INJECT"
+_TESTING_ENV = "ENVGUARD_TESTING"  # the same opt-in as envguard.staging.hook_value (this file cannot import it)
 _START_ENV = dict(os.environ)  # as the user set it, before any library adds to it
 _MAX_ERROR = 6000
 
@@ -790,7 +793,8 @@ def _parse(argv: list[str]) -> dict:
     ap.add_argument("--events", default=None, help="append progress events (JSON lines) to this file")
     ap.add_argument("--inject", action="append", default=[], help=argparse.SUPPRESS)
     ns = ap.parse_args(argv)
-    inject = [i for v in ns.inject + [os.environ.get("ENVGUARD_PROBE_INJECT", "")] for i in v.split(",") if i]
+    from_env = os.environ.get(_INJECT_ENV, "") if os.environ.get(_TESTING_ENV) == "1" else ""
+    inject = [i for v in ns.inject + [from_env] for i in v.split(",") if i]
     unknown = [i for i in inject if i not in INJECTIONS]
     if unknown:
         ap.error(f"unknown --inject value(s): {', '.join(unknown)}")

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from envguard.channels import channel_from_url
 from envguard.errors import UserError
 from envguard.model import Package
 from envguard.sources import Description
-from envguard.sources._common import as_str, channel_from_url, parse_conda_filename, parse_pypi_filename, redact_opt
+from envguard.sources._common import as_str, parse_conda_filename, parse_pypi_filename, redact_opt
 
 SUPPORTED_VERSIONS = (None, 1, 2)
 

@@ -12,9 +12,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from envguard.channels import normalise_channel
 from envguard.errors import UserError
 from envguard.sources import Description, RequestedSpec
-from envguard.sources._common import as_str, normalise_channel
+from envguard.sources._common import as_str
 from envguard.redact import redact
 
 # conda-build's platform selectors as conda-lock understands them, plus their negations.

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 
+from envguard.channels import channel_from_url
 from envguard.errors import UserError
 from envguard.model import Package
 from envguard.sources import Description
 from envguard.sources._common import (
-    channel_from_url,
     hash_kind,
     parse_conda_filename,
     parse_pypi_filename,
