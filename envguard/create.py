@@ -473,7 +473,19 @@ def _build_staged(be: Backend, install_plan: InstallPlan, plan: LockPlan, expect
         raise os_error(e, "cannot write", staging) from e
     finally:
         if not interrupted and staging.exists():
-            rmtree(staging)
+            _remove_settled(staging)
+
+
+def _remove_settled(path: Path, *, settle: float = 10.0) -> None:
+    """Remove a failed staging directory. When rattler's transaction fails (e.g. a hash mismatch on one
+    download) it returns while its other link tasks may still be writing into the directory for a moment, so
+    a single rmtree can lose the race: retry until the directory stays gone."""
+    deadline = time.monotonic() + settle
+    while True:
+        rmtree(path)
+        time.sleep(0.05)
+        if not path.exists() or time.monotonic() > deadline:
+            return
 
 
 def _build_in_place(be: Backend, install_plan: InstallPlan, plan: LockPlan, expected: Fingerprint,
