@@ -280,6 +280,9 @@ def run_check(
 
     findings: list[Finding] = []
     lock_path = Path(lockfile) if lockfile is not None else default_lockfile(cwd)
+    if lockfile is not None and lock_path.is_dir():  # type: ignore[union-attr]
+        raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
+                        fix="pass the conda-lock.yml inside it")
     if lockfile is not None and not lock_path.is_file():  # type: ignore[union-attr]
         raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
                         fix="pass an existing conda-lock.yml, or run `envguard lock` first")

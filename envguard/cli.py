@@ -19,13 +19,128 @@ try:  # recent typer vendors click; older releases use the click package
     from typer._click.exceptions import ClickException as _ClickException
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click.exceptions import ClickException as _ClickException
-from rich.console import Console
 
 from envguard import __version__
 from envguard.errors import EnvguardError, ExitCode
 
+# ---------------------------------------------------------------- option coercion without pydantic (#3 perf)
+
+
+class _PlainCoercion:
+    """Coerces one plain option value (bool, str, float, Path, list[str], list[Path]) without pydantic.
+
+    typer 0.2x validates every option value with a pydantic TypeAdapter built on first use: importing
+    pydantic and building an adapter per option (even for an absent ``--help``) is ~0.1 s of every command
+    (a third of a warm 500-package `envguard create`). This does what those adapters do on the values they accept, and hands anything else (a bad
+    number, an unreadable path, an empty value) to typer's own coercion, so errors read exactly as before.
+    """
+
+    _NUMBER = None  # compiled on first use
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind  # "bool" | "str" | "strs" | "float" | "path" | "paths"
+
+    @classmethod
+    def for_param(cls, param: "object") -> "_PlainCoercion | None":
+        desc = getattr(param, "type_descriptor", None)
+        if desc is None or getattr(param, "_runtime_param", "absent") is not None:
+            return None  # another typer: leave it alone
+        info, ann = desc.parameter_info, desc.annotation
+        plain_path = (not info.exists and info.file_okay
+                      and info.dir_okay and not info.writable and not info.resolve_path and not info.allow_dash
+                      and info.path_type is None and desc.file_annotation is None)
+        if getattr(info, "parser", None) is not None:
+            return None
+        if ann is bool:
+            return cls("bool")
+        if ann is str:
+            return cls("str")
+        if ann == list[str]:
+            return cls("strs")
+        if ann is float and info.min is None and info.max is None:
+            return cls("float")
+        if ann is Path and plain_path:
+            return cls("path")
+        if ann == list[Path] and plain_path:
+            return cls("paths")
+        return None
+
+    def coerce(self, value: "object", param: "typer.core.TyperOption", ctx: "object") -> "object":
+        if value is None:
+            return () if (param.multiple or param.nargs == -1) else None
+        try:
+            if self.kind == "bool" and isinstance(value, bool):
+                return value
+            if self.kind == "str" and isinstance(value, str):
+                return value
+            if self.kind == "strs" and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                return list(value)
+            if self.kind == "float" and isinstance(value, str):
+                import re
+
+                if _PlainCoercion._NUMBER is None:
+                    _PlainCoercion._NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
+                if _PlainCoercion._NUMBER.fullmatch(value):
+                    return float(value)
+            if self.kind == "path":
+                return self._path(value)
+            if self.kind == "paths" and isinstance(value, (list, tuple)):
+                return [self._path(v) for v in value]
+        except _Defer:
+            pass
+        param._runtime_param = None  # typer's own (pydantic) coercion decides, and words any error
+        return param.get_runtime_param().coerce(value, param=param, ctx=ctx)
+
+    @staticmethod
+    def _path(value: "object") -> Path:
+        if not isinstance(value, str) or not value or "\0" in value:
+            raise _Defer
+        try:
+            os.stat(value)
+        except OSError:
+            return Path(value)  # need not exist
+        if not os.access(value, os.R_OK):  # typer refuses an unreadable existing path
+            raise _Defer
+        return Path(value)
+
+
+class _Defer(Exception):
+    pass
+
+
+def _lighten(command: "object", ctx: "object", *, own_ctx: bool) -> None:
+    params = list(getattr(command, "params", ()))
+    # get_params adds the --help option, created on first use from the context's help option names: the
+    # command's own context, or the app's, which a subcommand shares unless it sets its own names
+    if own_ctx or not (getattr(command, "context_settings", None) or {}).get("help_option_names"):
+        try:
+            params = command.get_params(ctx)  # type: ignore[attr-defined]
+        except Exception:  # another typer/click: its --help keeps typer's coercion
+            pass
+    for param in params:
+        light = _PlainCoercion.for_param(param)
+        if light is not None:
+            param._runtime_param = light  # type: ignore[attr-defined]
+
+
+class _PlainGroup(typer.core.TyperGroup):
+    """The app's group: its own options and every subcommand's plain options are coerced by
+    :class:`_PlainCoercion`."""
+
+    def parse_args(self, ctx: "object", args: list[str]) -> list[str]:
+        _lighten(self, ctx, own_ctx=True)
+        return super().parse_args(ctx, args)  # type: ignore[arg-type]
+
+    def get_command(self, ctx: "object", cmd_name: str) -> "object":
+        command = super().get_command(ctx, cmd_name)  # type: ignore[arg-type]
+        if command is not None:
+            _lighten(command, ctx, own_ctx=False)
+        return command
+
+
 app = typer.Typer(
     name="envguard",
+    cls=_PlainGroup,
     help="Declared, locked, verified and explainable PyTorch environments.",
     add_completion=False,
     no_args_is_help=True,
@@ -34,8 +149,71 @@ app = typer.Typer(
 )
 
 _state = {"verbose": False}
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _LazyConsole:
+    """A rich Console built on first use. Importing rich and building a console costs ~20 ms, which a
+    `envguard create` writing into a log or a pipe never needs (see :func:`print_plain`)."""
+
+    def __init__(self, **options: "object") -> None:
+        object.__setattr__(self, "_options", options)
+        object.__setattr__(self, "_console", None)
+
+    def get(self) -> "object":
+        if self._console is None:
+            from rich.console import Console
+
+            object.__setattr__(self, "_console", Console(**self._options))
+        return self._console
+
+    def __getattr__(self, name: str) -> "object":
+        return getattr(self.get(), name)
+
+    def __setattr__(self, name: str, value: "object") -> None:
+        setattr(self.get(), name, value)
+
+
+def rich_console(console: "object") -> "object":
+    """The rich Console itself, for rich objects that take one (Progress, Live)."""
+    return console.get() if isinstance(console, _LazyConsole) else console
+
+
+def print_plain(console: "object", text: str) -> None:
+    """``console.print(text, markup=False, emoji=False)``, without rich when the console is still unbuilt,
+    surely no terminal (rich would write the text as it is) and the text is plain printable ASCII."""
+    if isinstance(console, _LazyConsole) and console._console is None and text.isascii() and text.isprintable() \
+            and not is_terminal(console, build=False):
+        stream = sys.stderr if console._options.get("stderr") else sys.stdout  # type: ignore[attr-defined]
+        stream.write(text + "\n")
+        return
+    console.print(text, markup=False, emoji=False)  # type: ignore[attr-defined]
+
+
+def is_terminal(console: "object", *, build: bool = True) -> bool:
+    """``console.is_terminal``, answered without rich for an unbuilt console when surely no terminal.
+    With ``build=False`` an unbuilt console that may be a terminal is not built: the answer is True."""
+    if isinstance(console, _LazyConsole) and console._console is None:
+        if not _maybe_terminal(sys.stderr if console._options.get("stderr") else sys.stdout):
+            return False
+        if not build:
+            return True
+    return bool(console.is_terminal)  # type: ignore[attr-defined]
+
+
+def _maybe_terminal(stream: "object") -> bool:
+    """False only where rich's Console.is_terminal is surely False (it also honours these variables)."""
+    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR") is not None:
+        return True
+    if "ipykernel" in sys.modules or "idlelib" in sys.modules:
+        return True
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return True
+
+
+out = _LazyConsole(highlight=False, soft_wrap=True)
+err = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _version(value: bool) -> None:
@@ -55,14 +233,21 @@ def _root(
 def warn(message: str) -> None:
     from envguard.redact import redact
 
-    err.print(f"[yellow]warning:[/yellow] {redact(message)}", markup=True)
+    err.print(f"[yellow]warning:[/yellow] {_escape(redact(message))}", markup=True)
 
 
 def fail(message: str, code: ExitCode) -> "typer.Exit":
     from envguard.redact import redact
 
-    err.print(f"[red]error:[/red] {redact(message)}", markup=True)
+    err.print(f"[red]error:[/red] {_escape(redact(message))}", markup=True)
     return typer.Exit(int(code))
+
+
+def _escape(text: str) -> str:
+    """Text shown inside a markup string: "torch[cuda]" or "# [linux]" must not be read as rich tags."""
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def print_findings(findings: "list", title: str | None = None) -> None:
@@ -81,8 +266,8 @@ def print_findings(findings: "list", title: str | None = None) -> None:
         style = {"error": "red", "warning": "yellow", "info": "blue"}
         for f in fs:
             sev = f.severity.value
-            table.add_row(f"[{style[sev]}]{sev}[/]", f.code, redact(f.location or f.package or ""),
-                          redact(f.message), redact(f.fix))
+            table.add_row(f"[{style[sev]}]{sev}[/]", _escape(f.code), _escape(redact(f.location or f.package or "")),
+                          _escape(redact(f.message)), _escape(redact(f.fix)))
         out.print(table)
     out.print(summary_line(fs))
 
@@ -147,7 +332,7 @@ def _lock_with_progress(lock: "object", files: "list[Path] | None", platforms: "
               "pip": "resolving pip: for {platform}", "write": "writing {detail}", "done": "done"}
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as progress:
+    with Progress(*columns, console=rich_console(err), transient=True) as progress:
         task = progress.add_task("locking", total=None)
 
         def reporter(p: "object") -> None:
@@ -189,7 +374,7 @@ def create_cmd(
     from envguard.create import create
     from envguard.redact import redact
 
-    reporter = _CreateRenderer(quiet=quiet, live=out.is_terminal and not quiet)
+    reporter = _CreateRenderer(quiet=quiet, live=not quiet and is_terminal(out))
     try:
         result = create(prefix, name=name, lockfile=lockfile, env_files=files or (), force=force, locked=locked,
                         backend=backend, timeout=timeout, check=not no_check, reporter=reporter)
@@ -201,13 +386,13 @@ def create_cmd(
     shown = redact(str(result.prefix))
     if result.status == "unchanged":
         how = " (built by the envguard run we waited for)" if result.waited else ""
-        out.print(f"unchanged: {shown} already matches {redact(str(result.lockfile))}{how}; "
-                  f"fingerprint {result.fingerprint.digest[:12]}", markup=False)
+        print_plain(out, f"unchanged: {shown} already matches {redact(str(result.lockfile))}{how}; "
+                    f"fingerprint {result.fingerprint.digest[:12]}")
     else:
         pip = f" + {result.pip_count} pip" if result.pip_count else ""
-        out.print(f"{result.status} {shown}: {result.conda_count} conda{pip} packages from "
-                  f"{redact(str(result.lockfile))} with {result.backend} in {result.seconds:.1f} s; "
-                  f"fingerprint {result.fingerprint.digest[:12]}", markup=False)
+        print_plain(out, f"{result.status} {shown}: {result.conda_count} conda{pip} packages from "
+                    f"{redact(str(result.lockfile))} with {result.backend} in {result.seconds:.1f} s; "
+                    f"fingerprint {result.fingerprint.digest[:12]}")
     if result.check is not None:
         print_findings(result.check.findings, title=f"envguard check {shown}")
     raise typer.Exit(result.exit_code)
@@ -223,19 +408,20 @@ class _CreateRenderer:
         self.progress: "object | None" = None
         self._tasks: dict[str, object] = {}
         self._live = live
+        self.wants_events = live  # no display, no per-package events from the installer
 
     def _bar(self) -> "object":
         if self.progress is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.progress = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), console=out, transient=True)
+                                     TimeElapsedColumn(), console=rich_console(out), transient=True)
             self.progress.start()  # type: ignore[attr-defined]
         return self.progress
 
     def stage(self, text: str) -> None:
         if self._live:  # step lines only on a terminal: logs get the summary line
-            out.print(f"[dim]·[/dim] {text}", markup=True, highlight=False)
+            out.print(f"[dim]·[/dim] {_escape(text)}", markup=True, highlight=False)
 
     def note(self, text: str) -> None:
         if not self.quiet:
@@ -384,6 +570,9 @@ def check_cmd(
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
+    if smoke_timeout <= 0:
+        raise UserError(f"timeout must be positive, got {smoke_timeout:g}", key="--smoke-timeout",
+                        fix="e.g. --smoke-timeout 300")
     core_list = [c.strip() for c in core.split(",") if c.strip()] if core else None
     report = run_check(prefix, name=name, lockfile=lockfile, files=files, deep=deep, smoke=not no_smoke,
                        core=core_list, strict=strict, smoke_timeout=smoke_timeout)
@@ -561,7 +750,7 @@ def lint_cmd(
     targets = list(files) if files else default_targets(Path("."))
     result = lint_paths(targets)
     for message in result.unreadable:
-        err.print(f"[red]error:[/red] {_lint_redact(message)}", markup=True)
+        err.print(f"[red]error:[/red] {_escape(_lint_redact(message))}", markup=True)
     if fmt == "json":
         from envguard.report import findings_to_json, summary_line
 
@@ -599,7 +788,23 @@ def run(argv: list[str] | None = None) -> int:
         err.print("interrupted")
         return int(ExitCode.INTERRUPTED)
     except _ClickException as e:
-        e.show(file=sys.stderr)
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `envguard`: the help text
+            e.show(file=sys.stderr)
+            return int(ExitCode.USAGE)
+        # one line, like every other bad input, instead of click's Usage/Try/Error block
+        from envguard.redact import redact
+
+        ctx = getattr(e, "ctx", None)
+        if ctx is not None:
+            where = ctx.command_path
+        else:  # raised by the option parser, which keeps no context: the command named in argv
+            names = {c.name for c in app.registered_commands}
+            where = " ".join(["envguard"] + [a for a in (argv if argv is not None else sys.argv[1:])
+                                             if a in names][:1])
+        message = " ".join(e.format_message().split())
+        err.print(f"[red]error:[/red] {_escape(redact(where))}: {_escape(redact(message))} "
+                  f"(fix: see `{_escape(where)} --help`)",
+                  markup=True, highlight=False)
         return int(ExitCode.USAGE)
     except EnvguardError as e:
         from envguard.redact import redact
@@ -608,7 +813,7 @@ def run(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        err.print(f"[red]error:[/red] {redact(e.message)}", markup=True)
+        err.print(f"[red]error:[/red] {_escape(redact(e.message))}", markup=True)
         return int(e.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -618,7 +823,10 @@ def run(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        err.print(f"[red]internal error:[/red] {type(e).__name__}: {e} (rerun with --verbose for a traceback)")
+        from envguard.redact import redact
+
+        detail = _escape(redact(" ".join(str(e).split())))
+        err.print(f"[red]internal error:[/red] {type(e).__name__}: {detail} (rerun with --verbose for a traceback)")
         return int(ExitCode.BACKEND)
 
 

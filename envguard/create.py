@@ -47,6 +47,7 @@ from envguard.staging import (
     cleanup_leftovers,
     deferred_sigint,
     fault_hook,
+    hook_value,
     is_empty_dir,
     is_env,
     os_error,
@@ -77,6 +78,13 @@ class CreateReporter:
     def cached(self, name: str) -> None:
         """A package is in the package cache (downloaded or already there)."""
 
+    @property
+    def wants_events(self) -> bool:
+        """Whether install_start/cached/linked are listened to (default: when a subclass overrides one).
+        Without a listener the installer is not asked for per-package events, which cost time."""
+        cls = type(self)
+        return any(getattr(cls, m) is not getattr(CreateReporter, m) for m in ("install_start", "cached", "linked"))
+
     def linked(self, name: str) -> None:
         """A package is linked into the new environment."""
 
@@ -95,6 +103,12 @@ class _Progress:
         self.reporter = reporter
         self.linked_count = 0
         self._lock = threading.Lock()
+
+    @property
+    def wants_events(self) -> bool:
+        # an armed test hook (``link:<n>``) counts linked events even when nothing is displayed
+        return bool(getattr(self.reporter, "wants_events", True) or hook_value("ENVGUARD_TEST_KILL_AT")
+                    or hook_value("ENVGUARD_TEST_PAUSE_AT"))
 
     def install_start(self, total: int) -> None:
         self.reporter.install_start(total)
@@ -209,7 +223,7 @@ def expand_url(url: str, lockfile: Path, package: str) -> str:
                             fix=f"export {m['var']}=... (the credential for that channel)")
         return value
 
-    return _PLACEHOLDER.sub(sub, url)
+    return _PLACEHOLDER.sub(sub, url) if "${" in url else url
 
 
 _HEX = {"sha256": re.compile(r"^[0-9a-fA-F]{64}$"), "md5": re.compile(r"^[0-9a-fA-F]{32}$")}
@@ -234,7 +248,7 @@ def _entry_fields(entry: Any, lockfile: Path) -> dict[str, Any]:
         "url": entry.url,
         "sha256": _hash_field(entry, "sha256", lockfile),
         "md5": _hash_field(entry, "md5", lockfile),
-        "build": entry.build if entry.manager == "conda" else None,
+        "build": None,  # conda: from the file name, in _conda_artifact
         "depends": tuple(entry.depends),
         "platform": entry.platform,
     }
@@ -247,8 +261,12 @@ def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
     if stem == filename:
         raise UserError(f"{f['name']}: the URL is not a conda package (.conda or .tar.bz2): {redact(url)}",
                         file=str(lockfile), fix="re-lock with `envguard lock`")
-    parts = stem.rsplit("-", 2)
-    build = f["build"] or (parts[2] if len(parts) == 3 else "")
+    # the build string, as envguard.lockfile.LockEntry.build reads it
+    head = f"{f['name']}-{f['version']}-"
+    build = stem[len(head):] if stem.startswith(head) else stem.rsplit("-", 1)[-1]
+    if not build:
+        parts = stem.rsplit("-", 2)
+        build = parts[2] if len(parts) == 3 else ""
     if not build:
         raise UserError(f"{f['name']}: cannot read the build string from {filename}", file=str(lockfile),
                         fix="re-lock with `envguard lock`")

@@ -231,6 +231,9 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
     python, torch, cuda, channel, plats = resolve(python, torch, cuda, channel, platforms)
     if out.is_dir():
         raise UserError("is a directory", file=str(out), fix="give a file path with -o")
+    if any(p.exists() and not p.is_dir() for p in out.parents):
+        raise UserError("a parent of the output is not a directory", file=str(out), key="--output",
+                        fix="give a path inside an existing directory with -o")
     if out.exists() and not force:
         raise UserError("already exists; envguard init never overwrites a file", file=str(out),
                         fix="pass --force to replace it, or -o to write elsewhere")

@@ -13,13 +13,15 @@ the extracted package, ``<cache>/<stem>.lock`` holds a revision and the sha256 i
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from envguard.channels import CONDA_EXTENSIONS
@@ -67,8 +69,18 @@ def strip_archive_suffix(filename: str) -> str:
     return filename
 
 
+def is_file_url(url: str) -> bool:
+    """Whether urlsplit(url).scheme is ``file``, without urlsplit for the usual URLs."""
+    head = url[:5]
+    if head[:1].isalnum() and not any(c in head for c in "\t\r\n"):  # nothing urlsplit strips or removes
+        return head.lower() == "file:"
+    return urlsplit(url).scheme == "file"
+
+
 def file_url_path(url: str) -> Path | None:
     """The local path of a ``file://`` URL, else None."""
+    if not is_file_url(url):
+        return None
     parts = urlsplit(url)
     if parts.scheme != "file":
         return None
@@ -100,8 +112,10 @@ def mismatch_error(name: str, version: str, url: str, expected: str, actual: str
 
 def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None,
                            *, lockfile: str | os.PathLike[str] | None = None) -> int:
-    """Hash every ``file://`` artifact against the lock; return how many were checked.
+    """Check every ``file://`` artifact against the lock's hash; return how many were checked.
 
+    An artifact is hashed unless :class:`VerifiedStamps` in ``cache_dir`` vouches that this very file (same
+    size, mtime, ctime, inode and device) already had that hash; what hashes right is stamped for next time.
     Raises IntegrityError for the first mismatch (in lock order) after purging that package from the cache.
     A missing local file is reported as a backend error by the installer later; here it is one line too.
     """
@@ -110,25 +124,49 @@ def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None
         path = file_url_path(art.url)
         if path is not None:
             local.append((art, path))
-
-    def check(item: tuple[Artifact, Path]) -> tuple[Artifact, str, str, str] | None:
-        art, path = item
+    stamps = VerifiedStamps(cache_dir) if cache_dir is not None else None
+    results: list[tuple[Artifact, str, str, str] | None] = []
+    to_hash: list[tuple[int, Artifact, Path, str, str, os.stat_result | None]] = []
+    for art, path in local:
         algorithm, expected = ("sha256", art.sha256) if art.sha256 else ("md5", art.md5)
+        results.append(None)
         if not expected:
-            return (art, "sha256", "<no hash in the lock>", "-")
+            results[-1] = (art, "sha256", "<no hash in the lock>", "-")
+            continue
+        try:
+            st: os.stat_result | None = os.stat(path)
+        except FileNotFoundError:
+            results[-1] = (art, algorithm, expected, "<file missing>")
+            continue
+        except OSError:
+            st = None  # hashing reports it
+        if st is None or stamps is None or not stamps.vouches(path, st, f"{algorithm}:{expected.lower()}"):
+            to_hash.append((len(results) - 1, art, path, algorithm, expected, st))
+
+    def check(item: tuple[int, Artifact, Path, str, str, os.stat_result | None]) -> None:
+        i, art, path, algorithm, expected, st = item
         try:
             actual = file_digest(path, algorithm)
         except FileNotFoundError:
-            return (art, algorithm, expected, "<file missing>")
-        return None if actual == expected.lower() else (art, algorithm, expected, actual)
+            results[i] = (art, algorithm, expected, "<file missing>")
+            return
+        if actual != expected.lower():
+            results[i] = (art, algorithm, expected, actual)
+        elif st is not None and stamps is not None:
+            stamps.record(path, st, f"{algorithm}:{actual}")
 
     # hashlib releases the GIL: a few threads help for many or large files.
-    workers = min(4, os.cpu_count() or 1) if len(local) > 8 else 1
+    workers = min(4, os.cpu_count() or 1) if len(to_hash) > 8 else 1
     if workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(check, local))
+            list(pool.map(check, to_hash))
     else:
-        results = [check(item) for item in local]
+        for item in to_hash:
+            check(item)
+    if stamps is not None:
+        stamps.save()
     for res in results:
         if res is None:
             continue
@@ -145,6 +183,74 @@ def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None
             purge_cache_entry(cache_dir, art.stem)
         raise mismatch_error(art.name, art.version, art.url, expected, actual, algorithm, lockfile=lockfile)
     return len(local)
+
+
+class VerifiedStamps:
+    """Which local artifacts were hashed and found right, kept in ``<package cache>/.envguard-verified.json``.
+
+    Hashing 500 artifacts on every create costs more than a warm install's own bookkeeping, and a warm
+    create gets the bytes from the package cache anyway. So envguard records, per artifact path, the hash
+    it verified and the file's (size, mtime_ns, ctime_ns, inode, device), and trusts that record only
+    while all five are unchanged: rebuilding, rewriting or replacing the file changes its ctime (which,
+    unlike mtime, cannot be set back), and usually its size and inode as well. The same rule git uses for
+    its index, with git's guard against "racy" entries: a stamp is trusted only for a file that had not
+    changed for ``STAMP_MIN_AGE_NS`` when it was hashed, so a same-size rewrite within the clock tick of a
+    coarse-timestamp filesystem cannot keep the old ctime. The file sits in the package cache, which
+    envguard trusts as rattler does: anyone able to write it could change the extracted packages
+    directly. A missing or unreadable file only means hashing everything again.
+    """
+
+    NAME = ".envguard-verified.json"
+    LIMIT = 20000  # entries kept (the most recently verified)
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.path = Path(cache_dir) / self.NAME
+        self.changed = False
+        try:
+            data = json.loads(self.path.read_bytes())
+            entries = data["artifacts"] if data.get("format") == 1 else {}
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+            entries = {}
+        self.entries: dict[str, list[Any]] = entries if isinstance(entries, dict) else {}
+
+    @staticmethod
+    def _identity(st: os.stat_result) -> list[int]:
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+    def vouches(self, path: Path, st: os.stat_result, digest: str) -> bool:
+        entry = self.entries.get(str(path))
+        return (isinstance(entry, list) and len(entry) == 3 and entry[0] == digest
+                and entry[1] == self._identity(st)
+                and max(st.st_mtime_ns, st.st_ctime_ns) + STAMP_MIN_AGE_NS <= entry[2])
+
+    def record(self, path: Path, st: os.stat_result, digest: str) -> None:
+        now = time.time_ns()
+        if max(st.st_mtime_ns, st.st_ctime_ns) + STAMP_MIN_AGE_NS > now:
+            return  # changed too recently to be told apart from a rewrite in the same clock tick
+        self.entries[str(path)] = [digest, self._identity(st), now]
+        self.changed = True
+
+    def save(self) -> None:
+        """Write atomically when something was recorded; a failure to write is not an error."""
+        if not self.changed:
+            return
+        entries = self.entries
+        if len(entries) > self.LIMIT:
+            keep = sorted(entries, key=lambda k: entries[k][2] if isinstance(entries[k], list) else 0)
+            entries = {k: entries[k] for k in keep[-self.LIMIT:]}
+        tmp = self.path.with_name(f"{self.NAME}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({"format": 1, "artifacts": entries}, separators=(",", ":")),
+                           encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+        self.changed = False
+
+
+#: how long a file must have been unchanged when it was hashed for its stamp to be trusted (see above)
+STAMP_MIN_AGE_NS = 2_000_000_000
 
 
 def purge_cache_entry(cache_dir: Path, stem: str) -> list[Path]:
@@ -189,7 +295,7 @@ def verify_cache_entries(artifacts: Iterable[Artifact], cache_dir: Path,
     """
     checked = 0
     for art in artifacts:
-        if file_url_path(art.url) is not None or not art.sha256:
+        if is_file_url(art.url) or not art.sha256:
             continue
         recorded = cache_entry_sha256(cache_dir, art.stem)
         if recorded is None:

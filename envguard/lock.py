@@ -104,6 +104,8 @@ def _cuda_record(cuda_arg: str, vpr: Any, platform_hint: str | None = None) -> s
 
 def _recorded_cuda(meta: dict[str, Any] | None) -> str | None:
     custom = (meta or {}).get("custom_metadata") or {}
+    if not isinstance(custom, dict):  # a damaged lock: no recorded assumption
+        return None
     v = custom.get(META_CUDA)
     return str(v) if v is not None else None
 
@@ -156,6 +158,12 @@ def lock(
     report = reporter or (lambda _p: None)
     files = default_files(files)
     lockfile = default_lockfile(files, lockfile)
+    if lockfile.is_dir():  # say so before a solve, not as a write failure (exit 6) after it
+        raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
+                        fix="pass a file path such as conda-lock.yml")
+    if any(p.exists() and not p.is_dir() for p in lockfile.parents):
+        raise UserError("a parent of the lock file is not a directory", file=str(lockfile), key="--lockfile",
+                        fix="pass a path inside an existing directory")
     report(Progress("spec", detail=", ".join(str(f) for f in files)))
     spec = read_spec(files, platforms)
     mapping = str(mapping_path())
@@ -287,8 +295,15 @@ def check_fresh(
             contents.append(Path(f).read_bytes())
         except FileNotFoundError:
             raise UserError("file not found", file=str(f), fix="check the path or pass -f FILE") from None
+        except IsADirectoryError:
+            raise UserError("is a directory, expected a file", file=str(f), key="-f",
+                            fix="pass the environment file, e.g. -f environment.yml") from None
         except OSError as e:
-            raise UserError(f"cannot read: {e.strerror}", file=str(f)) from None
+            raise UserError(f"cannot read: {e.strerror}", file=str(f), fix="check the path") from None
+        try:
+            contents[-1].decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError("not UTF-8 text", file=str(f), fix="save the file as UTF-8") from None
     texts = [c.decode("utf-8", "replace") for c in contents]
     from envguard.spec import LOCKABLE_PLATFORMS
 
@@ -304,6 +319,10 @@ def check_fresh(
     meta = read_metadata(lockfile)
     if meta is None:
         return Freshness(False, False, plats, f"{lockfile} is unreadable (fix: run `{cmd}`)")
+    for key, kind in (("platforms", list), ("content_hash", dict), ("custom_metadata", dict)):
+        if meta.get(key) is not None and not isinstance(meta[key], kind):
+            return Freshness(False, False, plats, f"{lockfile} is unreadable: metadata.{key} is not a "
+                             f"{'list' if kind is list else 'mapping'} (fix: run `{cmd}`)")
 
     locked_platforms = [str(p) for p in meta.get("platforms") or []]
     hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
@@ -345,9 +364,13 @@ def _stale_by_conda_lock(files: list[Path], plats: list[str], check: list[str], 
     from conda_lock.content_hash import backwards_compatible_content_hashes
 
     from envguard.solver import virtual_package_repo
-    from envguard.spec import conda_lock_spec
+    from envguard.spec import conda_lock_spec, read_spec
 
-    lock_spec = conda_lock_spec(files, plats)
+    try:
+        lock_spec = conda_lock_spec(files, plats)
+    except UserError:
+        read_spec(files, plats)  # ours names file:line:col and the key, where conda-lock says "'NoneType' ..."
+        raise
     vpr = virtual_package_repo(cuda)
     return [p for p in check if hashes[p] not in backwards_compatible_content_hashes(lock_spec, vpr, p)]
 

@@ -3,7 +3,8 @@
 Writing uses conda-lock's own ``LockedDependency``/``Lockfile``/``LockMeta``,
 ``apply_categories``, ``compute_content_hashes`` and ``write_conda_lock_file``
 (conda-lock is the authority on its format). Reading for ``create``, ``diff``
-and ``lock --check`` uses PyPyaml's C loader into small dataclasses, because
+and ``lock --check`` uses PyYAML's C loader (envguard.lockscan: a line reader for
+conda-lock's own layout of the package list) into small dataclasses, because
 importing conda-lock costs ~0.4 s.
 
 The input fingerprint
@@ -44,8 +45,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envguard.errors import UserError
+from envguard.lockscan import load_lock, load_subset
 from envguard.redact import redact
-from envguard.yamlio import load_fast, read_text
+from envguard.yamlio import read_text
 
 FINGERPRINT_TAG = "envguard-lock-fingerprint/1"
 META_CUDA = "envguard.cuda"
@@ -136,7 +138,7 @@ def _bad_lock(path: Path, key: str, message: str) -> UserError:
 def read_lock(path: str | Path) -> Lock:
     """Read a conda-lock.yml (format version 1, or the older files without a version key)."""
     path = Path(path)
-    data = load_fast(path)
+    data = load_lock(path, read_text(path))  # == load_fast, several times faster on conda-lock's layout
     if not isinstance(data, dict) or "metadata" not in data or "package" not in data:
         raise _bad_lock(path, "(file)", "not a conda-lock file (needs `metadata:` and `package:`)")
     version = data.get("version")
@@ -213,7 +215,7 @@ def read_metadata(path: str | Path) -> dict[str, Any] | None:
     nxt = _TOP_KEY.search(text, m.end())
     block = text[start: nxt.start() if nxt else len(text)]
     try:
-        data = load_fast(path, block)
+        data = load_subset(path, block)  # == load_fast, without importing PyYAML for conda-lock's layout
     except UserError:
         return None
     meta = data.get("metadata") if isinstance(data, dict) else None

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import re
 
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
-_TOKEN_PATH = re.compile(r"/t/(?P<tok>[^/\s]+)")
-_QUERY_SECRET = re.compile(r"(?P<key>[?&](?:token|access_token|api_key|apikey|password|auth)=)[^&\s#]+", re.I)
+# A token or query value ends at a quote, bracket, comma or backtick (JSON, markdown, "(url)" in messages) so
+# that masking never swallows the text around the URL (which broke `--format json`); userinfo, which always
+# ends at "@", may contain the RFC 3986 sub-delimiters ' ( ) , ; and so only stops at a double quote or backtick.
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s\"`<>\[\]]+)@")
+_TOKEN_PATH = re.compile(r"/t/(?P<tok>[^/\s\"'`<>()\[\],;]+)")
+_QUERY_SECRET = re.compile(r"(?P<key>[?&](?:token|access_token|api_key|apikey|password|auth)=)[^&\s#\"'`<>()\[\],;]+",
+                           re.I)
 _PLACEHOLDER = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
 
 MASK = "***"

@@ -147,8 +147,10 @@ def solve_platforms(
                     if "__cuda" in str(e) and cuda_note:
                         hint = f" (the solve assumed {cuda_note}; pass --cuda X.Y to change it)"
                     raise BackendError(f"cannot solve for {platform}{hint}:\n{_explain(e)}") from None
+                # one line: rattler chains its causes as "\nCaused by: ..." lines
+                cause = "; ".join(line.strip() for line in _explain(e).splitlines() if line.strip())
                 raise BackendError(
-                    f"cannot load channels for {platform} ({kind}): {_explain(e)} "
+                    f"cannot load channels for {platform} ({kind}): {cause} "
                     f"(fix: check the channel URLs and that they are reachable)"
                 ) from None
         return out

@@ -9,16 +9,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from envguard.errors import UserError
 
-try:
-    FastLoader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    FastLoader = yaml.SafeLoader
+if TYPE_CHECKING:
+    import yaml
+
+# PyYAML is imported on first use (it costs ~13 ms): `envguard create` reads conda-lock's own layout
+# without it (envguard.lockscan).
+
+
+def _fast_loader() -> type:
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # SafeLoader: PyYAML built without libyaml
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FastLoader":  # the C loader when PyYAML has it
+        return _fast_loader()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _raise_yaml_error(path: str | Path, e: yaml.YAMLError) -> None:
@@ -39,7 +50,7 @@ def read_text(path: str | Path) -> str:
     except FileNotFoundError:
         raise UserError("file not found", file=str(path), fix="check the path") from None
     except IsADirectoryError:
-        raise UserError("is a directory, expected a file", file=str(path)) from None
+        raise UserError("is a directory, expected a file", file=str(path), fix="pass the file inside it") from None
     except UnicodeDecodeError:
         raise UserError("not UTF-8 text", file=str(path), fix="save the file as UTF-8") from None
     except PermissionError:
@@ -48,10 +59,12 @@ def read_text(path: str | Path) -> str:
 
 def load_fast(path: str | Path, text: str | None = None) -> Any:
     """Parse YAML quickly (C loader); errors become a :class:`UserError` with line:col."""
+    import yaml
+
     if text is None:
         text = read_text(path)
     try:
-        return yaml.load(text, Loader=FastLoader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_fast_loader())  # noqa: S506 - a safe loader
     except yaml.YAMLError as e:
         _raise_yaml_error(path, e)
 
@@ -72,16 +85,22 @@ class Positions:
 
 def load_with_lines(path: str | Path, text: str | None = None) -> tuple[Any, Positions]:
     """Parse YAML and record the line of every mapping key and sequence item."""
+    import yaml
+
     if text is None:
         text = read_text(path)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=FastLoader)  # noqa: S506
+        data = yaml.load(text, Loader=_fast_loader())  # noqa: S506
     except yaml.YAMLError as e:
         _raise_yaml_error(path, e)
     pos = Positions()
+    seen: set[int] = set()  # an alias shares its anchor's node: walk each once (`a: &x [*x]` recursed forever)
 
     def walk(n: yaml.Node | None, prefix: tuple[Any, ...]) -> None:
+        if n is None or id(n) in seen:
+            return
+        seen.add(id(n))
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
                 key = prefix + (k.value,)

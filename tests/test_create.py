@@ -215,6 +215,63 @@ def test_tampered_sha256_in_lock_exits_3(tmp_path: Path, channel_factory, capsys
     assert not target.exists()
 
 
+def test_verified_stamps_skip_rehashing_but_never_a_changed_artifact(tmp_path: Path, channel_factory,
+                                                                    private_cache, monkeypatch, capsys) -> None:
+    """A warm create trusts a recorded hash only for the very same file: a rebuilt artifact is hashed again."""
+    from envguard import integrity
+
+    monkeypatch.setattr(integrity, "STAMP_MIN_AGE_NS", 0)  # the fixture's files are seconds old
+    hashed: list[str] = []
+    real_digest = integrity.file_digest
+    monkeypatch.setattr(integrity, "file_digest", lambda path, algorithm="sha256": (
+        hashed.append(Path(path).name), real_digest(path, algorithm))[1])
+    chan = small_channel(channel_factory, "stamped")
+    lockfile = small_lock(tmp_path, channels.channel_url(chan))
+    assert run_cli(capsys, "create", "-p", str(tmp_path / "one"), "--lockfile", str(lockfile), "--no-check")[0] == 0
+    assert len(hashed) == 3 and (private_cache / integrity.VerifiedStamps.NAME).is_file()
+    hashed.clear()
+    assert run_cli(capsys, "create", "-p", str(tmp_path / "two"), "--lockfile", str(lockfile), "--no-check")[0] == 0
+    assert hashed == []  # all three vouched for by their stamps
+    expected = locked_sha(lockfile, "egtamper")
+    actual = tamper(chan)
+    target = tmp_path / "three"
+    code, _, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lockfile), "--no-check")
+    assert code == 3, err
+    assert len(hashed) == 1 and hashed[0].startswith("egtamper-1.0-h0_0.")  # only the changed file
+    assert "egtamper 1.0" in err and expected in err and actual in err
+    assert not target.exists() and not (private_cache / "egtamper-1.0-h0_0").exists()
+
+
+def test_recently_changed_artifacts_get_no_stamp(tmp_path: Path, channel_factory, private_cache, capsys) -> None:
+    """Files changed within STAMP_MIN_AGE_NS could be rewritten within one clock tick unnoticed: no stamp."""
+    from envguard import integrity
+
+    chan = small_channel(channel_factory, "fresh")
+    lockfile = small_lock(tmp_path, channels.channel_url(chan))
+    assert run_cli(capsys, "create", "-p", str(tmp_path / "env"), "--lockfile", str(lockfile), "--no-check")[0] == 0
+    stamps = integrity.VerifiedStamps(private_cache)
+    assert stamps.entries == {}
+
+
+def test_create_process_imports_no_pydantic_yaml_rich_or_conda_lock(tmp_path: Path, base_lock: Path) -> None:
+    """The whole-process cost of a quiet create (bench/create.py): typer's pydantic coercion, PyYAML, rich
+    and conda-lock stay unimported when a lock exists and nothing is displayed."""
+    proc = subprocess.run([*ENVGUARD, "create", "-p", str(tmp_path / "env"), "--lockfile", str(base_lock),
+                           "--no-check", "--quiet"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("created ")
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "rattler" in imported and "envguard.create" in imported
+    assert not {"pydantic", "yaml", "rich", "rich.console", "conda_lock"} & imported
+
+
+def test_bad_option_values_keep_typers_message(tmp_path: Path, capsys) -> None:
+    code, _, err = run_cli(capsys, "create", "-p", str(tmp_path / "env"), "--timeout", "soon")
+    assert code == 2
+    assert "--timeout" in err and "valid number" in err
+
+
 # --------------------------------------------------------------------------- pip
 
 

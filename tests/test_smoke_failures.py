@@ -198,6 +198,8 @@ def test_shm_files_left_by_killed_probe_are_removed_and_others_kept(tmp_path: Pa
         r = _run("shm-leak", timeout=8)
         assert r.timed_out and r.exit_code == 124
         assert "stalled" in r.findings[0].message
+        # the kill really stranded batch files and the runner removed them (else the checks below are vacuous)
+        assert r.shm_removed and all(Path(p).name.startswith("torch_") for p in r.shm_removed), r.shm_removed
         ours = [n for n in os.listdir("/dev/shm") if any(n.startswith(f"torch_{p}_") for p in r.pids)]
         assert ours == []
         assert all(d.exists() for d in decoys)

@@ -23,7 +23,15 @@ class InstallPlan:
 
 
 class InstallProgress(Protocol):
-    """Events a backend reports; every method may be called from an installer thread."""
+    """Events a backend reports; every method may be called from an installer thread.
+
+    ``wants_events`` False says nobody listens to the per-package events (install_start, cached, linked):
+    a backend may then skip reporting them. For rattler that matters: every event is a call from a Rust
+    thread into Python under the GIL, about 0.06 s for 500 packages. Objects without the attribute get
+    every event.
+    """
+
+    wants_events: bool
 
     def install_start(self, total: int) -> None: ...
 
@@ -35,6 +43,8 @@ class InstallProgress(Protocol):
 
 
 class NullProgress:
+    wants_events = False
+
     def install_start(self, total: int) -> None:
         pass
 

@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +50,8 @@ def install_pip(pip: Sequence[PipArtifact], build_dir: Path, target: Path, lockf
     if not os.path.exists(python):
         raise BackendError(f"the lock has pip packages ({', '.join(p.name for p in pip)}) but the environment "
                            f"has no python at {python} (fix: add python to the environment and re-lock)")
+    import tempfile  # only when there are pip packages: a create without them never pays for it
+
     with tempfile.TemporaryDirectory(prefix="envguard-pip-") as tmp:
         req = Path(tmp) / "requirements.txt"
         req.write_text("".join(f"{p.name} @ {p.url} --hash=sha256:{p.sha256}\n" for p in pip), encoding="utf-8")

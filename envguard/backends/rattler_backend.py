@@ -127,7 +127,7 @@ class RattlerBackend:
                     installed_packages=[],  # a fresh directory: no scan of conda-meta
                     execute_link_scripts=False,  # link scripts are arbitrary code; never run them
                     show_progress=False,
-                    reporter=_reporter(progress),
+                    reporter=_reporter(progress) if getattr(progress, "wants_events", True) else None,
                     alternative_target_prefix=alternative,
                 )
             )

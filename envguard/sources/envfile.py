@@ -117,13 +117,25 @@ def read_environment(text: str, data: Any, shown: str, *, base_dir: Path | None 
     if not isinstance(data, dict):
         raise UserError("an environment file must be a mapping", file=shown,
                         fix="give it channels: and dependencies: keys")
+    _, pos = load_with_lines(shown, text)
+    lines = text.splitlines()
+
+    def column(line: int | None) -> int | None:  # where the entry starts on its line, past "- "
+        if line is None or not 1 <= line <= len(lines):
+            return None
+        src = lines[line - 1]
+        return len(src) - len(src.lstrip(" -")) + 1
+
+    def where(*key: Any) -> dict[str, int | None]:
+        line = pos.line(*key)
+        return {"line": line, "column": column(line)}
+
     deps = data.get("dependencies")
     if deps is None:
         deps = []
     if not isinstance(deps, list):
-        raise UserError("'dependencies' must be a list", file=shown, key="dependencies")
-    _, pos = load_with_lines(shown, text)
-    lines = text.splitlines()
+        raise UserError(f"expected a list, found {type(deps).__name__}", file=shown, key="dependencies",
+                        fix="write one `- package` per line", **where("dependencies"))
     base = base_dir or Path(".")
     notes: list[str] = []
     seen_files: set[Path] = set()
@@ -147,7 +159,9 @@ def read_environment(text: str, data: Any, shown: str, *, base_dir: Path | None 
             if pip_items is None:
                 continue
             if not isinstance(pip_items, list):
-                raise UserError("'pip' must be a list", file=shown, line=line, key=f"dependencies[{i}].pip")
+                raise UserError(f"expected a list, found {type(pip_items).__name__}", file=shown,
+                                key=f"dependencies[{i}].pip", fix="write one `- requirement` per line under `pip:`",
+                                **where("dependencies", i, "pip"))
             for j, item in enumerate(pip_items):
                 pline = pos.line("dependencies", i, "pip", j)
                 requested += _pip_spec(as_str(item), selector_at(pline, "pip"), pline, base, notes, seen_files)
@@ -158,7 +172,8 @@ def read_environment(text: str, data: Any, shown: str, *, base_dir: Path | None 
         try:
             chan, name, rest = split_conda_spec(entry)
         except ValueError:
-            raise UserError(f"cannot read dependency {entry!r}", file=shown, line=line, key=f"dependencies[{i}]",
+            raise UserError(f"cannot read dependency {entry!r}", file=shown, line=line, column=column(line),
+                            key=f"dependencies[{i}]",
                             fix="write it as NAME, NAME=VERSION or NAME>=VERSION") from None
         spec = f"{name} {rest}".strip() if rest else name
         requested.append(RequestedSpec(name=name, spec=redact(spec), manager="conda",
@@ -166,6 +181,7 @@ def read_environment(text: str, data: Any, shown: str, *, base_dir: Path | None 
                                        line=line))
     platforms = data.get("platforms") or []
     if not isinstance(platforms, list):
-        raise UserError("'platforms' must be a list", file=shown, key="platforms")
+        raise UserError(f"expected a list, found {type(platforms).__name__}", file=shown, key="platforms",
+                        fix="write one `- platform` (such as linux-64) per line", **where("platforms"))
     return Description(kind="environment", path=shown, requested=requested,
                        declared_platforms=tuple(str(p) for p in platforms), notes=notes)
