@@ -14,7 +14,9 @@ import re
 # that masking never swallows the text around the URL (which broke `--format json`); userinfo, which always
 # ends at "@", may contain the RFC 3986 sub-delimiters ' ( ) , ; and so only stops at a double quote or backtick.
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s\"`<>\[\]]+)@")
-_TOKEN_PATH = re.compile(r"/t/(?P<tok>[^/\s\"'`<>()\[\],;]+)")
+# Only inside a URL (after "scheme://", with no space or quote in between): a local path such as
+# /srv/t/envs is not a token.
+_TOKEN_PATH = re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'`<>]*?)/t/(?P<tok>[^/\s\"'`<>()\[\],;]+)")
 _QUERY_SECRET = re.compile(r"(?P<key>[?&](?:token|access_token|api_key|apikey|password|auth)=)[^&\s#\"'`<>()\[\],;]+",
                            re.I)
 _PLACEHOLDER = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
@@ -32,7 +34,7 @@ def _mask_userinfo(m: re.Match[str]) -> str:
 
 def _mask_token(m: re.Match[str]) -> str:
     tok = m.group("tok")
-    return m.group(0) if _PLACEHOLDER.match(tok) else f"/t/{MASK}"
+    return m.group(0) if _PLACEHOLDER.match(tok) else f"{m.group('pre')}/t/{MASK}"
 
 
 def redact(text: str) -> str:
