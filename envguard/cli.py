@@ -75,6 +75,8 @@ class _PlainCoercion:
                 return value
             if self.kind == "strs" and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
                 return list(value)
+            if self.kind == "float" and type(value) in (float, int):  # a default such as 120.0
+                return float(value)
             if self.kind == "float" and isinstance(value, str):
                 import re
 
@@ -93,15 +95,19 @@ class _PlainCoercion:
 
     @staticmethod
     def _path(value: "object") -> Path:
-        if not isinstance(value, str) or not value or "\0" in value:
+        if isinstance(value, Path):  # a default: typer keeps the object
+            path = value
+        elif isinstance(value, str) and value and "\0" not in value:
+            path = Path(value)
+        else:
             raise _Defer
         try:
-            os.stat(value)
+            os.stat(path)
         except OSError:
-            return Path(value)  # need not exist
-        if not os.access(value, os.R_OK):  # typer refuses an unreadable existing path
+            return path  # need not exist
+        if not os.access(path, os.R_OK):  # typer refuses an unreadable existing path
             raise _Defer
-        return Path(value)
+        return path
 
 
 class _Defer(Exception):

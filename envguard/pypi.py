@@ -11,7 +11,6 @@ is right for most packages; the file lists those that differ (torch/pytorch,
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,11 @@ MAPPING_FILE = "conda-pypi-mapping.json"
 @lru_cache(maxsize=1)
 def mapping_path() -> Path:
     """Path of the shipped mapping (a real file: conda-lock reads it by path)."""
+    beside = Path(__file__).resolve().parent / "data" / MAPPING_FILE
+    if beside.is_file():  # the usual install: no importlib.resources (~2.5 ms of every `envguard create`)
+        return beside
+    from importlib import resources
+
     return Path(str(resources.files("envguard") / "data" / MAPPING_FILE))
 
 

@@ -13,7 +13,6 @@ exactly the same rules.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import io
 import logging
 import re
@@ -25,6 +24,13 @@ from envguard.errors import UserError
 from envguard.platforms import DEFAULT_PLATFORMS
 from envguard.redact import has_credentials, redact
 from envguard.yamlio import Positions, load_with_lines, read_text
+
+
+def _close_matches(word: str, candidates: Any, **kwargs: Any) -> list[str]:
+    """difflib.get_close_matches, imported only for a message (the lock freshness test imports this module)."""
+    import difflib
+
+    return difflib.get_close_matches(word, candidates, **kwargs)
 
 # conda's own keys plus conda-lock's extensions (platforms, category,
 # pip-repositories, allow-pypi-requests). conda silently drops anything else.
@@ -215,7 +221,7 @@ def validate(data: Any, positions: Positions, path: str | Path,
     for key in data:
         if key in KNOWN_KEYS:
             continue
-        close = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1, cutoff=0.6)
+        close = _close_matches(str(key), KNOWN_KEYS, n=1, cutoff=0.6)
         fix = f"did you mean '{close[0]}'?" if close else f"remove it; known keys: {', '.join(KNOWN_KEYS)}"
         issue((key,), str(key), "unknown top-level key (conda would silently ignore it)", fix, value=str(key))
 
@@ -251,7 +257,7 @@ def validate(data: Any, positions: Positions, path: str | Path,
         else:
             for i, p in enumerate(platforms):
                 if p not in LOCKABLE_PLATFORMS:
-                    close = difflib.get_close_matches(str(p), LOCKABLE_PLATFORMS, n=1)
+                    close = _close_matches(str(p), LOCKABLE_PLATFORMS, n=1)
                     issue(("platforms", i), f"platforms[{i}]", f"unsupported platform {p!r}",
                           f"did you mean '{close[0]}'?" if close else f"use one of {', '.join(LOCKABLE_PLATFORMS)}",
                           value=p if isinstance(p, str) else None)
@@ -385,7 +391,7 @@ def read_spec(files: list[Path], platforms: list[str] | None = None) -> EnvSpec:
     if platforms:
         bad = [p for p in platforms if p not in LOCKABLE_PLATFORMS]
         for p in bad:
-            close = difflib.get_close_matches(p, LOCKABLE_PLATFORMS, n=1)
+            close = _close_matches(p, LOCKABLE_PLATFORMS, n=1)
             errors.append(SpecIssue("-p", None, None, "platform", f"unsupported platform {p!r}",
                                     f"did you mean '{close[0]}'?" if close else
                                     f"use one of {', '.join(LOCKABLE_PLATFORMS)}"))

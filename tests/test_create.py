@@ -266,6 +266,32 @@ def test_create_process_imports_no_pydantic_yaml_rich_or_conda_lock(tmp_path: Pa
     assert not {"pydantic", "yaml", "rich", "rich.console", "conda_lock"} & imported
 
 
+def test_plain_option_coercion_matches_typers_own(tmp_path: Path) -> None:
+    """cli._PlainCoercion (no pydantic) gives what typer's coercion gives, for every kind it takes over."""
+    import typer.main
+
+    group = typer.main.get_command(cli.app)
+    ctx = group.context_class(group, info_name="envguard")
+    (tmp_path / "file").write_text("x")
+    samples = {"bool": [True, False], "str": ["x", "", "a b"], "strs": [("a", "b"), []],
+               "float": ["1", "1.5", ".5", "-2", "+3.", 120.0, 5],
+               "path": [str(tmp_path / "file"), str(tmp_path / "missing"), ".", tmp_path],
+               "paths": [(str(tmp_path), "rel/x"), []]}
+    seen: set[str] = set()
+    for command in [group, *group.commands.values()]:
+        for param in command.params:
+            light = cli._PlainCoercion.for_param(param)
+            if light is None or light.kind in seen:
+                continue
+            seen.add(light.kind)
+            for value in samples[light.kind]:
+                param._runtime_param = None
+                theirs = param.get_runtime_param().coerce(value, param=param, ctx=ctx)
+                mine = light.coerce(value, param=param, ctx=ctx)
+                assert (type(mine), mine) == (type(theirs), theirs), (light.kind, value)
+    assert seen == set(samples)
+
+
 def test_bad_option_values_keep_typers_message(tmp_path: Path, capsys) -> None:
     code, _, err = run_cli(capsys, "create", "-p", str(tmp_path / "env"), "--timeout", "soon")
     assert code == 2
