@@ -1,9 +1,11 @@
 """sha256 verification of package artifacts, and cleaning bad ones out of the package cache.
 
 rattler verifies the sha256 of what it downloads over http(s), but links ``file://`` packages without
-checking them (engine-notes.md). So before anything is linked, envguard hashes every local artifact against
-the lock. A failure names the package, the expected and the actual hash, and removes that package's entry
-from the rattler package cache, so that nothing extracted from the bad bytes can be linked later.
+checking them (engine-notes.md). So before anything is linked, envguard checks every local artifact against
+the lock: it hashes it, unless a stamp recorded when this very file last hashed right still vouches for it
+(:class:`VerifiedStamps`). A failure names the package, the expected and the actual hash, and removes that
+package's entry from the rattler package cache, so that nothing extracted from the bad bytes can be linked
+later.
 
 Layout of rattler's package cache (py-rattler 0.28, as observed): ``<cache>/<name>-<version>-<build>/`` is
 the extracted package, ``<cache>/<stem>.lock`` holds a revision and the sha256 it was extracted for, and
@@ -236,8 +238,11 @@ class VerifiedStamps:
             return
         entries = self.entries
         if len(entries) > self.LIMIT:
-            keep = sorted(entries, key=lambda k: entries[k][2] if isinstance(entries[k], list) else 0)
-            entries = {k: entries[k] for k in keep[-self.LIMIT:]}
+            def recorded(key: str) -> int:
+                entry = entries[key]
+                return entry[2] if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], int) else 0
+
+            entries = {k: entries[k] for k in sorted(entries, key=recorded)[-self.LIMIT:]}
         tmp = self.path.with_name(f"{self.NAME}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

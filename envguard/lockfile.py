@@ -3,9 +3,9 @@
 Writing uses conda-lock's own ``LockedDependency``/``Lockfile``/``LockMeta``,
 ``apply_categories``, ``compute_content_hashes`` and ``write_conda_lock_file``
 (conda-lock is the authority on its format). Reading for ``create``, ``diff``
-and ``lock --check`` uses PyYAML's C loader (envguard.lockscan: a line reader for
-conda-lock's own layout of the package list) into small dataclasses, because
-importing conda-lock costs ~0.4 s.
+and ``lock --check`` uses envguard.lockscan (a reader for conda-lock's own
+layout that gives what PyYAML gives, and PyYAML's C loader for anything else)
+into small dataclasses, because importing conda-lock costs ~0.4 s.
 
 The input fingerprint
 ---------------------
