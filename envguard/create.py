@@ -313,9 +313,13 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
     files = [Path(f) for f in env_files]
     for f in files:
         if not f.is_file():
-            raise UserError("environment file not found", file=str(f), key="-f",
+            raise UserError("is a directory, expected an environment file" if f.is_dir() else
+                            "environment file not found", file=str(f), key="-f",
                             fix="pass an existing environment.yml")
     lockfile = Path(lockfile) if lockfile is not None else (files[0].parent if files else cwd) / "conda-lock.yml"
+    if lockfile.is_dir():
+        raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
+                        fix="pass the path of conda-lock.yml")
     if lockfile.is_file():
         return lockfile
     if not files or locked:
@@ -397,6 +401,15 @@ def create(
     started = time.monotonic()
     rep = reporter or CreateReporter()
     target = resolve_target(prefix, name)
+    if timeout is not None and timeout < 0:
+        raise UserError(f"must be 0 or more seconds, got {timeout:g}", key="--timeout",
+                        fix="pass how long to wait for another create of this prefix, e.g. --timeout 600")
+    for parent in target.parents:  # a file where a directory of the path must go: bad input, not a disk fault
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError("a file stands where a directory of the prefix path must go", file=str(parent),
+                                key="-p", fix="choose a prefix path whose parents are directories")
+            break
     be = get_backend(backend)
     files = [Path(f) for f in env_files]
     lock_path = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked,

@@ -147,6 +147,13 @@ def read_lock(path: str | Path) -> Lock:
     meta = data["metadata"] or {}
     if not isinstance(meta, dict):
         raise _bad_lock(path, "metadata", "expected a mapping")
+    for key, kind in (("content_hash", dict), ("custom_metadata", dict), ("platforms", list), ("sources", list),
+                      ("channels", list)):
+        if meta.get(key) is not None and not isinstance(meta[key], kind):
+            raise _bad_lock(path, f"metadata.{key}", f"expected a {'mapping' if kind is dict else 'list'}, "
+                            f"found {type(meta[key]).__name__}")
+    if not isinstance(data["package"] or [], list):
+        raise _bad_lock(path, "package", f"expected a list, found {type(data['package']).__name__}")
     channels = [c.get("url", "") if isinstance(c, dict) else str(c) for c in meta.get("channels") or []]
     merged: dict[tuple[str, str, str], dict[str, Any]] = {}
     order: list[tuple[str, str, str]] = []
@@ -156,6 +163,9 @@ def read_lock(path: str | Path) -> Lock:
             url, version_s = str(p["url"]), str(p["version"])
         except (KeyError, TypeError):
             raise _bad_lock(path, f"package[{i}]", "entry lacks name, version, manager, platform or url") from None
+        for sub, kind in (("hash", dict), ("dependencies", dict)):
+            if p.get(sub) is not None and not isinstance(p[sub], kind):
+                raise _bad_lock(path, f"package[{i}].{sub}", f"expected a mapping, found {type(p[sub]).__name__}")
         category = p.get("category", "main")
         if key in merged:  # v1 repeats an entry once per category
             merged[key]["categories"].append(category)
