@@ -6,15 +6,18 @@ import os
 import platform as _platform
 import sys
 
-KNOWN_PLATFORMS = (
+# The platforms conda-lock 4.0.3 can lock: its selector table and its default
+# virtual packages cover exactly these.
+LOCKABLE_PLATFORMS: tuple[str, ...] = (
     "linux-64",
     "linux-aarch64",
     "linux-ppc64le",
     "osx-64",
     "osx-arm64",
     "win-64",
-    "win-arm64",
 )
+# Every conda subdir envguard names; win-arm64 exists but cannot be locked yet.
+KNOWN_PLATFORMS: tuple[str, ...] = (*LOCKABLE_PLATFORMS, "win-arm64")
 DEFAULT_PLATFORMS = ("linux-64", "osx-arm64", "win-64")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard.errors import UserError
-from envguard.platforms import DEFAULT_PLATFORMS
+from envguard.platforms import DEFAULT_PLATFORMS, LOCKABLE_PLATFORMS
 from envguard.redact import has_credentials, redact
 from envguard.yamlio import Positions, load_with_lines, read_text
 
@@ -46,16 +46,6 @@ KNOWN_KEYS: tuple[str, ...] = (
     "allow-pypi-requests",
 )
 
-# The platforms conda-lock 4.0.3 can lock: its selector table and its default
-# virtual packages cover exactly these.
-LOCKABLE_PLATFORMS: tuple[str, ...] = (
-    "linux-64",
-    "linux-aarch64",
-    "linux-ppc64le",
-    "osx-64",
-    "osx-arm64",
-    "win-64",
-)
 
 # Platform selectors (``# [linux]``) understood by conda-lock, per platform.
 SELECTORS: dict[str, frozenset[str]] = {
