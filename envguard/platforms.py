@@ -20,6 +20,20 @@ LOCKABLE_PLATFORMS: tuple[str, ...] = (
 KNOWN_PLATFORMS: tuple[str, ...] = (*LOCKABLE_PLATFORMS, "win-arm64")
 DEFAULT_PLATFORMS = ("linux-64", "osx-arm64", "win-64")
 
+# conda-build's platform selectors (``# [linux]``) as conda-lock understands them: selector -> platforms.
+SELECTOR_PLATFORMS: dict[str, frozenset[str]] = {
+    "linux": frozenset({"linux-64", "linux-aarch64", "linux-ppc64le"}),
+    "linux64": frozenset({"linux-64"}),
+    "aarch64": frozenset({"linux-aarch64"}),
+    "ppc64le": frozenset({"linux-ppc64le"}),
+    "osx": frozenset({"osx-64", "osx-arm64"}),
+    "osx64": frozenset({"osx-64"}),
+    "arm64": frozenset({"osx-arm64"}),
+    "win": frozenset({"win-64", "win-arm64"}),
+    "win64": frozenset({"win-64"}),
+    "unix": frozenset({"linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64"}),
+}
+
 
 def host_platform() -> str:
     machine = _platform.machine().lower()

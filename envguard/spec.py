@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard.errors import UserError
-from envguard.platforms import DEFAULT_PLATFORMS, LOCKABLE_PLATFORMS
+from envguard.platforms import DEFAULT_PLATFORMS, LOCKABLE_PLATFORMS, SELECTOR_PLATFORMS
 from envguard.redact import has_credentials, redact
 from envguard.yamlio import Positions, load_with_lines, read_text
 
@@ -49,12 +49,7 @@ KNOWN_KEYS: tuple[str, ...] = (
 
 # Platform selectors (``# [linux]``) understood by conda-lock, per platform.
 SELECTORS: dict[str, frozenset[str]] = {
-    "linux-64": frozenset({"linux64", "unix", "linux"}),
-    "linux-aarch64": frozenset({"aarch64", "unix", "linux"}),
-    "linux-ppc64le": frozenset({"ppc64le", "unix", "linux"}),
-    "osx-64": frozenset({"osx64", "osx", "unix"}),
-    "osx-arm64": frozenset({"arm64", "osx", "unix"}),
-    "win-64": frozenset({"win", "win64"}),
+    p: frozenset(sel for sel, plats in SELECTOR_PLATFORMS.items() if p in plats) for p in LOCKABLE_PLATFORMS
 }
 _ALL_SELECTORS = frozenset().union(*SELECTORS.values())
 _SELECTOR = re.compile(r"#.*\[([^\[\]]+)\][^()]*$")

@@ -16,21 +16,9 @@ from envguard.channels import normalise_channel
 from envguard.errors import UserError
 from envguard.sources import Description, RequestedSpec
 from envguard.sources._common import as_str
+from envguard.platforms import SELECTOR_PLATFORMS
 from envguard.redact import redact
 
-# conda-build's platform selectors as conda-lock understands them, plus their negations.
-SELECTOR_PLATFORMS: dict[str, frozenset[str]] = {
-    "linux": frozenset({"linux-64", "linux-aarch64", "linux-ppc64le"}),
-    "linux64": frozenset({"linux-64"}),
-    "aarch64": frozenset({"linux-aarch64"}),
-    "ppc64le": frozenset({"linux-ppc64le"}),
-    "osx": frozenset({"osx-64", "osx-arm64"}),
-    "osx64": frozenset({"osx-64"}),
-    "arm64": frozenset({"osx-arm64"}),
-    "win": frozenset({"win-64", "win-arm64"}),
-    "win64": frozenset({"win-64"}),
-    "unix": frozenset({"linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64"}),
-}
 _ALL = frozenset().union(*SELECTOR_PLATFORMS.values())
 _SELECTOR = re.compile(r"#\s*\[(?P<sel>[^\[\]]+)\]\s*$")
 _CONDA_NAME = re.compile(r"^\s*(?:(?P<chan>[^\s:]+(?:/[^\s:]+)*)::)?(?P<name>[A-Za-z0-9_][A-Za-z0-9_.+-]*)(?P<rest>.*)$")
