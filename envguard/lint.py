@@ -70,6 +70,7 @@ _RULE_LIST = [
     Rule("EG152", "lock-unlisted-channel", E, "a package locked from a channel the lock does not list", "lock"),
     Rule("EG153", "lock-prerelease-torch", W, "a pre-release (nightly) torch is locked", "lock"),
     Rule("EG154", "lock-pytorch-channel-mkl", E, "pytorch-channel pytorch with mkl >= 2024.1", "lock"),
+    Rule("EG155", "lock-credential-in-url", E, "a literal credential in a URL of the lock", "lock"),
 ]
 RULES: dict[str, Rule] = {r.code: r for r in _RULE_LIST}
 

@@ -9,7 +9,8 @@ per pixi environment):
 * EG151: one package locked from both conda and pip;
 * EG152: a package locked from a channel the lock does not list;
 * EG153: a pre-release (nightly) torch;
-* EG154: pytorch from the ``pytorch`` channel beside mkl >= 2024.1.
+* EG154: pytorch from the ``pytorch`` channel beside mkl >= 2024.1;
+* EG155: a literal credential (userinfo, ``/t/<token>``) in a URL of the lock.
 
 Findings for the same problem on several platforms are merged into one that
 names them all, pointing at the first occurrence's line.
@@ -240,6 +241,20 @@ def _torch_rules(g: _Group, col: _Collector, c: compat.Compat) -> None:
                     f"pin `mkl<{c.pytorch_mkl_max}`, or move to conda-forge", g.label, mkl)
 
 
+def _credential_rule(shown: str, text: str) -> list[Finding]:
+    """Secrets in a committed lock leak through git. Scanned on the raw text: the readers redact URLs."""
+    from envguard.redact import has_credentials
+
+    lines = [n for n, line in enumerate(text.splitlines(), start=1) if "://" in line and has_credentials(line)]
+    if not lines:
+        return []
+    more = f" and {len(lines) - 1} more line{'s' * (len(lines) > 2)}" if len(lines) > 1 else ""
+    return [Finding("EG155", Severity.ERROR, f"a literal credential in a URL{more}",
+                    "revoke it; write the channel as https://${USER}:${TOKEN}@host/... (or /t/${TOKEN}/) in the "
+                    "environment file and re-lock with `envguard lock`, which never writes secrets",
+                    shown, lines[0])]
+
+
 def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
     """Lint a lock of ``kind`` (``conda-lock``, ``pixi`` or ``explicit``); unreadable -> UserError."""
     c = compat.load()
@@ -252,7 +267,7 @@ def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
         _channel_rules(g, unlisted)
         _torch_rules(g, col, c)
     _report_unlisted(unlisted, col)
-    return col.findings()
+    return col.findings() + _credential_rule(shown, text)
 
 
 __all__ = ["lint_lock", "cuda_line_of_build"]

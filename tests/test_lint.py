@@ -511,6 +511,19 @@ def test_lock_pytorch_channel_with_new_mkl(tmp_path: Path) -> None:
     assert _one(lint_file(p), "EG154").package == "mkl"
 
 
+def test_lock_with_a_literal_credential_is_an_error_and_is_not_echoed(tmp_path: Path) -> None:
+    secret_url = "https://bob:hunter2@conda.example.com/t/tok-123/private/linux-64/egx-1.0-0.conda"
+    p = _lock(tmp_path, _entry("egx", "1.0", secret_url),
+              _entry("egy", "1.0", "https://conda.example.com/t/tok-123/private/linux-64/egy-1.0-0.conda"))
+    f = _one(lint_file(p), "EG155")
+    assert f.severity is Severity.ERROR and "1 more line" in f.message
+    assert p.read_text().splitlines()[f.line - 1].strip() == f"url: {secret_url}"
+    assert "hunter2" not in f.message + f.fix and "tok-123" not in f.message + f.fix
+    placeholder = _lock(tmp_path, _entry("egx", "1.0", "https://${USER}:${PASS}@conda.example.com/private/"
+                                                       "linux-64/egx-1.0-0.conda"))
+    assert "EG155" not in _codes(lint_file(placeholder))
+
+
 def test_explicit_lock_is_linted(tmp_path: Path) -> None:
     p = tmp_path / "conda-linux-64.lock"
     p.write_text("# platform: linux-64\n@EXPLICIT\n"
