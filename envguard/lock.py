@@ -318,7 +318,15 @@ def check_fresh(
         return Freshness(False, True, plats, f"{lockfile} is missing (fix: run `{cmd}`)")
     meta = read_metadata(lockfile)
     if meta is None:
-        return Freshness(False, False, plats, f"{lockfile} is unreadable (fix: run `{cmd}`)")
+        where, why = str(lockfile), "has no readable `metadata:` block"
+        try:  # only on this error path: parse it all to say where it breaks
+            from envguard.yamlio import load_fast
+
+            load_fast(lockfile)
+        except UserError as e:
+            where = f"{lockfile}:{e.line}:{e.column}" if e.line is not None else where
+            why = "is not valid YAML"
+        return Freshness(False, False, plats, f"{where}: the lock {why} (fix: run `{cmd}`)")
     for key, kind in (("platforms", list), ("content_hash", dict), ("custom_metadata", dict)):
         if meta.get(key) is not None and not isinstance(meta[key], kind):
             return Freshness(False, False, plats, f"{lockfile} is unreadable: metadata.{key} is not a "
