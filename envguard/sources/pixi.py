@@ -9,11 +9,19 @@ top-level ``packages`` list:
 * v6: entries are keyed by their locator (``- conda: URL`` / ``- pypi: URL``);
   conda entries usually leave name/version/build to the file name;
 * v7: adds a top-level ``platforms`` list that may give a platform a custom
-  name with its ``subdir``; environments use those names.
+  name with its ``subdir``; environments use those names. Packages the project
+  builds from source are ``- conda_source: NAME[HASH] @ PATH`` (no version or
+  build in the file).
+
+Source-built packages (``- conda: .``, a path rather than a URL) can be listed
+once per variant under the same locator; an environment's reference then
+carries discriminating fields (``build``, ``version``, ``subdir``, ``name``)
+that pick the entry, the way rattler's reader does.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from envguard.channels import channel_from_url
@@ -34,6 +42,8 @@ def _locator(entry: dict[str, Any]) -> tuple[str, str] | None:
     """(manager, locator) of a packages entry or an environment entry."""
     if "conda" in entry:
         return "conda", as_str(entry["conda"])
+    if "conda_source" in entry:
+        return "conda", as_str(entry["conda_source"])
     if "pypi" in entry:
         return "pip", as_str(entry["pypi"])
     kind = entry.get("kind")
@@ -43,9 +53,29 @@ def _locator(entry: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+# ``array-api-extra[524df11d] @ .``: a v7 source package's name, a variant hash and the path.
+_SOURCE_LOCATOR = re.compile(r"^(?P<name>[^\s\[@]+)(?:\[[^\]]*\])?\s*@\s*(?P<path>.+)$")
+
+# Fields an environment's reference may carry to tell apart entries under one locator.
+_DISCRIMINATORS = ("name", "version", "build", "subdir")
+
+
+def _pick(candidates: list[dict[str, Any]], ref: dict[str, Any], subdir: str) -> list[dict[str, Any]]:
+    """The entries an environment reference means, narrowed by its own fields, then by platform."""
+    wanted = {k: as_str(ref[k]) for k in _DISCRIMINATORS if k in ref}
+    picked = [c for c in candidates if all(as_str(c.get(k)) == v for k, v in wanted.items())] or candidates
+    if len(picked) > 1:
+        same_platform = [c for c in picked if as_str(c.get("subdir")) in (subdir, "noarch")]
+        picked = same_platform or picked
+    return picked
+
+
 def _package(entry: dict[str, Any], manager: str, loc: str, platform: str) -> Package:
     url = as_str(entry.get("url") or loc)
     name, version, build = entry.get("name"), entry.get("version"), entry.get("build")
+    source = _SOURCE_LOCATOR.match(as_str(entry.get("conda_source"))) if "conda_source" in entry else None
+    if source:
+        name, url = name or source["name"], source["path"]
     if manager == "conda":
         parsed = parse_conda_filename(url)
         if parsed:
@@ -124,6 +154,7 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
                 raise UserError(f"refers to {redact_opt(loc[1])}, which is not in 'packages'", file=shown,
                                 key=f"environments.{environment}.packages.{plat}[{j}]",
                                 fix="the lock is inconsistent; re-lock with `pixi lock`")
+            candidates = _pick(candidates, ref, subdir)
             # v5 can list one git URL or local path twice with two versions; the file does not
             # say which one an environment uses. Take the last, as rattler's own reader does.
             if len(candidates) > 1 and len({as_str(c.get("version")) for c in candidates}) > 1:
