@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
         import rattler
 
-        from envguard.backends.rattler_backend import to_record
+        from envguard.create.backends.rattler_backend import to_record
 
         recs = [to_record(a) for a in plan.conda]
         start = time.perf_counter()
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     def phases() -> dict[str, float]:
         """envguard's own steps before the install, in this (already imported) process."""
         from envguard.create import check_lock_fresh
-        from envguard.integrity import verify_local_artifacts
+        from envguard.create.integrity import verify_local_artifacts
 
         out: dict[str, float] = {}
         start = time.perf_counter()

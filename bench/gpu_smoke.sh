@@ -34,7 +34,7 @@ timeout 20 nvidia-smi --query-gpu=driver_version,name,compute_cap,memory.total -
 
 echo "== probe (default mode, --distributed)"
 t0=$SECONDS
-timeout "$(left)" "$PY" envguard/probe/smoke_probe.py --distributed --dl-timeout 60 \
+timeout "$(left)" "$PY" envguard/smoke/probe/smoke_probe.py --distributed --dl-timeout 60 \
   --events "$OUT/events.jsonl" >"$OUT/probe.json" 2>"$OUT/probe.stderr"
 probe_rc=$?
 echo "probe exit $probe_rc in $((SECONDS - t0)) s"

@@ -44,7 +44,7 @@ def _rattler_only(channel: str, specs: list[str], platforms: list[str]) -> float
     import rattler
     from rattler import Channel, ChannelPriority, Gateway, MatchSpec
 
-    from envguard.solver import cache_dir, rattler_virtual_packages, virtual_package_repo
+    from envguard.lock.solver import cache_dir, rattler_virtual_packages, virtual_package_repo
 
     vpr = virtual_package_repo(False)
 

@@ -1,7 +1,7 @@
-"""Named environments: where ``-n NAME`` is created and where it is found.
+"""Which environment a command acts on: ``-p PREFIX``, ``-n NAME`` or the default.
 
-One place for every command (create, check, smoke, diff), so that a name
-means the same prefix everywhere. The search order follows conda's:
+One place for every command (create, check, smoke, diff, export, tune), so that a
+name means the same prefix everywhere (:func:`resolve_target`). The search order follows conda's:
 ``ENVGUARD_ENVS_DIR`` first (envguard's own), then ``CONDA_ENVS_PATH`` /
 ``CONDA_ENVS_DIRS``, then the envs folder of a known conda root, then the
 per-user and usual installer locations, then ``~/.conda/environments.txt``.
@@ -10,6 +10,7 @@ per-user and usual installer locations, then ``~/.conda/environments.txt``.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -84,3 +85,30 @@ def find_env(name: str, env: Mapping[str, str] | None = None) -> Path:
             return Path(os.path.abspath(c))
     raise UserError(f"no environment named {name!r} in {', '.join(str(d) for d in dirs)}", key="-n/--name",
                     fix="create it with `envguard create -n NAME`, or pass its path with -p PREFIX")
+
+
+def default_target(env: Mapping[str, str] | None = None) -> Path:
+    """The active environment: CONDA_PREFIX, else the running interpreter's prefix."""
+    p = _env(env).get("CONDA_PREFIX")
+    return Path(p) if p else Path(sys.prefix)
+
+
+def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, existing: bool = True,
+                   env: Mapping[str, str] | None = None) -> Path:
+    """The environment a command acts on, as an absolute path.
+
+    ``-p PREFIX`` is taken as given (relative to the working directory); ``-n NAME`` is looked up among the
+    existing environments (``existing``) or placed where a new one goes (``create``). With neither, a
+    command on an existing environment takes the active one; ``create`` needs to be told.
+    """
+    if prefix is not None and name is not None:
+        raise UserError("give either -p PREFIX or -n NAME, not both", key="-p/-n")
+    if name is not None:
+        if existing:
+            return find_env(name, env)
+        return Path(os.path.abspath(create_dir(env) / validate_name(name)))
+    if prefix is not None:
+        return Path(os.path.abspath(os.path.expanduser(os.fspath(prefix))))
+    if existing:
+        return Path(os.path.abspath(default_target(env)))
+    raise UserError("no target environment given", key="-p/-n", fix="pass -p PREFIX (a path) or -n NAME")

@@ -2,7 +2,7 @@
 
 This module has side effects (it reads the prefix and, for import origins, runs
 the prefix's own interpreter) but it never writes into the prefix. The rules
-that judge what it reads live in :mod:`envguard.checks`.
+that judge what it reads live in :mod:`envguard.check.checks`.
 
 Ownership of a dist-info follows engine-notes.md: a ``*.dist-info`` or
 ``*.egg-info`` whose METADATA/PKG-INFO is listed in some ``conda-meta/*.json``
@@ -492,14 +492,14 @@ def verify_files(info: PrefixInfo, *, deep: bool = False, workers: int | None = 
 
 # --------------------------------------------------------------------------- import origins
 
-PROBE_DIR = Path(__file__).resolve().parent / "probe"
+PROBE_DIR = Path(__file__).resolve().parent / "in_process"
 
 
 def import_origins(python: str | os.PathLike[str], modules: Iterable[str] = ("torch", "numpy"),
                    *, timeout: float = 60.0) -> dict[str, dict]:
     """Where ``import <module>`` resolves inside the target interpreter (without importing it).
 
-    Runs envguard/probe/import_origin.py by path with that interpreter; returns
+    Runs envguard/in_process/import_origin.py by path with that interpreter; returns
     ``{module: {"origin": path | None, "dist": ..., "version": ...}}``.
     """
     script = PROBE_DIR / "import_origin.py"

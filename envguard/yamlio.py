@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import yaml
 
 # PyYAML is imported on first use (it costs ~13 ms): `envguard create` reads conda-lock's own layout
-# without it (envguard.lockscan).
+# without it (envguard.lock.lockscan).
 
 
 def _fast_loader() -> type:

@@ -17,10 +17,10 @@ import pytest
 import channels
 from create_fixtures import envguard_run, make_lock, siblings, tree_state, write_env
 from envguard import cli
-from envguard.backends import available_backends, get_backend
-from envguard.backends.external import render_explicit
+from envguard.create.backends import available_backends, get_backend
+from envguard.create.backends.external import render_explicit
 from envguard.errors import BackendError, UserError
-from envguard.fingerprint import read_fingerprint
+from envguard.create.fingerprint import read_fingerprint
 
 FAKE = """#!{python}
 import json, os, signal, sys
@@ -105,7 +105,7 @@ def test_registry_default_env_var_and_errors(fake_tools: Path, monkeypatch: pyte
 
 
 def test_micromamba_gets_an_explicit_file_with_hashes(fake_tools: Path, small_lock, tmp_path: Path) -> None:
-    from envguard.lockfile import host_records, read_lock
+    from envguard.lock.lockfile import host_records, read_lock
 
     _chan, lockfile = small_lock
     target = tmp_path / "env"
@@ -155,7 +155,7 @@ def test_external_backend_killed_midway_is_undone_by_next_run(fake_tools: Path, 
     left = siblings(target)
     assert any("envguard-building-" in n for n in left) and any("envguard-old-" in n for n in left)
     assert (target / "lib").is_dir()  # the half-built environment sits at the target
-    from envguard.staging import interrupted_state
+    from envguard.create.staging import interrupted_state
 
     assert "half-built" in (interrupted_state(target) or "")
     capsys.readouterr()
@@ -175,7 +175,7 @@ def test_tampered_artifact_never_reaches_external_backend(fake_tools: Path, smal
 
 
 def test_render_explicit_falls_back_to_md5() -> None:
-    from envguard.integrity import Artifact
+    from envguard.create.integrity import Artifact
 
     arts = [Artifact("a", "1", "h0_0", "https://x/noarch/a-1-h0_0.conda", "ab" * 32, "cd" * 16, "noarch"),
             Artifact("b", "1", "h0_0", "https://x/noarch/b-1-h0_0.conda", None, "ef" * 16, "noarch")]

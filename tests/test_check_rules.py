@@ -1,4 +1,4 @@
-"""The pure rules of envguard.checks, and the Python policy on real virtualenvs of other interpreters."""
+"""The pure rules of envguard.check.checks, and the Python policy on real virtualenvs of other interpreters."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from check_envs import envguard
-from envguard import checks
+from envguard.check import checks
 from envguard.prefix import inspect_prefix
 
 PYENV = Path("/root/.pyenv/versions")

@@ -14,7 +14,7 @@ import check_envs
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "check-schema.md"
 
-# Changing any of these is a schema change: bump SCHEMA in envguard/check.py and the doc.
+# Changing any of these is a schema change: bump SCHEMA in envguard/check/__init__.py and the doc.
 TOP = {
     "schema": str, "envguard_version": str, "prefix": str, "platform": str, "kind": str,
     "python": (str, type(None)), "lockfile": (str, type(None)), "exit_code": int, "summary": dict,
@@ -79,7 +79,7 @@ def test_doc_lists_every_field_and_code() -> None:
     for spec in (TOP, FINDING, FILE_PROBLEM, TORCH, PACKAGE):
         for key in spec:
             assert f"| `{key}` |" in doc, f"docs/check-schema.md does not document `{key}`"
-    src = (REPO / "envguard" / "checks.py").read_text() + (REPO / "envguard" / "check.py").read_text()
+    src = (REPO / "envguard" / "check" / "checks.py").read_text() + (REPO / "envguard" / "check" / "__init__.py").read_text()
     in_code = set(re.findall(r'"(EG5\d\d)"', src))
     in_doc = set(re.findall(r"^\| (EG5\d\d) \|", doc, re.M))
     assert in_code == in_doc, f"undocumented: {sorted(in_code - in_doc)}, stale: {sorted(in_doc - in_code)}"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envguard import cli
+from envguard import cli, render
 from envguard.platforms import host_platform
 
 BAD_FILES = {
@@ -244,7 +244,7 @@ def test_brackets_in_a_findings_table_survive_rich_markup(here: Path, monkeypatc
     from rich.console import Console
 
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "out", Console(file=screen, width=400))  # wide: one table row per finding
+    monkeypatch.setattr(render, "out", Console(file=screen, width=400))  # wide: one table row per finding
     lint_env = here / "pipextra.yml"
     lint_env.write_text("name: x\nchannels: [conda-forge]\ndependencies:\n  - python=3.11\n  - pip\n  - pip:\n"
                         "    - torch[cuda]==2.1\n")

@@ -26,9 +26,9 @@ from create_fixtures import (
     tree_state,
     write_env,
 )
-from envguard import cli
-from envguard.fingerprint import read_fingerprint
-from envguard.integrity import cache_entry_sha256
+from envguard import cli, render
+from envguard.create.fingerprint import read_fingerprint
+from envguard.create.integrity import cache_entry_sha256
 from envguard.platforms import python_in_prefix
 
 
@@ -86,7 +86,7 @@ def tamper(channel_dir: Path) -> str:
 
 
 def locked_sha(lockfile: Path, name: str) -> str:
-    from envguard.lockfile import read_lock
+    from envguard.lock.lockfile import read_lock
 
     return next(p.sha256 for p in read_lock(lockfile).packages if p.name == name)
 
@@ -135,7 +135,7 @@ def test_round_trip_http_channel(tmp_path: Path, standard_channel, private_cache
 
 
 def _build(lockfile: Path, name: str) -> str:
-    from envguard.lockfile import read_lock
+    from envguard.lock.lockfile import read_lock
 
     return next(p.build for p in read_lock(lockfile).packages if p.name == name)
 
@@ -218,7 +218,7 @@ def test_tampered_sha256_in_lock_exits_3(tmp_path: Path, channel_factory, capsys
 def test_verified_stamps_skip_rehashing_but_never_a_changed_artifact(tmp_path: Path, channel_factory,
                                                                     private_cache, monkeypatch, capsys) -> None:
     """A warm create trusts a recorded hash only for the very same file: a rebuilt artifact is hashed again."""
-    from envguard import integrity
+    from envguard.create import integrity
 
     monkeypatch.setattr(integrity, "STAMP_MIN_AGE_NS", 0)  # the fixture's files are seconds old
     hashed: list[str] = []
@@ -244,7 +244,7 @@ def test_verified_stamps_skip_rehashing_but_never_a_changed_artifact(tmp_path: P
 
 def test_recently_changed_artifacts_get_no_stamp(tmp_path: Path, channel_factory, private_cache, capsys) -> None:
     """Files changed within STAMP_MIN_AGE_NS could be rewritten within one clock tick unnoticed: no stamp."""
-    from envguard import integrity
+    from envguard.create import integrity
 
     chan = small_channel(channel_factory, "fresh")
     lockfile = small_lock(tmp_path, channels.channel_url(chan))
@@ -264,32 +264,6 @@ def test_create_process_imports_no_pydantic_yaml_rich_or_conda_lock(tmp_path: Pa
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "rattler" in imported and "envguard.create" in imported
     assert not {"pydantic", "yaml", "rich", "rich.console", "conda_lock"} & imported
-
-
-def test_plain_option_coercion_matches_typers_own(tmp_path: Path) -> None:
-    """cli._PlainCoercion (no pydantic) gives what typer's coercion gives, for every kind it takes over."""
-    import typer.main
-
-    group = typer.main.get_command(cli.app)
-    ctx = group.context_class(group, info_name="envguard")
-    (tmp_path / "file").write_text("x")
-    samples = {"bool": [True, False], "str": ["x", "", "a b"], "strs": [("a", "b"), []],
-               "float": ["1", "1.5", ".5", "-2", "+3.", 120.0, 5],
-               "path": [str(tmp_path / "file"), str(tmp_path / "missing"), ".", tmp_path],
-               "paths": [(str(tmp_path), "rel/x"), []]}
-    seen: set[str] = set()
-    for command in [group, *group.commands.values()]:
-        for param in command.params:
-            light = cli._PlainCoercion.for_param(param)
-            if light is None or light.kind in seen:
-                continue
-            seen.add(light.kind)
-            for value in samples[light.kind]:
-                param._runtime_param = None
-                theirs = param.get_runtime_param().coerce(value, param=param, ctx=ctx)
-                mine = light.coerce(value, param=param, ctx=ctx)
-                assert (type(mine), mine) == (type(theirs), theirs), (light.kind, value)
-    assert seen == set(samples)
 
 
 def test_bad_option_values_keep_typers_message(tmp_path: Path, capsys) -> None:
@@ -518,7 +492,7 @@ def test_full_disk_or_read_only_exits_6_with_path(tmp_path: Path, channel_factor
 
 
 def test_leftover_cleanup_only_touches_dead_processes(tmp_path: Path) -> None:
-    from envguard.staging import cleanup_leftovers
+    from envguard.create.staging import cleanup_leftovers
 
     target = tmp_path / "env"
     (target / "conda-meta").mkdir(parents=True)
@@ -537,7 +511,7 @@ def test_fault_hooks_need_the_testing_opt_in(monkeypatch) -> None:
     """ENVGUARD_TEST_* in a user's environment does nothing without ENVGUARD_TESTING=1."""
     import sys
 
-    code = "from envguard.staging import fault_hook\nfault_hook('staged')\nprint('alive')\n"
+    code = "from envguard.create.staging import fault_hook\nfault_hook('staged')\nprint('alive')\n"
     base = {k: v for k, v in os.environ.items() if k != "ENVGUARD_TESTING"}
     stray = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                            env={**base, "ENVGUARD_TEST_KILL_AT": "staged"})
@@ -545,7 +519,7 @@ def test_fault_hooks_need_the_testing_opt_in(monkeypatch) -> None:
     hooked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                             env={**base, "ENVGUARD_TEST_KILL_AT": "staged", "ENVGUARD_TESTING": "1"})
     assert hooked.returncode == -9 and hooked.stdout == ""
-    from envguard.staging import hook_value
+    from envguard.create.staging import hook_value
 
     monkeypatch.setenv("ENVGUARD_TEST_NO_RENAME_EXCHANGE", "1")
     monkeypatch.delenv("ENVGUARD_TESTING", raising=False)
@@ -561,7 +535,7 @@ def _dead_pid() -> int:
 
 
 def test_fingerprint_edited_by_hand_is_ignored(tmp_path: Path) -> None:
-    from envguard.fingerprint import Fingerprint, fingerprint_path, write_fingerprint
+    from envguard.create.fingerprint import Fingerprint, fingerprint_path, write_fingerprint
 
     fp = Fingerprint(platform="linux-64", content_hash="abc", conda={"x": "1" * 64}, pip={})
     write_fingerprint(tmp_path, fp)
@@ -601,7 +575,7 @@ def test_progress_display_counts_cached_and_linked(tmp_path: Path, base_lock: Pa
     from rich.console import Console
 
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "out", Console(file=screen, force_terminal=True, width=100))
+    monkeypatch.setattr(render, "out", Console(file=screen, force_terminal=True, width=100))
     code, _, err = run_cli(capsys, "create", "-p", str(tmp_path / "env"), "--lockfile", str(base_lock),
                            "--no-check")
     assert code == 0, err

@@ -25,7 +25,7 @@ from envguard.diff import (
 )
 from envguard.model import Package
 from envguard.sources import RequestedSpec, load
-from envguard.sources.compare import SideArgs, choose_platforms, compare
+from envguard.diff.sides import SideArgs, choose_platforms, compare
 
 CF = "https://conda.anaconda.org/conda-forge"
 

@@ -47,7 +47,7 @@ def test_combos_cover_every_route() -> None:
 
 
 def test_every_combination_lints_without_errors(tmp_path: Path) -> None:
-    from envguard.spec import read_spec
+    from envguard.lock.spec import read_spec
 
     for i, (py, torch, cuda, channel) in enumerate(COMBOS):
         out = tmp_path / f"{i}" / "environment.yml"
@@ -79,7 +79,7 @@ def test_generated_files_parse_with_conda_lock(tmp_path: Path) -> None:
     """conda-lock, the authority on the lock format, reads one file per route."""
     from conda_lock.src_parser import make_lock_spec
 
-    from envguard.pypi import mapping_path
+    from envguard.lock.pypi import mapping_path
 
     for cuda, channel, torch in ((CPU, "conda-forge", None), ("12.6", "conda-forge", None), ("12.4", "pytorch", "2.5")):
         out = tmp_path / channel / cuda / "environment.yml"

@@ -13,7 +13,7 @@ from test_lock_support import CONDA_LOCK, envguard, write_env
 
 from envguard.errors import BackendError, ExitCode, UserError
 from envguard.lock import Progress, lock
-from envguard.lockfile import META_CUDA, host_records, pip_records, read_lock
+from envguard.lock.lockfile import META_CUDA, host_records, pip_records, read_lock
 
 PLATS = ["linux-64", "osx-arm64", "win-64"]
 
@@ -262,7 +262,7 @@ def test_progress_display_on_a_terminal(env_file: Path) -> None:
 
 def test_repodata_cache_honours_xdg_cache_home(tmp_path: Path, http_channel: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from envguard.solver import cache_dir
+    from envguard.lock.solver import cache_dir
 
     monkeypatch.delenv("RATTLER_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

@@ -11,7 +11,7 @@ import pytest
 from test_lock_support import conda_lock_verdict, envguard, stub_conda, write_env  # noqa: F401 (fixture)
 
 from envguard.lock import check_fresh, lock, lock_metadata
-from envguard.lockfile import META_FINGERPRINT, build_lockfile, fast_path_possible, write_lock_atomic
+from envguard.lock.lockfile import META_FINGERPRINT, build_lockfile, fast_path_possible, write_lock_atomic
 
 PLATS = ["linux-64", "osx-arm64", "win-64"]
 
@@ -138,9 +138,9 @@ def _add_dependency(text: str, dep: str) -> str:
 def _write_metadata_only_lock(files: list[Path], lockfile: Path, cuda_key: str | bool) -> dict[str, str]:
     """A lock whose metadata is exactly what `envguard lock` writes (no solve needed for freshness)."""
     from envguard.lock import _cuda_record
-    from envguard.lockfile import redacted_channels, relative_source
-    from envguard.solver import cuda_arg, virtual_package_repo
-    from envguard.spec import read_spec
+    from envguard.lock.lockfile import redacted_channels, relative_source
+    from envguard.lock.solver import cuda_arg, virtual_package_repo
+    from envguard.lock.spec import read_spec
 
     spec = read_spec(files)
     lock_spec = spec.lock_spec()
@@ -157,9 +157,9 @@ def _conda_lock_says_fresh(files: list[Path], lockfile: Path, cuda: str | bool |
     """conda-lock's own decision (the function its CLI uses), computed in-process."""
     from conda_lock.content_hash import backwards_compatible_content_hashes
 
-    from envguard.lockfile import read_lock
-    from envguard.solver import virtual_package_repo
-    from envguard.spec import conda_lock_spec, read_spec
+    from envguard.lock.lockfile import read_lock
+    from envguard.lock.solver import virtual_package_repo
+    from envguard.lock.spec import conda_lock_spec, read_spec
 
     lk = read_lock(lockfile)
     plats = read_spec(files).platforms
@@ -171,7 +171,7 @@ def _conda_lock_says_fresh(files: list[Path], lockfile: Path, cuda: str | bool |
 
 def test_fingerprint_verdict_equals_conda_lock_on_many_inputs(tmp_path: Path, realworld: Path) -> None:
     from envguard.errors import UserError
-    from envguard.spec import read_spec
+    from envguard.lock.spec import read_spec
 
     inputs: list[list[Path]] = []
     for f in sorted((realworld / "environment").glob("*.y*ml")):

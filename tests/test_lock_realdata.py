@@ -9,7 +9,7 @@ import pytest
 from test_lock_support import realworld_channel, write_env
 
 from envguard.lock import check_fresh, lock
-from envguard.lockfile import host_records, read_lock
+from envguard.lock.lockfile import host_records, read_lock
 
 
 def _repodata_index(channel: Path) -> dict[str, dict]:

@@ -1,4 +1,4 @@
-"""envguard.lockscan: the fast conda-lock reader must give exactly what PyYAML gives, or step aside.
+"""envguard.lock.lockscan: the fast conda-lock reader must give exactly what PyYAML gives, or step aside.
 
 Its contract: ``load_lock(path, text) == yamlio.load_fast(path, text)`` and ``load_subset`` likewise, for
 every input (errors included). The fast path must also actually be taken for conda-lock's own layout.
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envguard import lockscan
+from envguard.lock import lockscan
 from envguard.errors import UserError
-from envguard.lockscan import load_lock, load_subset
+from envguard.lock.lockscan import load_lock, load_subset
 from envguard.yamlio import load_fast
 
 
@@ -100,7 +100,7 @@ def test_read_lock_does_not_import_pyyaml(tmp_path: Path, realworld: Path) -> No
     script = tmp_path / "probe.py"
     script.write_text(
         "import sys\n"
-        "from envguard.lockfile import read_lock, read_metadata\n"
+        "from envguard.lock.lockfile import read_lock, read_metadata\n"
         f"lock = read_lock({str(lock)!r})\n"
         f"meta = read_metadata({str(lock)!r})\n"
         "assert lock.packages and meta['platforms']\n"

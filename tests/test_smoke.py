@@ -118,7 +118,7 @@ def test_resolve_python_prefix_name_path_and_default(tmp_path: Path, monkeypatch
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"prefix": "missing"}, "prefix does not exist"),
-    ({"prefix": "empty"}, "no Python interpreter in this prefix"),
+    ({"prefix": "empty"}, "no Python interpreter in this environment"),
     ({"name": "nosuchenv"}, "no environment named 'nosuchenv'"),
     ({"name": "a/b"}, "invalid environment name"),
     ({"python": "missing/python"}, "no executable Python interpreter"),

@@ -1,4 +1,4 @@
-"""Reading and validating environment.yml (envguard.spec)."""
+"""Reading and validating environment.yml (envguard.lock.spec)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from test_lock_support import envguard
 
 from envguard.errors import ExitCode, UserError
-from envguard.spec import KNOWN_KEYS, SpecIssue, read_spec, validate
+from envguard.lock.spec import KNOWN_KEYS, SpecIssue, read_spec, validate
 from envguard.yamlio import load_with_lines
 
 

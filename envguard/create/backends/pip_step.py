@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envguard.errors import BackendError, EnvguardError, IntegrityError
-from envguard.integrity import mismatch_error
+from envguard.create.integrity import mismatch_error
 from envguard.platforms import python_in_prefix
 from envguard.redact import redact
 

@@ -1,6 +1,6 @@
 """Run the smoke probe in a target interpreter and explain what it found.
 
-The probe (``envguard/probe/smoke_probe.py``) runs by path in the target
+The probe (``envguard/smoke/probe/smoke_probe.py``) runs by path in the target
 environment's own interpreter, in a session and process group of its own, under
 a wall-clock limit. On timeout the whole group is stopped (SIGTERM, then
 SIGKILL) and nothing it started is left running. /dev/shm files that the
@@ -68,7 +68,7 @@ class SmokeResult:
 
 def probe_path() -> Path:
     """The probe script, shipped as package data."""
-    return Path(str(resources.files("envguard").joinpath("probe/smoke_probe.py")))
+    return Path(str(resources.files("envguard").joinpath("smoke/probe/smoke_probe.py")))
 
 
 # ---------------------------------------------------------------- target
@@ -86,31 +86,24 @@ def resolve_python(prefix: Path | None = None, name: str | None = None, python: 
     if len(given) > 1:
         raise UserError(f"{' and '.join(given)} were both given", fix="name the environment one way only")
     if python is not None:
-        p = Path(python).expanduser()
+        p = Path(os.path.abspath(Path(python).expanduser()))
         if not p.is_file() or not os.access(p, os.X_OK):
             raise UserError("no executable Python interpreter at this path", file=str(p),
                             fix="pass the environment's python, e.g. <prefix>/bin/python")
         return p
-    if prefix is not None:
-        pre = Path(prefix).expanduser()
-        if not pre.is_dir():
-            raise UserError("prefix does not exist", file=str(pre),
-                            fix="create it with `envguard create -p PREFIX` or pass an existing prefix")
-        exe = _interpreter_in(pre)
-        if exe is None:
-            raise UserError("no Python interpreter in this prefix (looked for bin/python)", file=str(pre),
-                            fix="pass a conda prefix or virtualenv that contains python")
-        return exe
-    if name is not None:
-        from envguard.envs import find_env
+    if prefix is None and name is None:
+        return Path(sys.executable)
+    from envguard.envs import resolve_target
 
-        found = find_env(name)
-        exe = _interpreter_in(found)
-        if exe is None:
-            raise UserError("no Python interpreter in this environment (looked for bin/python)", file=str(found),
-                            fix="install python into it, or pass --python PATH")
-        return exe
-    return Path(sys.executable)
+    pre = resolve_target(prefix, name)
+    if not pre.is_dir():
+        raise UserError("prefix does not exist", file=str(pre),
+                        fix="create it with `envguard create -p PREFIX` or pass an existing prefix")
+    exe = _interpreter_in(pre)
+    if exe is None:
+        raise UserError("no Python interpreter in this environment (looked for bin/python)", file=str(pre),
+                        fix="pass a conda prefix or virtualenv that contains python, or --python PATH")
+    return exe
 
 
 # ---------------------------------------------------------------- processes

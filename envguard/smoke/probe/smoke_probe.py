@@ -49,7 +49,7 @@ INJECTIONS = (
 
 _EVENTS_ENV = "ENVGUARD_PROBE_EVENTS"
 _INJECT_ENV = "ENVGUARD_PROBE_INJECT"
-_TESTING_ENV = "ENVGUARD_TESTING"  # the same opt-in as envguard.staging.hook_value (this file cannot import it)
+_TESTING_ENV = "ENVGUARD_TESTING"  # the same opt-in as envguard.create.staging.hook_value (this file cannot import it)
 _START_ENV = dict(os.environ)  # as the user set it, before any library adds to it
 _MAX_ERROR = 6000
 

@@ -23,7 +23,7 @@ MAPPING_FILE = "conda-pypi-mapping.json"
 @lru_cache(maxsize=1)
 def mapping_path() -> Path:
     """Path of the shipped mapping (a real file: conda-lock reads it by path)."""
-    beside = Path(__file__).resolve().parent / "data" / MAPPING_FILE
+    beside = Path(__file__).resolve().parents[1] / "data" / MAPPING_FILE
     if beside.is_file():  # the usual install: no importlib.resources (~2.5 ms of every `envguard create`)
         return beside
     from importlib import resources

@@ -1,8 +1,8 @@
 """``envguard create``: build an environment from the lock, atomically, with every hash verified.
 
-The sequence, all under a per-prefix lock (envguard.prefixlock):
+The sequence, all under a per-prefix lock (envguard.create.prefixlock):
 
-1. Clean what an interrupted earlier run left beside the target (envguard.staging.cleanup_leftovers).
+1. Clean what an interrupted earlier run left beside the target (envguard.create.staging.cleanup_leftovers).
 2. Verify the sha256 of every local (``file://``) artifact against the lock: rattler does not.
 3. Build. A relocatable backend (rattler) builds in ``.<name>.envguard-staging-<pid>`` beside the target,
    with rattler's ``alternative_target_prefix`` so that placeholders and shebangs carry the final path.
@@ -31,16 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from envguard import __version__
-from envguard.backends import Backend, InstallPlan, get_backend
-from envguard.backends.pip_step import PipArtifact, install_pip
+from envguard.create.backends import Backend, InstallPlan, get_backend
+from envguard.create.backends.pip_step import PipArtifact, install_pip
 from envguard.errors import BackendError, EnvguardError, IntegrityError, StaleLockError, UserError
-from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
-from envguard.integrity import Artifact, strip_archive_suffix, verify_cache_entries, verify_local_artifacts
+from envguard.create.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
+from envguard.create.integrity import Artifact, strip_archive_suffix, verify_cache_entries, verify_local_artifacts
 from envguard.model import pep503
 from envguard.platforms import host_platform
-from envguard.prefixlock import PrefixLock
+from envguard.create.prefixlock import PrefixLock
 from envguard.redact import redact
-from envguard.staging import (
+from envguard.create.staging import (
     BUILDING_TAG,
     OLD_TAG,
     STAGING_TAG,
@@ -48,6 +48,7 @@ from envguard.staging import (
     deferred_sigint,
     fault_hook,
     hook_value,
+    interruption,  # public: check reads the state an interrupted create left
     is_empty_dir,
     is_env,
     os_error,
@@ -61,7 +62,7 @@ from envguard.staging import (
 
 
 class CreateReporter:
-    """Callbacks for progress; every method is a no-op here. cli.py renders them with rich.
+    """Callbacks for progress; every method is a no-op here. envguard/create/render.py renders them with rich.
 
     ``cached``/``linked`` may be called from installer threads.
     """
@@ -97,7 +98,7 @@ class CreateReporter:
 
 class _Progress:
     """InstallProgress for backends: forwards to the reporter and runs the fault hook ``link:<n>``
-    (envguard.staging.fault_hook) as each package is linked."""
+    (envguard.create.staging.fault_hook) as each package is linked."""
 
     def __init__(self, reporter: CreateReporter) -> None:
         self.reporter = reporter
@@ -154,19 +155,6 @@ class CreateResult:
 
 
 # --------------------------------------------------------------------------- where
-
-
-def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None) -> Path:
-    if prefix is not None and name is not None:
-        raise UserError("give either -p PREFIX or -n NAME, not both", key="-p/-n")
-    if name is not None:
-        from envguard.envs import create_dir, validate_name
-
-        return Path(os.path.abspath(create_dir() / validate_name(name)))
-    if prefix is None:
-        raise UserError("no target environment given", key="-p/-n",
-                        fix="pass -p PREFIX (a path) or -n NAME")
-    return Path(os.path.abspath(os.path.expanduser(os.fspath(prefix))))
 
 
 def default_pkgs_dir(env: dict[str, str] | None = None) -> Path:
@@ -241,7 +229,7 @@ def _hash_field(entry: Any, algorithm: str, lockfile: Path) -> str | None:
 
 
 def _entry_fields(entry: Any, lockfile: Path) -> dict[str, Any]:
-    """The fields of an envguard.lockfile.LockEntry that installing needs."""
+    """The fields of an envguard.lock.lockfile.LockEntry that installing needs."""
     return {
         "name": entry.name,
         "version": str(entry.version),
@@ -261,7 +249,7 @@ def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
     if stem == filename:
         raise UserError(f"{f['name']}: the URL is not a conda package (.conda or .tar.bz2): {redact(url)}",
                         file=str(lockfile), fix="re-lock with `envguard lock`")
-    # the build string, as envguard.lockfile.LockEntry.build reads it
+    # the build string, as envguard.lock.lockfile.LockEntry.build reads it
     head = f"{f['name']}-{f['version']}-"
     build = stem[len(head):] if stem.startswith(head) else stem.rsplit("-", 1)[-1]
     if not build:
@@ -278,7 +266,7 @@ def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
 
 def read_plan(lockfile: Path, platform: str) -> LockPlan:
     """The host platform's conda artifacts and pip packages from a conda-lock file."""
-    from envguard.lockfile import host_records, pip_records, read_lock
+    from envguard.lock import host_records, pip_records, read_lock
 
     lock = read_lock(lockfile)
     if platform not in lock.platforms:
@@ -400,7 +388,9 @@ def create(
     """
     started = time.monotonic()
     rep = reporter or CreateReporter()
-    target = resolve_target(prefix, name)
+    from envguard.envs import resolve_target
+
+    target = resolve_target(prefix, name, existing=False)
     if timeout is not None and timeout < 0:
         raise UserError(f"must be 0 or more seconds, got {timeout:g}", key="--timeout",
                         fix="pass how long to wait for another create of this prefix, e.g. --timeout 600")

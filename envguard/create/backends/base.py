@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from envguard.integrity import Artifact
+from envguard.create.integrity import Artifact
 
 
 @dataclass(frozen=True)

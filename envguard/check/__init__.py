@@ -2,7 +2,7 @@
 
 Orchestration only: gather facts (prefix inspection, lock, spec, driver, the
 smoke probe, import origins), hand them to the pure rules in
-:mod:`envguard.checks`, and return a :class:`CheckReport`. Nothing is written
+:mod:`envguard.check.checks`, and return a :class:`CheckReport`. Nothing is written
 into the checked prefix. Imports stay lazy: check is the command people run
 first and most often (bench/check.py measures its start-up).
 """
@@ -10,12 +10,11 @@ first and most often (bench/check.py measures its start-up).
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from envguard.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
+from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.model import Package
@@ -103,13 +102,6 @@ def _redacted(d: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- facts
 
 
-def default_target(env: Mapping[str, str] | None = None) -> Path:
-    """The active environment: CONDA_PREFIX, else the running interpreter's prefix."""
-    env = os.environ if env is None else env
-    p = env.get("CONDA_PREFIX")
-    return Path(p) if p else Path(sys.prefix)
-
-
 def default_lockfile(cwd: Path | None = None) -> Path | None:
     """conda-lock.yml beside environment.yml in the working directory, when both exist."""
     cwd = cwd or Path.cwd()
@@ -117,25 +109,15 @@ def default_lockfile(cwd: Path | None = None) -> Path | None:
     return lock if lock.is_file() and (cwd / "environment.yml").is_file() else None
 
 
-def resolve_target(prefix: Path | None, name: str | None, env: Mapping[str, str] | None = None) -> Path:
-    if prefix is not None and name is not None:
-        raise UserError("give either -p PREFIX or -n NAME, not both", key="-p/-n")
-    if name is not None:
-        from envguard.envs import find_env
-
-        return find_env(name, env)
-    return Path(os.path.abspath(os.path.expanduser(prefix))) if prefix is not None else default_target(env)
-
-
 def half_built_reason(prefix: Path) -> str | None:
     """Why ``prefix`` looks like the remains of an interrupted create, or None.
 
-    The staging/building/old names and their meaning are envguard.staging's (envguard.staging.interruption);
+    The staging/building/old names and their meaning are envguard.create.staging's (envguard.create.staging.interruption);
     on top of those, a prefix whose conda-meta holds no records although it holds files is half-built (a
     transaction interrupted before it wrote them). Raises BusyError while the creating process lives.
     """
     from envguard.errors import BusyError
-    from envguard.staging import interruption
+    from envguard.create import interruption
 
     prefix = Path(os.path.abspath(prefix))
     found = interruption(prefix)
@@ -170,9 +152,9 @@ def _lock_packages(lockfile: Path, platform: str) -> tuple[list[Package] | None,
 
 
 def _spec_wants_cuda(spec_file: Path, platform: str) -> tuple[str | None, str]:
-    from envguard.checks import cuda_from_spec
+    from envguard.check.checks import cuda_from_spec
     from envguard.errors import EnvguardError
-    from envguard.spec import read_spec
+    from envguard.lock import read_spec
 
     try:
         spec = read_spec([spec_file], [platform])
@@ -264,16 +246,18 @@ def run_check(
     """Check one environment. Raises UserError for bad input; everything else is a finding.
 
     ``smoke`` runs the smoke probe in the environment's interpreter; ``imports`` (default: same as
-    ``smoke``) runs envguard/probe/import_origin.py there. With both off, no process is started.
+    ``smoke``) runs envguard/in_process/import_origin.py there. With both off, no process is started.
     ``env`` replaces os.environ for the environment rules; ``driver_info_fn`` replaces the NVML /
     nvidia-smi query (envguard.driver.get_driver_info).
     """
-    from envguard import checks
+    from envguard.check import checks
     from envguard.platforms import host_platform, python_in_prefix
     from envguard.prefix import inspect_prefix, verify_files
 
     env = dict(os.environ) if env is None else env
-    target = resolve_target(prefix, name, env)
+    from envguard.envs import resolve_target
+
+    target = resolve_target(prefix, name, env=env)
     platform = host_platform()
     info: PrefixInfo = inspect_prefix(target)
     cwd = cwd or Path.cwd()
@@ -347,7 +331,7 @@ def run_check(
     fp_conda: dict[str, str] | None = None
     fp_pip: list[str] | None = None
     if info.is_conda and changes is None:
-        from envguard.fingerprint import read_fingerprint
+        from envguard.create import read_fingerprint
 
         fp = read_fingerprint(target)
         if fp is not None:

@@ -6,10 +6,10 @@ exact line, and a fix. Release facts (which torch supports which Python and
 CUDA line, which channel is frozen) come from ``envguard/data/compat.yaml``
 through :mod:`envguard.compat`; structural checks of environment files
 (unknown keys, credentials, ``pip:`` without ``pip``, unparseable specs) come
-from :func:`envguard.spec.validate`, so ``lint`` and ``lock`` agree.
+from :func:`envguard.lock.spec.validate`, so ``lint`` and ``lock`` agree.
 
 Lock files (conda-lock.yml, pixi.lock, explicit files) are read by
-:mod:`envguard.sources` and checked by :mod:`envguard.lint_lock`.
+:mod:`envguard.sources` and checked by :mod:`envguard.lint.locks`.
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ _SPEC_RULES: list[tuple[Callable[[Any], bool], str]] = [
 
 
 def _spec_code(issue: Any) -> str:
-    """Map a :class:`envguard.spec.SpecIssue` onto a lint code (EG100 for anything structural)."""
+    """Map a :class:`envguard.lock.spec.SpecIssue` onto a lint code (EG100 for anything structural)."""
     for test, code in _SPEC_RULES:
         if test(issue):
             return code
@@ -249,7 +249,7 @@ class _EnvLinter:
     # -- structure, from spec.validate -----------------------------------------
     def structure(self) -> bool:
         """Run spec.validate; False when the file is too broken for the deeper rules."""
-        from envguard.spec import validate
+        from envguard.lock import validate
 
         errors, warnings = validate(self.data, self.pos, self.path, self.text)
         fatal = False
@@ -592,7 +592,7 @@ def lint_text(text: str, path: str = "environment.yml", base_dir: Path | None = 
     kind, data = _kind(path, text)
     if kind == "environment":
         return lint_environment(path, text, base_dir or Path(path).parent)
-    from envguard.lint_lock import lint_lock
+    from envguard.lint.locks import lint_lock
 
     return lint_lock(kind, path, text, data)
 

@@ -13,9 +13,9 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from envguard.backends.base import InstallPlan, InstallProgress
+from envguard.create.backends.base import InstallPlan, InstallProgress
 from envguard.errors import BackendError, EnvguardError
-from envguard.integrity import Artifact, mismatch_error, parse_rattler_mismatch, purge_cache_entry
+from envguard.create.integrity import Artifact, mismatch_error, parse_rattler_mismatch, purge_cache_entry
 from envguard.redact import redact
 
 

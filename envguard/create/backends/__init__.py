@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from envguard.backends.base import Backend, InstallPlan, InstallProgress, NullProgress
+from envguard.create.backends.base import Backend, InstallPlan, InstallProgress, NullProgress
 from envguard.errors import BackendError, UserError
 
 BACKEND_NAMES: tuple[str, ...] = ("rattler", "micromamba", "mamba", "conda")
@@ -19,10 +19,10 @@ __all__ = ["BACKEND_NAMES", "DEFAULT_BACKEND", "Backend", "InstallPlan", "Instal
 
 def _make(name: str) -> Backend:
     if name == "rattler":
-        from envguard.backends.rattler_backend import RattlerBackend
+        from envguard.create.backends.rattler_backend import RattlerBackend
 
         return RattlerBackend()
-    from envguard.backends.external import ExternalBackend
+    from envguard.create.backends.external import ExternalBackend
 
     return ExternalBackend(name)
 

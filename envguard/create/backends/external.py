@@ -16,10 +16,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from envguard.backends.base import InstallPlan, InstallProgress
-from envguard.backends.rattler_backend import os_error_or_backend
+from envguard.create.backends.base import InstallPlan, InstallProgress
+from envguard.create.backends.rattler_backend import os_error_or_backend
 from envguard.errors import BackendError
-from envguard.integrity import Artifact
+from envguard.create.integrity import Artifact
 from envguard.redact import redact
 
 

@@ -19,15 +19,30 @@ from typing import Any
 
 from envguard.errors import UserError
 from envguard.redact import redact
-from envguard.lockfile import (
+from envguard.lock.lockfile import (
     META_CUDA,
     META_FINGERPRINT,
     fast_path_possible,
     fingerprint,
+    host_records,
     input_digest,
+    pip_records,
+    read_lock,
     read_metadata,
 )
 from envguard.yamlio import load_fast
+
+# The wing's public API beyond the command itself: what other wings may use (docs/architecture.md).
+# The spec reader is imported on first use: `lock --check` answers without it.
+_LAZY = {"read_spec": "spec", "validate": "spec", "SpecIssue": "spec", "EnvSpec": "spec"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"envguard.lock.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'envguard.lock' has no attribute {name!r}")
 
 DEFAULT_FILE = "environment.yml"
 DEFAULT_LOCKFILE = "conda-lock.yml"
@@ -93,7 +108,7 @@ def _cuda_record(cuda_arg: str, vpr: Any, platform_hint: str | None = None) -> s
         return "none"
     if cuda_arg != "default":
         return cuda_arg
-    from envguard.solver import cuda_version_of
+    from envguard.lock.solver import cuda_version_of
 
     for p in ([platform_hint] if platform_hint else []) + ["linux-64", "win-64", "linux-aarch64"]:
         v = cuda_version_of(vpr, p)
@@ -137,22 +152,22 @@ def lock(
     reporter: Reporter | None = None,
 ) -> LockResult:
     """Solve and write ``lockfile``; raise UserError (2) / BackendError (6), leaving any old lock untouched."""
-    from envguard.lockfile import (
+    from envguard.lock.lockfile import (
         build_lockfile,
         locked_conda_dependency,
         redacted_channels,
         relative_source,
         write_lock_atomic,
     )
-    from envguard.pypi import mapping_path, solve_pip
-    from envguard.solver import (
+    from envguard.lock.pypi import mapping_path, solve_pip
+    from envguard.lock.solver import (
         cuda_arg,
         platform_virtual_packages,
         rattler_virtual_packages,
         solve_platforms,
         virtual_package_repo,
     )
-    from envguard.spec import read_spec
+    from envguard.lock.spec import read_spec
 
     started = time.perf_counter()
     report = reporter or (lambda _p: None)
@@ -242,7 +257,7 @@ def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str)
     """conda-lock's content hashes and envguard's custom metadata (CUDA assumption, input fingerprints)."""
     from conda_lock.content_hash import compute_content_hashes
 
-    from envguard.pypi import mapping_path
+    from envguard.lock.pypi import mapping_path
 
     content_hash = compute_content_hashes(lock_spec, vpr)
     custom = {META_CUDA: cuda_record}
@@ -258,7 +273,7 @@ def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str)
 
 
 def _file_platforms(files: list[Path], texts: list[str]) -> list[str]:
-    from envguard.spec import LOCKABLE_PLATFORMS
+    from envguard.lock.spec import LOCKABLE_PLATFORMS
 
     out: list[str] = []
     for f, t in zip(files, texts):
@@ -305,7 +320,7 @@ def check_fresh(
         except UnicodeDecodeError:
             raise UserError("not UTF-8 text", file=str(f), fix="save the file as UTF-8") from None
     texts = [c.decode("utf-8", "replace") for c in contents]
-    from envguard.spec import LOCKABLE_PLATFORMS
+    from envguard.lock.spec import LOCKABLE_PLATFORMS
 
     for p in platforms or []:
         if p not in LOCKABLE_PLATFORMS:
@@ -336,7 +351,7 @@ def check_fresh(
     hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
     custom = {str(k): str(v) for k, v in (meta.get("custom_metadata") or {}).items()}
     effective_cuda = cuda if cuda is not None else _cuda_from_record(custom.get(META_CUDA))
-    from envguard.solver import cuda_arg
+    from envguard.lock.solver import cuda_arg
 
     carg = cuda_arg(effective_cuda)
 
@@ -344,7 +359,7 @@ def check_fresh(
     undecided = [p for p in plats if p not in not_locked]
     fast_fresh: list[str] = []
     if undecided and fast_path_possible(texts) and any(k.startswith(META_FINGERPRINT) for k in custom):
-        from envguard.pypi import mapping_path
+        from envguard.lock.pypi import mapping_path
 
         digest = input_digest(files, contents, "none" if carg == "" else carg, mapping_path().read_bytes())
         fast_fresh = [p for p in undecided
@@ -371,8 +386,8 @@ def _stale_by_conda_lock(files: list[Path], plats: list[str], check: list[str], 
     """conda-lock's own comparison, for the platforms the fingerprint could not decide."""
     from conda_lock.content_hash import backwards_compatible_content_hashes
 
-    from envguard.solver import virtual_package_repo
-    from envguard.spec import conda_lock_spec, read_spec
+    from envguard.lock.solver import virtual_package_repo
+    from envguard.lock.spec import conda_lock_spec, read_spec
 
     try:
         lock_spec = conda_lock_spec(files, plats)

@@ -60,7 +60,7 @@ def _templates_dir() -> Path:
     for loc in (spec.submodule_search_locations or []) if spec else []:
         if any(Path(loc).glob("*.yml")):
             return Path(loc)
-    return Path(__file__).resolve().parent.parent / "templates"
+    return Path(__file__).resolve().parents[2] / "templates"
 
 
 def _read_template(name: str) -> Template:
@@ -151,7 +151,7 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
             raise UserError(f"torch {line} has no CUDA {cuda} build (its CUDA lines: {', '.join(rel.cuda)}); "
                             f"use {fix}")
 
-    from envguard.spec import LOCKABLE_PLATFORMS
+    from envguard.platforms import LOCKABLE_PLATFORMS
 
     cuda_plats = c.cuda_platforms(channel)
     if platforms:

@@ -451,7 +451,7 @@ def quiet_conda_lock() -> None:
 
 def conda_lock_spec(files: list[Path], platforms: list[str], mapping_url: str | None = None) -> Any:
     """Run conda-lock's own parser; its failures become one-line :class:`UserError`s."""
-    from envguard.pypi import mapping_path
+    from envguard.lock.pypi import mapping_path
 
     try:
         from conda_lock.src_parser import make_lock_spec

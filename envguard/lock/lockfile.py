@@ -3,7 +3,7 @@
 Writing uses conda-lock's own ``LockedDependency``/``Lockfile``/``LockMeta``,
 ``apply_categories``, ``compute_content_hashes`` and ``write_conda_lock_file``
 (conda-lock is the authority on its format). Reading for ``create``, ``diff``
-and ``lock --check`` uses envguard.lockscan (a reader for conda-lock's own
+and ``lock --check`` uses envguard.lock.lockscan (a reader for conda-lock's own
 layout that gives what PyYAML gives, and PyYAML's C loader for anything else)
 into small dataclasses, because importing conda-lock costs ~0.4 s.
 
@@ -45,13 +45,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envguard.errors import UserError
-from envguard.lockscan import load_lock, load_subset
+from envguard.lock.lockscan import load_lock, load_subset
 from envguard.redact import redact
 from envguard.yamlio import read_text
 
 FINGERPRINT_TAG = "envguard-lock-fingerprint/1"
 META_CUDA = "envguard.cuda"
-META_FINGERPRINT = "envguard.fingerprint."  # + platform
+META_FINGERPRINT = "envguard.create.fingerprint."  # + platform
 _EXTENSIONS = (".conda", ".tar.bz2")
 
 

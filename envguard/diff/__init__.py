@@ -7,7 +7,7 @@ cpu_generic is *rebuilt* and a *CPU↔CUDA flip*). :func:`spec_vs_lock` checks
 an environment file's requested specs against locked packages. Core packages
 (python, torch, CUDA, numpy) are listed first.
 
-Rendering to markdown lives here too (pure text); the rich table is cli.py's.
+Rendering to markdown lives here too (pure text); the rich tables are in envguard/diff/render.py.
 """
 
 from __future__ import annotations
@@ -628,3 +628,13 @@ def to_markdown(result: DiffResult, *, max_rows: int = 200) -> str:
     for n in result.notes:
         lines.append(f"> {_md(n)}  ")
     return "\n".join(lines).rstrip() + "\n"
+
+
+# The command's entry (loading two sides and comparing them) lives in envguard.diff.sides, which builds on
+# this engine; it is part of the wing's public API, imported on first use.
+def __getattr__(name: str) -> Any:
+    if name in ("compare", "SideArgs"):
+        import importlib
+
+        return getattr(importlib.import_module("envguard.diff.sides"), name)
+    raise AttributeError(f"module 'envguard.diff' has no attribute {name!r}")

@@ -1,0 +1,69 @@
+"""``envguard create`` on a terminal: step lines and a progress display fed by the installer."""
+
+from __future__ import annotations
+
+from envguard import render
+from envguard.render import escape, rich_console, warn
+
+class CreateRenderer:
+    """envguard.create.CreateReporter rendered with rich: on a terminal, step lines and a progress display;
+    otherwise only the summary line. Waiting for another create and cleaning up after an interrupted one
+    are said on stderr in both cases; --quiet silences everything but warnings, errors and the summary."""
+
+    def __init__(self, *, quiet: bool, live: bool) -> None:
+        self.quiet = quiet
+        self.progress: "object | None" = None
+        self._tasks: dict[str, object] = {}
+        self._live = live
+        self.wants_events = live  # no display, no per-package events from the installer
+
+    def _bar(self) -> "object":
+        if self.progress is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=rich_console(render.out), transient=True)
+            self.progress.start()  # type: ignore[attr-defined]
+        return self.progress
+
+    def stage(self, text: str) -> None:
+        if self._live:  # step lines only on a terminal: logs get the summary line
+            render.out.print(f"[dim]·[/dim] {escape(text)}", markup=True, highlight=False)
+
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            render.err.print(f"envguard: {text}", markup=False)
+
+    def waiting(self, holder_pid: "int | None", waited_s: float) -> None:
+        if self.quiet:
+            return
+        who = f"envguard process {holder_pid}" if holder_pid else "another envguard process"
+        render.err.print(f"waiting for {who}, which is creating this environment ({waited_s:.0f} s)", markup=False)
+
+    def install_start(self, total: int) -> None:
+        if not self._live:
+            return
+        bar = self._bar()
+        for key in ("cached", "linked"):
+            if key in self._tasks:
+                bar.update(self._tasks[key], total=total)  # type: ignore[attr-defined]
+            else:
+                self._tasks[key] = bar.add_task(key, total=total)  # type: ignore[attr-defined]
+
+    def _advance(self, key: str) -> None:
+        if self._live and key in self._tasks:
+            self.progress.advance(self._tasks[key])  # type: ignore[union-attr]
+
+    def cached(self, name: str) -> None:
+        self._advance("cached")
+
+    def linked(self, name: str) -> None:
+        self._advance("linked")
+
+    def warning(self, text: str) -> None:
+        warn(text)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()  # type: ignore[attr-defined]
+            self.progress = None

@@ -1,0 +1,34 @@
+"""``envguard lock`` on a terminal: a progress line fed by the lock's reporter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envguard import render
+from envguard.render import rich_console
+
+def lock_with_progress(lock: "object", files: "list[Path] | None", platforms: "list[str] | None",
+                        cuda: "str | bool | None", lockfile: "Path | None") -> "object":
+    """Run the lock with a rich status line on a terminal; silently otherwise."""
+    if not render.err.is_terminal:
+        return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile)  # type: ignore[operator]
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    labels = {"spec": "reading {detail}", "solve": "solving {platform}",
+              "pip": "resolving pip: for {platform}", "write": "writing {detail}", "done": "done"}
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=rich_console(render.err), transient=True) as progress:
+        task = progress.add_task("locking", total=None)
+
+        def reporter(p: "object") -> None:
+            fields = vars(p)
+            done = max(0, fields["index"] - 1) if fields["stage"] in ("solve", "pip") else None
+            if fields["stage"] == "write":
+                done = progress.tasks[0].total
+            # refresh now: a solve can take less than one refresh period
+            progress.update(task, description=labels.get(fields["stage"], fields["stage"]).format(**fields),
+                            total=fields["total"] or progress.tasks[0].total, completed=done, refresh=True)
+
+        return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile,  # type: ignore[operator]
+                    reporter=reporter)

@@ -1,0 +1,110 @@
+"""Terminal output shared by every command: lazy rich consoles, warnings, the findings table.
+
+Only the CLI and the rendering modules (this one and each wing's ``render.py``) import rich; the
+commands themselves return plain results.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+class _LazyConsole:
+    """A rich Console built on first use. Importing rich and building a console costs ~20 ms, which a
+    `envguard create` writing into a log or a pipe never needs (see :func:`print_plain`)."""
+
+    def __init__(self, **options: "object") -> None:
+        object.__setattr__(self, "_options", options)
+        object.__setattr__(self, "_console", None)
+
+    def get(self) -> "object":
+        if self._console is None:
+            from rich.console import Console
+
+            object.__setattr__(self, "_console", Console(**self._options))
+        return self._console
+
+    def __getattr__(self, name: str) -> "object":
+        return getattr(self.get(), name)
+
+    def __setattr__(self, name: str, value: "object") -> None:
+        setattr(self.get(), name, value)
+
+
+def rich_console(console: "object") -> "object":
+    """The rich Console itself, for rich objects that take one (Progress, Live)."""
+    return console.get() if isinstance(console, _LazyConsole) else console
+
+
+def print_plain(console: "object", text: str) -> None:
+    """``console.print(text, markup=False, emoji=False)``, without rich when the console is still unbuilt,
+    surely no terminal (rich would write the text as it is) and the text is plain printable ASCII."""
+    if isinstance(console, _LazyConsole) and console._console is None and text.isascii() and text.isprintable() \
+            and not is_terminal(console, build=False):
+        stream = sys.stderr if console._options.get("stderr") else sys.stdout  # type: ignore[attr-defined]
+        stream.write(text + "\n")
+        return
+    console.print(text, markup=False, emoji=False)  # type: ignore[attr-defined]
+
+
+def is_terminal(console: "object", *, build: bool = True) -> bool:
+    """``console.is_terminal``, answered without rich for an unbuilt console when surely no terminal.
+    With ``build=False`` an unbuilt console that may be a terminal is not built: the answer is True."""
+    if isinstance(console, _LazyConsole) and console._console is None:
+        if not _maybe_terminal(sys.stderr if console._options.get("stderr") else sys.stdout):
+            return False
+        if not build:
+            return True
+    return bool(console.is_terminal)  # type: ignore[attr-defined]
+
+
+def _maybe_terminal(stream: "object") -> bool:
+    """False only where rich's Console.is_terminal is surely False (it also honours these variables)."""
+    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR") is not None:
+        return True
+    if "ipykernel" in sys.modules or "idlelib" in sys.modules:
+        return True
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return True
+
+
+out = _LazyConsole(highlight=False, soft_wrap=True)
+err = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)
+
+
+def warn(message: str) -> None:
+    from envguard.redact import redact
+
+    err.print(f"[yellow]warning:[/yellow] {escape(redact(message))}", markup=True)
+
+
+def escape(text: str) -> str:
+    """Text shown inside a markup string: "torch[cuda]" or "# [linux]" must not be read as rich tags."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def print_findings(findings: "list", title: str | None = None) -> None:
+    """A rich table of findings grouped by severity, then a one-line summary."""
+    from rich.table import Table
+
+    from envguard.findings import sort_findings
+    from envguard.redact import redact
+    from envguard.report import summary_line
+
+    fs = sort_findings(list(findings))
+    if fs:
+        table = Table(title=title, show_lines=False, expand=False)
+        for col in ("severity", "code", "where", "message", "fix"):
+            table.add_column(col, overflow="fold")
+        style = {"error": "red", "warning": "yellow", "info": "blue"}
+        for f in fs:
+            sev = f.severity.value
+            table.add_row(f"[{style[sev]}]{sev}[/]", escape(f.code), escape(redact(f.location or f.package or "")),
+                          escape(redact(f.message)), escape(redact(f.fix)))
+        out.print(table)
+    out.print(summary_line(fs))
