@@ -206,6 +206,22 @@ def test_pip_over_conda_is_named_with_checks_rules(conda_env: Path, tmp_path: Pa
     assert numpy_pip.sha256 == __import__("hashlib").sha256(wheel.read_bytes()).hexdigest()
 
 
+def test_cuda_build_keeps_its_cuda_line_and_assumption(py311, channel_url: str, session_tmp: Path,
+                                                       tmp_path: Path) -> None:
+    import check_envs
+
+    prefix, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.13.0 *cuda126*", "cuda-version 12.6.*",
+                                                  "pip"], tmp_path / "env", session_tmp / "check-pkgs", cuda="12.6")
+    out = tmp_path / "out"
+    result = export(prefix, output=out, use_index=False, driver_info_fn=lambda: None)
+    deps = spec_of(out)["dependencies"]
+    assert "pytorch=2.13.*=cuda126*" in deps and "cuda-version=12.6" in deps
+    assert read_lock(out / "conda-lock.yml").cuda == "12.6"  # __cuda for a re-lock: the installed CUDA line
+    assert result.torch is not None and "CUDA 12.6" in result.torch and "EG620" not in codes(result.findings)
+    fresh = envguard_run("lock", "--check", "-f", str(out / "environment.yml"))
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+
+
 # ------------------------------------------------------------------------------------------- torch from pip
 
 
@@ -348,10 +364,16 @@ def test_editable_local_directory_and_vcs_sources(env_copy: Path, tmp_path: Path
         (d / "INSTALLER").write_text("pip\n")
         (d / "REQUESTED").write_text("")
         (d / "direct_url.json").write_text(json.dumps(direct))
+    hostile = site / "eghostile-1.0.dist-info"  # a direct_url.json that never ends: not read, named
+    hostile.mkdir()
+    (hostile / "METADATA").write_text("Metadata-Version: 2.1\nName: eghostile\nVersion: 1.0\n")
+    (hostile / "INSTALLER").write_text("pip\n")
+    (hostile / "direct_url.json").symlink_to("/dev/zero")
     out = tmp_path / "out"
     result = export(env_copy, output=out, use_index=False, driver_info_fn=lambda: None)
     found = {f.code: f for f in result.findings}
-    assert {"EG610", "EG611", "EG613"} <= set(found) and result.exit_code == 1
+    assert {"EG610", "EG611", "EG613", "EG617"} <= set(found) and result.exit_code == 1
+    assert "eghostile" in found["EG617"].message
     assert "pip install -e /work/proj" in found["EG610"].fix
     pip = pip_section(spec_of(out))
     assert f"egvcs @ git+https://github.com/org/egvcs.git@{'a' * 40}" in pip

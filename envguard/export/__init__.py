@@ -293,7 +293,7 @@ def export(
         raise UserError(f"unknown format {fmt!r}", key="--format", fix=f"use one of {', '.join(FORMATS)}")
     if index_timeout <= 0:
         raise UserError(f"the index timeout must be positive, got {index_timeout:g}", fix="pass e.g. 15 seconds")
-    target = resolve_target(prefix, name, env=env)
+    target = resolve_target(prefix, name)
     info = inspect_prefix(target)
     kind = _check_target(target, info)
     platform = host_platform()

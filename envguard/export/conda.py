@@ -18,6 +18,7 @@ from envguard.channels import CONDA_EXTENSIONS, channel_from_url, normalise_chan
 from envguard.prefix import CondaRecord
 
 _MAX_HISTORY = 32 << 20
+_MAX_HISTORY_LINE = 1 << 20
 _HISTORY_LINE = re.compile(r"^#\s*(update|install|remove|uninstall|neutered)\s+specs:\s*(\[.*\])\s*$")
 _NAME = re.compile(r"^\s*(?:[^\s:]+::)?([A-Za-z0-9_][A-Za-z0-9_.+-]*)")
 TORCH_NAMES = ("pytorch", "pytorch-gpu", "pytorch-cpu")
@@ -47,6 +48,8 @@ def history_specs(prefix: Path) -> dict[str, str]:
             return specs
         with open(path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
+                if len(line) > _MAX_HISTORY_LINE:  # no spec list is this long; do not parse one that is
+                    continue
                 m = _HISTORY_LINE.match(line.strip())
                 if not m:
                     continue

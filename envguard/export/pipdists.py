@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -22,7 +23,8 @@ from envguard.prefix import Dist, PrefixInfo
 from envguard.redact import redact
 
 _MAX_SMALL = 1 << 16  # INSTALLER, WHEEL, direct_url.json: a few hundred bytes in practice
-_MAX_HEADER_LINES = 20_000  # METADATA headers; the long description after the blank line is never read
+_MAX_HEADERS = 4 << 20  # METADATA headers; the long description after the blank line is never read
+_MAX_LINE = 1 << 16
 SourceKind = str  # "index" | "url" | "file" | "vcs" | "dir" | "editable" | "unknown"
 
 
@@ -48,7 +50,17 @@ class PipDist:
         return pep503(self.name)
 
 
+def is_regular(path: str) -> bool:
+    """A regular file (following links): never a FIFO that blocks or a device that never ends."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _read_small(path: str) -> str | None:
+    if not is_regular(path):
+        return None
     try:
         with open(path, "rb") as fh:
             data = fh.read(_MAX_SMALL + 1)
@@ -60,17 +72,23 @@ def _read_small(path: str) -> str | None:
 
 
 def _requires(meta: str) -> tuple[tuple[str, ...], bool]:
-    """(Requires-Dist lines, whether METADATA exists), reading headers only."""
+    """(Requires-Dist lines, whether METADATA exists), reading headers only, in bounded lines."""
+    if not os.path.lexists(meta):
+        return (), False
+    if not is_regular(meta):
+        return (), True
     out: list[str] = []
+    read = 0
     try:
-        with open(meta, encoding="utf-8", errors="replace") as fh:
-            for n, line in enumerate(fh):
-                if not line.strip() or n > _MAX_HEADER_LINES:
+        with open(meta, "rb") as fh:
+            while read < _MAX_HEADERS:
+                raw = fh.readline(_MAX_LINE)
+                read += len(raw)
+                line = raw.decode("utf-8", "replace")
+                if not line.strip():
                     break
                 if line.startswith("Requires-Dist:"):
                     out.append(line[len("Requires-Dist:"):].strip())
-    except FileNotFoundError:
-        return (), False
     except OSError:
         return (), True
     return tuple(out), True

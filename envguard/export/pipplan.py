@@ -69,6 +69,10 @@ def _local_path(url: str | None) -> str:
 
 
 def _sha256_file(url: str) -> str | None:
+    from envguard.export.pipdists import is_regular
+
+    if not is_regular(_local_path(url)):
+        return None
     try:
         h = hashlib.sha256()
         with open(_local_path(url), "rb") as fh:
