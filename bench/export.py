@@ -41,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     root = args.keep or Path(tempfile.mkdtemp(prefix="envguard-bench-export-"))
     os.environ.setdefault("RATTLER_CACHE_DIR", str(root / "rattler-cache"))
     os.environ.setdefault("XDG_CACHE_HOME", str(root / "cache"))
+    # Every process starts from compiled bytecode, as an installed envguard does (pip compiles on install):
+    # with PYTHONDONTWRITEBYTECODE set (as on our dev machines) an editable envguard would compile its modules
+    # on every run. The bytecode goes to a cache under the bench directory, filled by the untimed warm-up.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     try:
         t = time.perf_counter()
         prefix = root / "prefix"
