@@ -377,6 +377,35 @@ def _lint_redact(text: str) -> str:
 
     return redact(str(text))
 
+# ---------------------------------------------------------------- export (#15)
+
+
+@app.command("export")
+def export_cmd(
+    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", help="Environment prefix to export."),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="Named environment to export."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory to write into (default: here)."),
+    fmt: str = typer.Option("lock", "--format", help="lock (environment.yml + conda-lock.yml), environment "
+                            "(environment.yml only) or explicit (@EXPLICIT file + hashed requirements file)."),
+    pinned: bool = typer.Option(False, "--pinned/--from-history", help="Pin every requested package to its "
+                                "installed version and build (default: the specs as they were requested)."),
+    force: bool = typer.Option(False, "--force", help="Replace existing output files (atomically)."),
+    deep: bool = typer.Option(False, "--deep", help="Also re-hash every conda file: name files changed since install."),
+    index_url: Optional[list[str]] = typer.Option(
+        None, "--index-url", help="Index to look pip hashes up on (repeatable; default: pip's own configuration, "
+        "else PyPI)."),
+    no_index: bool = typer.Option(False, "--no-index", help="Ask no index: pip dists without a recorded hash are "
+                                  "written without one."),
+) -> None:
+    """Adopt an environment that already works: environment.yml and conda-lock.yml from what is installed."""
+    from envguard.export import export
+    from envguard.export.render import print_export
+
+    result = export(prefix, name=name, output=output, fmt=fmt, pinned=pinned, force=force, deep=deep,
+                    index_urls=index_url or None, use_index=not no_index)
+    print_export(result)
+    raise typer.Exit(result.exit_code)
+
 # ---------------------------------------------------------------- entry point
 
 

@@ -61,6 +61,10 @@ class CondaRecord:
     files: tuple[str, ...]
     paths: tuple[FileEntry, ...]
     noarch: str | None = None
+    # What was asked for when this record was installed (conda's ``requested_spec``, rattler's
+    # ``requested_specs``), and the archive's file name: envguard export adopts both.
+    requested_specs: tuple[str, ...] = ()
+    fn: str = ""
 
     @property
     def channel_name(self) -> str:
@@ -179,7 +183,18 @@ def _read_record(path: Path) -> CondaRecord:
         files=files,
         paths=tuple(entries),
         noarch=(data.get("noarch") if isinstance(data.get("noarch"), str) else None),
+        requested_specs=_requested_specs(data),
+        fn=str(data.get("fn") or ""),
     )
+
+
+def _requested_specs(data: dict) -> tuple[str, ...]:
+    specs = data.get("requested_specs")
+    out = [str(s) for s in specs if isinstance(s, str) and s.strip()] if isinstance(specs, list) else []
+    one = data.get("requested_spec")
+    if isinstance(one, str) and one.strip() and one not in out:
+        out.append(one)
+    return tuple(out)
 
 
 def find_site_packages(prefix: Path) -> list[str]:

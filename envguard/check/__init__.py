@@ -354,3 +354,27 @@ def run_check(
         import_origins=origins, smoke=smoke_summary, smoke_exit=smoke_exit, strict=strict,
     )
 
+
+
+# --------------------------------------------------------------------------- for envguard export
+
+
+def prefix_findings(info: PrefixInfo, *, file_problems: list[FileProblem] | None = None,
+                    core: Sequence[str] | None = None) -> list[Finding]:
+    """check's rules that need nothing but the prefix's own records: unreadable records, files changed
+    since install (``file_problems`` from envguard.prefix.verify_files) and pip over conda. envguard export
+    names what cannot be reproduced with them, so both commands say it alike."""
+    from envguard.check import checks
+    from envguard.platforms import host_platform
+
+    inp = CheckInput(info=info, platform=host_platform(), file_problems=file_problems,
+                     files_mode="none" if file_problems is None else "sha256",
+                     core=tuple(core) if core else DEFAULT_CORE)
+    return [f for rule in (checks.rule_integrity, checks.rule_files, checks.rule_pip_over_conda) for f in rule(inp)]
+
+
+def installed_torch(info: PrefixInfo) -> TorchBuild:
+    """The torch build a prefix holds, from its records and dists (no process is run)."""
+    from envguard.check.checks import torch_build
+
+    return torch_build(info)

@@ -1,0 +1,205 @@
+"""What a prefix's pip-side dists say about where they came from.
+
+For every dist that conda does not own (:class:`envguard.prefix.Dist` with ``owner != "conda"``) this reads
+the files pip and its peers leave in a ``*.dist-info``: ``INSTALLER``, the PEP 376 ``REQUESTED`` marker,
+PEP 610's ``direct_url.json`` (an archive URL with its hash, a VCS commit, a local directory, editable or
+not), the ``WHEEL`` tags it was installed from and the ``Requires-Dist`` lines of ``METADATA``.
+
+Files are read with a size cap: a dist-info is untrusted input, and none of these files is legitimately
+large (METADATA bodies are skipped at the first blank line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from envguard.model import pep503
+from envguard.prefix import Dist, PrefixInfo
+from envguard.redact import redact
+
+_MAX_SMALL = 1 << 16  # INSTALLER, WHEEL, direct_url.json: a few hundred bytes in practice
+_MAX_HEADERS = 4 << 20  # METADATA headers; the long description after the blank line is never read
+_MAX_LINE = 1 << 16
+SourceKind = str  # "index" | "url" | "file" | "vcs" | "dir" | "editable" | "unknown"
+
+
+@dataclass(frozen=True)
+class PipDist:
+    """One non-conda dist and what is known about its origin."""
+
+    name: str  # as METADATA names it
+    version: str
+    path: str  # the dist-info, relative to the prefix
+    installer: str | None
+    requested: bool  # a REQUESTED marker
+    source: SourceKind
+    url: str | None = None  # the direct URL (archive, VCS with @commit, or file:// of a directory), redacted
+    sha256: str | None = None  # from direct_url.json's archive_info
+    tags: tuple[str, ...] = ()  # WHEEL "Tag:" lines: the wheel it was installed from
+    requires: tuple[str, ...] = ()  # Requires-Dist lines, as written
+    has_metadata: bool = True
+    problem: str | None = None  # an unreadable direct_url.json and the like
+
+    @property
+    def key(self) -> str:
+        return pep503(self.name)
+
+
+def is_regular(path: str) -> bool:
+    """A regular file (following links): never a FIFO that blocks or a device that never ends."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _read_small(path: str) -> str | None:
+    if not is_regular(path):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_SMALL + 1)
+    except OSError:
+        return None
+    if len(data) > _MAX_SMALL:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _requires(meta: str) -> tuple[tuple[str, ...], bool]:
+    """(Requires-Dist lines, whether METADATA exists), reading headers only, in bounded lines."""
+    if not os.path.lexists(meta):
+        return (), False
+    if not is_regular(meta):
+        return (), True
+    out: list[str] = []
+    read = 0
+    try:
+        with open(meta, "rb") as fh:
+            while read < _MAX_HEADERS:
+                raw = fh.readline(_MAX_LINE)
+                read += len(raw)
+                line = raw.decode("utf-8", "replace")
+                if not line.strip():
+                    break
+                if line.startswith("Requires-Dist:"):
+                    out.append(line[len("Requires-Dist:"):].strip())
+    except OSError:
+        return (), True
+    return tuple(out), True
+
+
+def _tags(wheel_text: str | None) -> tuple[str, ...]:
+    if not wheel_text:
+        return ()
+    return tuple(line.split(":", 1)[1].strip() for line in wheel_text.splitlines()
+                 if line.startswith("Tag:") and ":" in line)
+
+
+def _direct_url(text: str) -> tuple[SourceKind, str | None, str | None, str | None]:
+    """(kind, url, sha256, problem) from a PEP 610 document."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        return "unknown", None, None, f"direct_url.json is not JSON ({e.msg})"
+    if not isinstance(data, dict) or not isinstance(data.get("url"), str) or not data["url"]:
+        return "unknown", None, None, "direct_url.json has no url"
+    url = redact(data["url"])
+    vcs = data.get("vcs_info")
+    if isinstance(vcs, dict):
+        commit = vcs.get("commit_id") if isinstance(vcs.get("commit_id"), str) else None
+        kind = vcs.get("vcs") if isinstance(vcs.get("vcs"), str) else "git"
+        return "vcs", f"{kind}+{url}" + (f"@{commit}" if commit else ""), None, None
+    dir_info = data.get("dir_info")
+    if isinstance(dir_info, dict):
+        return ("editable" if dir_info.get("editable") is True else "dir"), url, None, None
+    archive = data.get("archive_info")
+    sha256 = None
+    if isinstance(archive, dict):
+        hashes = archive.get("hashes")
+        if isinstance(hashes, dict) and isinstance(hashes.get("sha256"), str):
+            sha256 = hashes["sha256"].lower()
+        elif isinstance(archive.get("hash"), str) and archive["hash"].startswith("sha256="):
+            sha256 = archive["hash"][len("sha256="):].lower()
+    if sha256 is not None and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256)):
+        sha256 = None
+    return ("file" if url.startswith("file:") else "url"), url, sha256, None
+
+
+def read_dist(prefix: Path, dist: Dist) -> PipDist:
+    base = os.path.join(prefix, dist.path)
+    if not os.path.isdir(base):  # a bare *.egg-info file (distutils): nothing but the name and version
+        return PipDist(dist.name, dist.version, dist.path, dist.installer, False, "unknown")
+    meta_name = "METADATA" if dist.path.endswith(".dist-info") else "PKG-INFO"
+    requires, has_meta = _requires(os.path.join(base, meta_name))
+    requested = os.path.exists(os.path.join(base, "REQUESTED"))
+    tags = _tags(_read_small(os.path.join(base, "WHEEL")))
+    source: SourceKind = "index" if dist.owner == "pip" else "unknown"
+    url = sha256 = problem = None
+    direct = _read_small(os.path.join(base, "direct_url.json"))
+    if direct is not None:
+        source, url, sha256, problem = _direct_url(direct)
+    elif os.path.exists(os.path.join(base, "direct_url.json")):
+        problem = "direct_url.json is unreadable or too large"
+    return PipDist(dist.name, dist.version, dist.path, dist.installer, requested, source, url, sha256, tags,
+                   requires, has_meta, problem)
+
+
+def read_dists(info: PrefixInfo) -> list[PipDist]:
+    """Every dist conda does not own, in the prefix's order."""
+    return [read_dist(info.prefix, d) for d in info.dists if d.owner != "conda"]
+
+
+@dataclass
+class Requested:
+    dists: list[PipDist]
+    inferred: bool  # no REQUESTED marker or direct_url.json anywhere: the dists nothing depends on
+    dependents: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _requirement_names(lines: Iterable[str]) -> set[str]:
+    """Names in Requires-Dist lines, extras' requirements left out (nobody asked for the extra)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    names: set[str] = set()
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and "extra" in str(req.marker):
+            continue
+        names.add(pep503(req.name))
+    return names
+
+
+def requested(dists: list[PipDist]) -> Requested:
+    """The dists someone asked for: a REQUESTED marker or a direct URL; else those nothing requires."""
+    asked = [d for d in dists if d.requested or d.source in ("url", "file", "vcs", "dir", "editable")]
+    if asked:
+        return Requested(asked, inferred=False)
+    required: set[str] = set()
+    for d in dists:
+        required |= _requirement_names(d.requires)
+    return Requested([d for d in dists if d.key not in required], inferred=True)
+
+
+def dependencies(d: PipDist) -> dict[str, str]:
+    """``Requires-Dist`` as conda-lock writes a pip entry's dependencies: name -> constraint (``*`` when none)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out: dict[str, str] = {}
+    for line in d.requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and "extra" in str(req.marker):
+            continue
+        out[pep503(req.name)] = str(req.specifier) or "*"
+    return out

@@ -1,0 +1,18 @@
+"""``envguard export`` on a terminal: what was written, then the findings table."""
+
+from __future__ import annotations
+
+from envguard import render
+from envguard.render import print_findings, print_plain
+
+
+def print_export(result: "object") -> None:
+    from envguard.redact import redact
+
+    r = result  # envguard.export.ExportResult
+    for w in r.files:  # type: ignore[attr-defined]
+        verb = "wrote" if w.changed else "unchanged:"
+        print_plain(render.out, f"{verb} {redact(str(w.path))} ({w.detail})")
+    if r.torch:  # type: ignore[attr-defined]
+        print_plain(render.out, r.torch)  # type: ignore[attr-defined]
+    print_findings(r.findings, title=f"envguard export {r.shown}")  # type: ignore[attr-defined]
