@@ -73,7 +73,7 @@ def _no_prefix_here(command: str, value: "str | None") -> None:
         raise UserError(f"{value!r} looks like a path: the platform flag of {command} is --platform, and -p "
                         f"(--prefix) belongs to the commands that act on an environment", key="-p",
                         fix=f"`envguard create -p {value}` builds an environment there")
-    raise UserError(f"-p means --prefix in envguard and {command} takes no prefix", key="-p",
+    raise UserError(f"-p {value}: -p means --prefix in envguard and {command} takes no prefix", key="-p",
                     fix=f"name platforms with --platform, e.g. `envguard {command} --platform linux-64`")
 
 # ---------------------------------------------------------------- lock (#2)
@@ -180,14 +180,14 @@ def create_cmd(
         print_plain(render.out, f"unchanged: {shown}{chosen} already matches {redact(str(result.lockfile))}{how}; "
                     f"fingerprint {result.fingerprint.digest[:12]}")
     else:
-        from envguard.create.drift import summarise
+        from envguard.create import summarise_drift
 
         pip = f" + {result.pip_count} pip" if result.pip_count else ""
         print_plain(render.out, f"{result.status} {shown}{chosen}: {result.conda_count} conda{pip} packages from "
                     f"{redact(str(result.lockfile))} with {result.backend} in {result.seconds:.1f} s; "
                     f"fingerprint {result.fingerprint.digest[:12]}")
         if result.drift:
-            print_plain(render.out, f"  it had drifted from the lock: {redact(summarise(result.drift))}")
+            print_plain(render.out, f"  it had drifted from the lock: {redact(summarise_drift(result.drift))}")
     if result.check is not None:
         print_findings(result.check.findings, title=f"envguard check {shown}")
     raise typer.Exit(result.exit_code)
@@ -279,7 +279,7 @@ def check_cmd(
         raise UserError(f"timeout must be positive, got {smoke_timeout:g}", key="--smoke-timeout",
                         fix="e.g. --smoke-timeout 300")
     if if_changed:
-        from envguard.check.hook import watched_changed
+        from envguard.check import watched_changed
 
         watched = [lockfile or Path("conda-lock.yml"), (lockfile.parent if lockfile else Path(".")) / "environment.yml"]
         changed, why = watched_changed(watched)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
+from envguard.check.hook import watched_changed  # public: the envguard-check git hook's trigger
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.model import Package
@@ -312,6 +313,13 @@ def run_check(
     from envguard.envs import NoTargetError, resolve_target
 
     cwd = cwd or Path.cwd()
+    lock_path = Path(lockfile) if lockfile is not None else default_lockfile(cwd)
+    if lockfile is not None and lock_path.is_dir():  # type: ignore[union-attr]
+        raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
+                        fix="pass the conda-lock.yml inside it")
+    if lockfile is not None and not lock_path.is_file():  # type: ignore[union-attr]
+        raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
+                        fix="pass an existing conda-lock.yml, or run `envguard lock` first")
     target = resolve_target(prefix, name, env=env, cwd=cwd)
     if not target.is_dir():
         raise NoTargetError(f"no environment at {target} ({target.why})", key="-p",
@@ -320,13 +328,6 @@ def run_check(
     info: PrefixInfo = inspect_prefix(target)
 
     findings: list[Finding] = []
-    lock_path = Path(lockfile) if lockfile is not None else default_lockfile(cwd)
-    if lockfile is not None and lock_path.is_dir():  # type: ignore[union-attr]
-        raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
-                        fix="pass the conda-lock.yml inside it")
-    if lockfile is not None and not lock_path.is_file():  # type: ignore[union-attr]
-        raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
-                        fix="pass an existing conda-lock.yml, or run `envguard lock` first")
     lock_pkgs: list[Package] | None = None
     changes: list[Any] | None = None
     installed = info.packages(platform)

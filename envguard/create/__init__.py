@@ -506,6 +506,13 @@ def create(
     return result
 
 
+def summarise_drift(drift: Sequence[str]) -> str:
+    """How an environment differed from the lock, in one line (the first few differences)."""
+    from envguard.create.drift import summarise
+
+    return summarise(drift)
+
+
 def _refuse_base(target: Path) -> None:
     """A conda installation's base environment holds conda itself: a sync never replaces it."""
     if (target / "condabin").is_dir():
