@@ -37,7 +37,7 @@ def watched_changed(paths: Sequence[Path], env: Mapping[str, str] | None = None,
     if env.get("PRE_COMMIT_IS_SQUASH_MERGE") == "1":  # a squash merge leaves its changes uncommitted
         cmd = ["git", "diff", "--name-only", "HEAD", "--"]
     elif old == new:
-        return False, "a file checkout moved no commit"
+        return False, "the checkout moved no commit (a new branch, or a file checkout)"
     else:
         cmd = ["git", "diff", "--name-only", old, new, "--"]
     try:
