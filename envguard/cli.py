@@ -420,7 +420,7 @@ def init_cmd(
 @app.command("lint")
 def lint_cmd(
     files: Optional[list[Path]] = typer.Argument(
-        None, help="Environment or lock files (default: environment.yml and conda-lock.yml here)."),
+        None, metavar="FILE", help="Environment or lock files (default: environment.yml and conda-lock.yml here)."),
     fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
 ) -> None:
     """Check environment files and lock files for known-bad PyTorch setups (exit 1 on errors)."""

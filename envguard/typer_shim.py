@@ -9,7 +9,8 @@ path, an empty value) to typer's own coercion, so errors read exactly as before.
 
 It also fixes how options read in ``--help``: typer 0.29 prints a type for every option (``--force <bool>``,
 ``--platform <list[str]>``), which makes flags look as if they took a value. A flag gets no metavar, any
-other option without an explicit one gets its long name in capitals (``--platform PLATFORM``).
+other option without an explicit one gets its long name in capitals (``--platform PLATFORM``), an argument
+only its name.
 
 This leans on typer internals (``TyperOption.type_descriptor``, ``_runtime_param``,
 ``get_runtime_param``). It steps aside for a typer without them, and pyproject.toml pins typer to the
@@ -124,7 +125,11 @@ def _lighten(command: "object", ctx: "object", *, own_ctx: bool) -> None:
 
 
 def _name_in_help(param: "object") -> None:
-    """A flag shows no value in --help; another option without a metavar shows its name (``PLATFORM``)."""
+    """A flag shows no value in --help; another option without a metavar shows its name (``PLATFORM``); an
+    argument shows its name only (its type column would read ``<list[Path]>``)."""
+    if getattr(param, "param_type_name", None) == "argument" and hasattr(param, "display_type_rich"):
+        param.display_type_rich = lambda ctx: None  # type: ignore[attr-defined]
+        return
     if getattr(param, "param_type_name", None) != "option" or getattr(param, "metavar", "x") is not None:
         return
     if getattr(param, "is_flag", False):
