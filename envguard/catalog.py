@@ -89,6 +89,19 @@ def aim(fix: str, target: list[str]) -> str:
     return _COMMAND.sub(sub, fix)
 
 
+def aim_findings(findings: list, prefix: object) -> list:
+    """``findings`` (envguard.findings.Finding) whose fixes' envguard commands name the environment at
+    ``prefix`` (see :func:`aim`), so that a fix run as written acts on it, not on whatever environment the
+    working directory implies."""
+    if not any("`envguard " in f.fix for f in findings):
+        return findings
+    import shlex
+    from dataclasses import replace
+
+    target = ["-p", shlex.quote(str(prefix))]
+    return [replace(f, fix=aim(f.fix, target)) if "`envguard " in f.fix else f for f in findings]
+
+
 def commands(text: str) -> list[str]:
     """Every backticked ``envguard ...`` command in a fix text, as written."""
     return re.findall(r"`(envguard [^`]+)`", text)

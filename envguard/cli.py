@@ -224,6 +224,10 @@ def smoke_cmd(
     with SmokeProgress(enabled=fmt == "text" and is_terminal(render.err)) as progress:
         result = run_smoke(exe, quick=quick, distributed=distributed, require_cuda=require_cuda, timeout=timeout,
                            progress=progress.phase if progress.enabled else None)
+    if getattr(exe, "prefix", None) is not None:  # fixes name the environment probed (not with --python)
+        from envguard.catalog import aim_findings
+
+        result.findings = aim_findings(result.findings, exe.prefix)
     if fmt == "json":
         from envguard.redact import redact
 

@@ -407,7 +407,9 @@ def run_check(
         fingerprint_conda=fp_conda, fingerprint_pip=fp_pip, fingerprint_lockfile=fp_lock,
         stale_lock=stale, stale_lock_fix=stale_fix,
     )
-    findings = checks.aim_fixes(_merge(findings + checks.evaluate(inp), smoke_findings), target)
+    from envguard.catalog import aim_findings
+
+    findings = aim_findings(_merge(findings + checks.evaluate(inp), smoke_findings), target)
     kind = "conda" if info.is_conda else ("venv" if info.is_venv else "other")
     return CheckReport(
         prefix=target, platform=platform, kind=kind, python_version=info.python_version,

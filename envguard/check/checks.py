@@ -558,20 +558,9 @@ def evaluate(inp: CheckInput) -> list[Finding]:
     out: list[Finding] = []
     for rule in RULES:
         out.extend(rule(inp))
-    return aim_fixes(out, inp.info.prefix)
+    from envguard.catalog import aim_findings  # every envguard command in a fix names the checked environment
 
-
-def aim_fixes(findings: list[Finding], prefix: object) -> list[Finding]:
-    """Every finding's envguard commands name the checked environment, so that a fix run as written acts on
-    it and not on whatever environment the working directory implies (envguard.catalog.aim)."""
-    if not any("`envguard " in f.fix for f in findings):
-        return findings
-    from dataclasses import replace
-
-    from envguard import catalog
-
-    target = ["-p", shlex.quote(str(prefix))]
-    return [replace(f, fix=catalog.aim(f.fix, target)) if "`envguard " in f.fix else f for f in findings]
+    return aim_findings(out, inp.info.prefix)
 
 
 def gpu_facts(driver_info: Any) -> GpuFacts | None:
