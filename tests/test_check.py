@@ -327,7 +327,7 @@ def test_new_enough_driver_passes(cuda_env: Path, tmp_path: Path) -> None:
 
 
 def test_check_the_test_virtualenv_itself_with_smoke(tmp_path: Path) -> None:
-    """README's first command: `envguard check` on the active interpreter's environment, smoke included."""
+    """README's first command: `envguard check -p .venv` on the virtualenv envguard runs in, smoke included."""
     import sys
 
     proc = envguard("check", "-p", sys.prefix, "--format", "json", cwd=tmp_path, env={"ENVGUARD_NVIDIA_SMI": ""})

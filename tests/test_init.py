@@ -124,7 +124,7 @@ def test_refusals_name_the_nearest_valid_choices() -> None:
     assert "use --torch 2.5" in e.value.message
     with pytest.raises(UserError) as e:
         resolve(cuda="12.6", platforms=["osx-arm64"])
-    assert "drop -p osx-arm64" in e.value.message
+    assert "drop --platform osx-arm64" in e.value.message
     with pytest.raises(UserError):
         resolve(channel="defaults")
     with pytest.raises(UserError):

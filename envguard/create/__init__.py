@@ -618,4 +618,4 @@ def _run_check(target: Path, lockfile: Path, rep: CreateReporter) -> Any:
     from envguard.check import run_check  # lazily: only when the new environment is checked
 
     rep.stage(f"checking the new environment (envguard check -p {target})")
-    return run_check(target, lockfile=lockfile, progress=rep.stage)
+    return run_check(target, lockfile=lockfile)
