@@ -470,8 +470,8 @@ def _verbose_anywhere(argv: list[str]) -> list[str]:
     by moving it in front. Values of the subcommand's options are skipped, and ``--`` ends the options."""
     names = {c.name for c in app.registered_commands}
     cmd_at = next((i for i, arg in enumerate(argv) if arg in names), None)
-    if cmd_at is None:
-        return argv
+    if cmd_at is None or not {"-v", "--verbose"} & set(argv[cmd_at + 1:]):
+        return argv  # the common case: no click command is built for nothing
     import typer.main
 
     command = typer.main.get_command(app).commands.get(argv[cmd_at])  # type: ignore[attr-defined]

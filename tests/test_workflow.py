@@ -250,6 +250,8 @@ def test_flags_show_as_flags_and_verbose_goes_anywhere(tmp_path: Path, monkeypat
     assert cli.run(["init", "-o", "env.yml", "--name", "x", "-v"]) == 0 and (tmp_path / "env.yml").is_file()
     assert cli.run(["init", "-o", "env.yml", "--name", "x", "--force", "--verbose"]) == 0
     capsys.readouterr()
+    assert cli.run(["check", "-p", str(tmp_path / "nope"), "--no-smoke", "-v"]) == 2
+    assert "Traceback" in capsys.readouterr().err  # --verbose took effect from after the subcommand
     assert cli.run(["lock", "-f", "env.yml", "-p", "./env"]) == 2
     assert "'./env' looks like a path: the platform flag of lock is --platform" in capsys.readouterr().err
 
