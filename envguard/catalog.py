@@ -63,3 +63,45 @@ def classify(text: str, default: str | None = None) -> FailureCase | None:
         if c.matches(text):
             return c
     return get(default) if default else None
+
+
+# Commands that act on one environment: a fix text that names them must say which one, or run as written
+# it would act on whatever environment the working directory implies (envguard.envs.resolve_target).
+_TARGETED = ("create", "check", "smoke", "export", "tune")
+_COMMAND = re.compile(r"`(envguard (?:" + "|".join(_TARGETED) + r")\b[^`]*)`")
+_HAS_TARGET = re.compile(r"(?:^|\s)(?:-p|--prefix|-n|--name|--python)(?:\s|=|$)")
+
+
+def aim(fix: str, target: list[str]) -> str:
+    """``fix`` with ``target`` (e.g. ``["-p", "/envs/x"]``, already shell-quoted) inserted into every
+    backticked ``envguard create|check|smoke ...`` command that names no environment of its own, so that
+    the fix acts, as written, on the environment the finding is about."""
+    if not target or "`envguard " not in fix:
+        return fix
+
+    def sub(m: re.Match[str]) -> str:
+        cmd = m.group(1)
+        if _HAS_TARGET.search(cmd[len("envguard "):]):
+            return m.group(0)
+        head, _, rest = cmd.partition(" ")[2].partition(" ")
+        return "`" + " ".join(["envguard", head, *target] + ([rest] if rest else [])) + "`"
+
+    return _COMMAND.sub(sub, fix)
+
+
+def aim_findings(findings: list, prefix: object) -> list:
+    """``findings`` (envguard.findings.Finding) whose fixes' envguard commands name the environment at
+    ``prefix`` (see :func:`aim`), so that a fix run as written acts on it, not on whatever environment the
+    working directory implies."""
+    if not any("`envguard " in f.fix for f in findings):
+        return findings
+    import shlex
+    from dataclasses import replace
+
+    target = ["-p", shlex.quote(str(prefix))]
+    return [replace(f, fix=aim(f.fix, target)) if "`envguard " in f.fix else f for f in findings]
+
+
+def commands(text: str) -> list[str]:
+    """Every backticked ``envguard ...`` command in a fix text, as written."""
+    return re.findall(r"`(envguard [^`]+)`", text)

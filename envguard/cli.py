@@ -57,16 +57,36 @@ def fail(message: str, code: ExitCode) -> "typer.Exit":
     render.err.print(f"[red]error:[/red] {_escape(redact(message))}", markup=True)
     return typer.Exit(int(code))
 
+
+def _no_prefix_here(command: str, value: "str | None") -> None:
+    """``-p`` means ``--prefix`` in every envguard command (conda's convention); ``lock`` and ``init`` take
+    platforms with ``--platform`` only. Say so in one line rather than "no such option"."""
+    if value is None:
+        return
+    from envguard.errors import UserError
+    from envguard.platforms import KNOWN_PLATFORMS
+
+    if value in KNOWN_PLATFORMS:
+        raise UserError(f"-p means --prefix in envguard and {command} takes no prefix: the platform flag of "
+                        f"{command} is --platform", key="-p", fix=f"`envguard {command} --platform {value}`")
+    if "/" in value or "\\" in value or value.startswith((".", "~")) or os.path.exists(value):
+        raise UserError(f"{value!r} looks like a path: the platform flag of {command} is --platform, and -p "
+                        f"(--prefix) belongs to the commands that act on an environment", key="-p",
+                        fix=f"`envguard create -p {value}` builds an environment there")
+    raise UserError(f"-p {value}: -p means --prefix in envguard and {command} takes no prefix", key="-p",
+                    fix=f"name platforms with --platform, e.g. `envguard {command} --platform linux-64`")
+
 # ---------------------------------------------------------------- lock (#2)
 
 
 @app.command("lock")
 def lock_cmd(
     files: Optional[list[Path]] = typer.Option(
-        None, "--file", "-f", help="Environment file(s) (default: environment.yml)."),
+        None, "--file", "-f", metavar="FILE", help="Environment file, repeatable (default: environment.yml)."),
     platforms: Optional[list[str]] = typer.Option(
-        None, "--platform", "-p", help="Platform(s) to lock (default: the file's platforms:, else linux-64, "
-        "osx-arm64, win-64)."),
+        None, "--platform", metavar="PLATFORM", help="Platform to lock, repeatable (default: the file's "
+        "platforms:, else linux-64, osx-arm64, win-64)."),
+    misused_p: Optional[str] = typer.Option(None, "-p", "--prefix", hidden=True),
     cuda: Optional[str] = typer.Option(
         None, "--cuda", metavar="X.Y", help="Assume this CUDA driver version (__cuda) when solving. Default: the "
         "assumption recorded in the existing lock, else conda-lock's default."),
@@ -81,6 +101,7 @@ def lock_cmd(
 
     from envguard.errors import UserError
 
+    _no_prefix_here("lock", misused_p)
     if cuda is not None and no_cuda:
         raise UserError("--cuda and --no-cuda exclude each other", key="--cuda", fix="pass only one of them")
     if cuda is not None and not re.fullmatch(r"\d+(\.\d+){0,2}", cuda):
@@ -111,25 +132,33 @@ def lock_cmd(
 
 @app.command("create")
 def create_cmd(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", help="Create the environment at this path."),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", metavar="PREFIX",
+                                          help="Create the environment at this path."),
     name: Optional[str] = typer.Option(
-        None, "--name", "-n", help="Create it in the envs directory (ENVGUARD_ENVS_DIR, else conda's)."),
+        None, "--name", "-n", metavar="NAME", help="Create it in the envs directory (ENVGUARD_ENVS_DIR, else "
+        "conda's). Default: the environment file's name:."),
     lockfile: Optional[Path] = typer.Option(
-        None, "--lockfile", help="Lock to install (default: conda-lock.yml beside the -f file, else here)."),
+        None, "--lockfile", metavar="FILE",
+        help="Lock to install (default: conda-lock.yml beside the -f file, else here)."),
     files: Optional[list[Path]] = typer.Option(
-        None, "--file", "-f", help="environment.yml: lock it first when there is no lock; else test freshness."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing environment (kept until the new one "
-                               "is in place)."),
-    locked: bool = typer.Option(False, "--locked", help="Refuse a missing or stale lock (exit 4)."),
+        None, "--file", "-f", metavar="FILE", help="environment.yml (default: the one beside the lock): lock it "
+        "when there is no lock, re-lock a stale lock."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when the environment already matches the lock "
+                               "(the old one is kept until the new one is in place)."),
+    locked: bool = typer.Option(False, "--locked", help="Refuse a missing or stale lock (exit 4) instead of "
+                                "locking it first."),
+    frozen: bool = typer.Option(False, "--frozen", help="Install the lock as it is, without reading the "
+                                "environment file."),
     backend: Optional[str] = typer.Option(
-        None, "--backend", help="rattler (default), micromamba, mamba or conda; else $ENVGUARD_BACKEND."),
+        None, "--backend", metavar="NAME", help="rattler (default), micromamba, mamba or conda; else "
+        "$ENVGUARD_BACKEND."),
     timeout: Optional[float] = typer.Option(
-        None, "--timeout", help="Seconds to wait for another envguard creating the same prefix (default: "
-        "forever), then exit 5."),
+        None, "--timeout", metavar="SECONDS", help="Seconds to wait for another envguard creating the same prefix "
+        "(default: forever), then exit 5."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display and no step messages."),
     no_check: bool = typer.Option(False, "--no-check", help="Do not run `envguard check` on the new environment."),
 ) -> None:
-    """Build the environment from the lock, without solving: atomic, every hash verified."""
+    """Make an environment exactly the lock: create it, rebuild it if it drifted, atomic, every hash verified."""
     from envguard.create import create
     from envguard.create.render import CreateRenderer
     from envguard.redact import redact
@@ -137,22 +166,28 @@ def create_cmd(
     reporter = CreateRenderer(quiet=quiet, live=not quiet and is_terminal(render.out))
     try:
         result = create(prefix, name=name, lockfile=lockfile, env_files=files or (), force=force, locked=locked,
-                        backend=backend, timeout=timeout, check=not no_check, reporter=reporter)
+                        frozen=frozen, backend=backend, timeout=timeout, check=not no_check, reporter=reporter)
     except KeyboardInterrupt:  # typer would turn it into a silent exit 130
         raise fail("interrupted: the target was left as it was; the next `envguard create` removes what this "
                    "run left beside it", ExitCode.INTERRUPTED) from None
     finally:
         reporter.close()
     shown = redact(str(result.prefix))
+    why = getattr(result.prefix, "why", "")
+    chosen = f" ({why})" if why else ""
     if result.status == "unchanged":
         how = " (built by the envguard run we waited for)" if result.waited else ""
-        print_plain(render.out, f"unchanged: {shown} already matches {redact(str(result.lockfile))}{how}; "
+        print_plain(render.out, f"unchanged: {shown}{chosen} already matches {redact(str(result.lockfile))}{how}; "
                     f"fingerprint {result.fingerprint.digest[:12]}")
     else:
+        from envguard.create import summarise_drift
+
         pip = f" + {result.pip_count} pip" if result.pip_count else ""
-        print_plain(render.out, f"{result.status} {shown}: {result.conda_count} conda{pip} packages from "
+        print_plain(render.out, f"{result.status} {shown}{chosen}: {result.conda_count} conda{pip} packages from "
                     f"{redact(str(result.lockfile))} with {result.backend} in {result.seconds:.1f} s; "
                     f"fingerprint {result.fingerprint.digest[:12]}")
+        if result.drift:
+            print_plain(render.out, f"  it had drifted from the lock: {redact(summarise_drift(result.drift))}")
     if result.check is not None:
         print_findings(result.check.findings, title=f"envguard check {shown}")
     raise typer.Exit(result.exit_code)
@@ -162,29 +197,37 @@ def create_cmd(
 
 @app.command("smoke")
 def smoke_cmd(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", help="Conda prefix or virtualenv to probe."),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="Named environment (ENVGUARD_ENVS_DIR, else "
-                                       "conda's envs directories)."),
-    python: Optional[Path] = typer.Option(None, "--python", help="Interpreter to probe (default: this one)."),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", metavar="PREFIX",
+                                          help="Conda prefix or virtualenv to probe."),
+    name: Optional[str] = typer.Option(None, "--name", "-n", metavar="NAME", help="Named environment "
+                                       "(ENVGUARD_ENVS_DIR, else conda's envs directories)."),
+    python: Optional[Path] = typer.Option(None, "--python", metavar="PATH", help="Interpreter to probe."),
     quick: bool = typer.Option(False, "--quick", help="One start method and small batches."),
     distributed: bool = typer.Option(False, "--distributed", help="Also all-reduce across 2 local processes."),
     require_cuda: bool = typer.Option(False, "--require-cuda", help="Fail when CUDA is not usable, and say why."),
-    fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds before the probe is stopped (exit 124)."),
+    fmt: str = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown."),
+    timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS",
+                                  help="Seconds before the probe is stopped (exit 124)."),
 ) -> None:
     """Prove in the environment's own interpreter that DataLoader workers, pinned memory and CUDA work."""
     import json
 
     from envguard.errors import UserError
     from envguard.smoke import resolve_python, run_smoke
-    from envguard.smoke.render import print_smoke_checks, smoke_checks_markdown, smoke_title
+    from envguard.smoke.render import SmokeProgress, print_smoke_checks, smoke_checks_markdown, smoke_title
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
     if timeout <= 0:
         raise UserError(f"timeout must be positive, got {timeout:g}", key="--timeout", fix="e.g. --timeout 120")
     exe = resolve_python(prefix, name, python)
-    result = run_smoke(exe, quick=quick, distributed=distributed, require_cuda=require_cuda, timeout=timeout)
+    with SmokeProgress(enabled=fmt == "text" and is_terminal(render.err)) as progress:
+        result = run_smoke(exe, quick=quick, distributed=distributed, require_cuda=require_cuda, timeout=timeout,
+                           progress=progress.phase if progress.enabled else None)
+    if getattr(exe, "prefix", None) is not None:  # fixes name the environment probed (not with --python)
+        from envguard.catalog import aim_findings
+
+        result.findings = aim_findings(result.findings, exe.prefix)
     if fmt == "json":
         from envguard.redact import redact
 
@@ -192,10 +235,10 @@ def smoke_cmd(
     elif fmt == "markdown":
         from envguard.report import findings_to_markdown
 
-        sys.stdout.write(findings_to_markdown(smoke_title(result), result.findings))
+        sys.stdout.write(findings_to_markdown(smoke_title(result, getattr(exe, "why", "")), result.findings))
         sys.stdout.write(smoke_checks_markdown(result))
     else:
-        render.out.print(smoke_title(result), markup=False)
+        render.out.print(smoke_title(result, getattr(exe, "why", "")), markup=False)
         print_smoke_checks(result)
         print_findings(result.findings)
     raise typer.Exit(result.exit_code)
@@ -205,25 +248,33 @@ def smoke_cmd(
 
 @app.command("check")
 def check_cmd(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", help="Environment prefix to check."),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="Named environment to check."),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", metavar="PREFIX",
+                                          help="Environment prefix to check."),
+    name: Optional[str] = typer.Option(None, "--name", "-n", metavar="NAME", help="Named environment to check."),
     lockfile: Optional[Path] = typer.Option(
-        None, "--lockfile", help="Lock to compare against (default: conda-lock.yml beside environment.yml here)."),
+        None, "--lockfile", metavar="FILE",
+        help="Lock to compare against (default: conda-lock.yml beside environment.yml here)."),
     files: bool = typer.Option(False, "--files", help="Check every conda-meta file exists with its recorded size."),
     deep: bool = typer.Option(False, "--deep", help="Also re-hash every file against its recorded sha256."),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the smoke test (runs no interpreter)."),
-    fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
+    fmt: str = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown."),
     core: Optional[str] = typer.Option(
-        None, "--core", help="Comma-separated core package patterns for pip-over-conda (default: torch, numpy, "
-        "nvidia-*, cuda-*, mkl, ...)."),
+        None, "--core", metavar="PATTERNS", help="Comma-separated core package patterns for pip-over-conda "
+        "(default: torch, numpy, nvidia-*, cuda-*, mkl, ...)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
-    smoke_timeout: float = typer.Option(300.0, "--smoke-timeout", help="Seconds before the smoke test is killed."),
+    smoke_timeout: float = typer.Option(300.0, "--smoke-timeout", metavar="SECONDS",
+                                        help="Seconds before the smoke test is killed."),
+    skip_missing: bool = typer.Option(False, "--skip-missing", help="No environment to check: say so and exit 0 "
+                                      "(for git hooks on a fresh clone)."),
+    if_changed: bool = typer.Option(False, "--if-changed", help="In a post-checkout/post-merge hook: check only "
+                                    "when the checkout or merge changed environment.yml or the lock."),
 ) -> None:
     """Verify an installed environment against its lock, its policy and its hardware."""
     import json
 
     from envguard.check import run_check
     from envguard.check.render import check_title
+    from envguard.envs import NoTargetError
     from envguard.errors import UserError
 
     if fmt not in ("text", "json", "markdown"):
@@ -231,9 +282,29 @@ def check_cmd(
     if smoke_timeout <= 0:
         raise UserError(f"timeout must be positive, got {smoke_timeout:g}", key="--smoke-timeout",
                         fix="e.g. --smoke-timeout 300")
+    if if_changed:
+        from envguard.check import watched_changed
+
+        watched = [lockfile or Path("conda-lock.yml"), (lockfile.parent if lockfile else Path(".")) / "environment.yml"]
+        changed, why = watched_changed(watched)
+        if not changed:
+            print_plain(render.out, f"envguard check: skipped: {why}")
+            raise typer.Exit(int(ExitCode.OK))
     core_list = [c.strip() for c in core.split(",") if c.strip()] if core else None
-    report = run_check(prefix, name=name, lockfile=lockfile, files=files, deep=deep, smoke=not no_smoke,
-                       core=core_list, strict=strict, smoke_timeout=smoke_timeout)
+    from envguard.smoke.render import SmokeProgress
+
+    try:
+        with SmokeProgress(enabled=fmt == "text" and not no_smoke and is_terminal(render.err)) as progress:
+            report = run_check(prefix, name=name, lockfile=lockfile, files=files, deep=deep, smoke=not no_smoke,
+                               core=core_list, strict=strict, smoke_timeout=smoke_timeout,
+                               progress=progress.phase if progress.enabled else None)
+    except NoTargetError as e:
+        if not skip_missing:
+            raise
+        from envguard.redact import redact
+
+        print_plain(render.out, f"envguard check: skipped: {redact(e.message)}")
+        raise typer.Exit(int(ExitCode.OK)) from None
     if fmt == "json":
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     elif fmt == "markdown":
@@ -254,7 +325,8 @@ def diff_cmd(
                                       "export, pixi.lock, check report, prefix directory or name:NAME."),
     b: Optional[str] = typer.Argument(None, metavar="B", help="The other side, in any of the same forms."),
     name: Optional[list[str]] = typer.Option(
-        None, "--name", "-n", help="A named environment; fills side B (or A and B when given twice)."),
+        None, "--name", "-n", metavar="NAME", help="A named environment; fills side B (or A and B when given "
+        "twice). With one side only, B is the environment `envguard check` would check here."),
     platform: Optional[str] = typer.Option(None, "--platform", help="Platform to compare (default: this host's "
                                            "when both sides have it, else the only common one)."),
     all_platforms: bool = typer.Option(False, "--all-platforms", help="Compare every platform both sides have."),
@@ -284,6 +356,14 @@ def diff_cmd(
         raise UserError("--platform and --all-platforms exclude each other", key="--platform",
                         fix="give one of them")
     sides = [s for s in (a, b) if s] + [NAME_PREFIX + n for n in (name or [])]
+    chosen = ""
+    if len(sides) == 1:  # the other side is the environment every command would act on here
+        from envguard.envs import resolve_target
+
+        target = resolve_target(None, None)
+        sides.append(str(target))
+        chosen = f"B is {target.why}"
+        b_kind = b_kind or "prefix"
     if len(sides) != 2:
         raise UserError(f"need two sides to compare, got {len(sides)}", key="A B",
                         fix="envguard diff OLD NEW (a file, a prefix directory, name:NAME or -n NAME)")
@@ -292,6 +372,8 @@ def diff_cmd(
         SideArgs(sides[1], b_kind or kind, b_platform, b_environment or environment),
         platform=platform, all_platforms=all_platforms,
     )
+    if chosen:
+        result.notes.insert(0, chosen)
     if fmt == "json":
         sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)) + "\n")
     elif fmt == "markdown":
@@ -309,7 +391,8 @@ def diff_cmd(
 
 @app.command("init")
 def init_cmd(
-    python: Optional[str] = typer.Option(None, "--python", help="Python release: 3.11 (default) or 3.10 (legacy)."),
+    python: Optional[str] = typer.Option(None, "--python", metavar="X.Y",
+                                         help="Python release: 3.11 (default) or 3.10 (legacy)."),
     torch: Optional[str] = typer.Option(None, "--torch", metavar="X.Y",
                                         help="PyTorch release (default: the newest in the data for the channel)."),
     cuda: Optional[str] = typer.Option(None, "--cuda", metavar="X.Y|cpu",
@@ -317,15 +400,17 @@ def init_cmd(
     channel: Optional[str] = typer.Option(None, "--channel",
                                           help="conda-forge (default) or pytorch (legacy, torch <= 2.5)."),
     platforms: Optional[list[str]] = typer.Option(
-        None, "--platform", "-p", help="Platform(s) to lock (default: linux-64, osx-arm64, win-64; CUDA: "
-        "linux-64, win-64)."),
+        None, "--platform", metavar="PLATFORM", help="Platform to lock, repeatable (default: linux-64, osx-arm64, "
+        "win-64; CUDA: linux-64, win-64)."),
+    misused_p: Optional[str] = typer.Option(None, "-p", "--prefix", hidden=True),
     name: Optional[str] = typer.Option(None, "--name", help="Environment name (default: the directory's name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
-    output: Path = typer.Option(Path("environment.yml"), "--output", "-o", help="File to write."),
+    output: Path = typer.Option(Path("environment.yml"), "--output", "-o", metavar="FILE", help="File to write."),
 ) -> None:
     """Write an environment.yml for PyTorch from templates; refuses combinations that do not exist."""
     from envguard.init import init
 
+    _no_prefix_here("init", misused_p)
     result = init(python=python, torch=torch, cuda=cuda, channel=channel, platforms=platforms or None, name=name,
                   output=output, force=force)
     for w in result.warnings:
@@ -339,7 +424,7 @@ def init_cmd(
 @app.command("lint")
 def lint_cmd(
     files: Optional[list[Path]] = typer.Argument(
-        None, help="Environment or lock files (default: environment.yml and conda-lock.yml here)."),
+        None, metavar="FILE", help="Environment or lock files (default: environment.yml and conda-lock.yml here)."),
     fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
 ) -> None:
     """Check environment files and lock files for known-bad PyTorch setups (exit 1 on errors)."""
@@ -409,8 +494,42 @@ def export_cmd(
 # ---------------------------------------------------------------- entry point
 
 
+def _verbose_anywhere(argv: list[str]) -> list[str]:
+    """``--verbose``/``-v`` is the app's option; accept it after the subcommand too (``envguard check -v``)
+    by moving it in front. Values of the subcommand's options are skipped, and ``--`` ends the options."""
+    names = {c.name for c in app.registered_commands}
+    cmd_at = next((i for i, arg in enumerate(argv) if arg in names), None)
+    if cmd_at is None or not {"-v", "--verbose"} & set(argv[cmd_at + 1:]):
+        return argv  # the common case: no click command is built for nothing
+    import typer.main
+
+    command = typer.main.get_command(app).commands.get(argv[cmd_at])  # type: ignore[attr-defined]
+    takes_value = {o for p in getattr(command, "params", ()) if not getattr(p, "is_flag", False)
+                   for o in getattr(p, "opts", ())}
+    own = {o for p in getattr(command, "params", ()) for o in getattr(p, "opts", ())}
+    if own & {"-v", "--verbose"}:
+        return argv
+    head, rest, moved = argv[:cmd_at], [], False
+    i = cmd_at + 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest += argv[i:]
+            break
+        if arg in ("-v", "--verbose"):
+            moved = True
+        else:
+            rest.append(arg)
+            if arg in takes_value and i + 1 < len(argv):
+                rest.append(argv[i + 1])
+                i += 1
+        i += 1
+    return head + (["--verbose"] if moved else []) + [argv[cmd_at]] + rest
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises, never exits)."""
+    argv = _verbose_anywhere(list(argv if argv is not None else sys.argv[1:]))
     try:
         # With standalone_mode=False click *returns* the code of a typer.Exit instead of raising it.
         rv = app(args=argv, prog_name="envguard", standalone_mode=False)

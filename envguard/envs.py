@@ -1,22 +1,55 @@
 """Which environment a command acts on: ``-p PREFIX``, ``-n NAME`` or the default.
 
-One place for every command (create, check, smoke, diff, export, tune), so that a
-name means the same prefix everywhere (:func:`resolve_target`). The search order follows conda's:
-``ENVGUARD_ENVS_DIR`` first (envguard's own), then ``CONDA_ENVS_PATH`` /
-``CONDA_ENVS_DIRS``, then the envs folder of a known conda root, then the
+One place for every command (create, check, smoke, diff, export, tune), so that a name means the same
+prefix everywhere and every report can say which environment it looked at and why
+(:func:`resolve_target`). conda's conventions are the anchor:
+
+1. ``-p/--prefix`` or ``-n/--name``, as given;
+2. else the active conda environment (``CONDA_PREFIX``), unless it is a conda installation's base and the
+   project names an environment of its own;
+3. else the environment the project's ``environment.yml`` names (``name:``), when it exists;
+4. else nothing: exit 2 naming the flags. envguard's own interpreter, or the virtualenv a git hook runs in,
+   is never picked for the user: it is what people check by mistake.
+
+``create`` (``existing=False``) takes 1, else the spec's ``name:`` in the envs directory, as
+``conda env create`` does. Names are looked up as conda does: ``ENVGUARD_ENVS_DIR`` first (envguard's own),
+then ``CONDA_ENVS_PATH`` / ``CONDA_ENVS_DIRS``, then the envs folder of a known conda root, then the
 per-user and usual installer locations, then ``~/.conda/environments.txt``.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envguard.errors import UserError
 
 _INSTALLER_ROOTS = ("miniforge3", "mambaforge", "miniconda3", "anaconda3")
+SPEC_FILE = "environment.yml"
+
+
+class NoTargetError(UserError):
+    """No environment to act on (none given, none active, none the project names, or the named one is
+    missing). Exit 2 like any bad input; a git hook may choose to skip instead (``check --skip-missing``)."""
+
+
+class Target(type(Path())):  # type: ignore[misc]  # the concrete Path class of this OS
+    """The prefix a command acts on: a :class:`~pathlib.Path` that also says why it was chosen.
+
+    ``why`` is a few words for a report's header ("given with -p", "the active conda environment
+    (CONDA_PREFIX)", ...); ``source`` is one of ``prefix``, ``name``, ``active``, ``project``. Paths derived
+    from a Target (``/``, ``.parent``) are Targets with an empty ``why``.
+    """
+
+    why: str = ""
+    source: str = ""
+
+
+def _target(path: str | os.PathLike[str], source: str, why: str) -> Target:
+    t = Target(os.path.abspath(os.path.expanduser(os.fspath(path))))
+    t.source, t.why = source, why
+    return t
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -68,9 +101,8 @@ def validate_name(name: str) -> str:
     return name
 
 
-def find_env(name: str, env: Mapping[str, str] | None = None) -> Path:
-    """The prefix of an existing environment called ``name``; a one-line error when none exists."""
-    validate_name(name)
+def _lookup(name: str, env: Mapping[str, str] | None) -> tuple[Path | None, list[Path]]:
+    """(the prefix of the existing environment ``name`` or None, the directories searched)."""
     dirs = envs_dirs(env)
     candidates = [d / name for d in dirs]
     home = Path(_env(env).get("HOME") or Path.home())
@@ -82,33 +114,108 @@ def find_env(name: str, env: Mapping[str, str] | None = None) -> Path:
         pass
     for c in candidates:
         if c.is_dir():
-            return Path(os.path.abspath(c))
-    raise UserError(f"no environment named {name!r} in {', '.join(str(d) for d in dirs)}", key="-n/--name",
-                    fix="create it with `envguard create -n NAME`, or pass its path with -p PREFIX")
+            return Path(os.path.abspath(c)), dirs
+    return None, dirs
 
 
-def default_target(env: Mapping[str, str] | None = None) -> Path:
-    """The active environment: CONDA_PREFIX, else the running interpreter's prefix."""
-    p = _env(env).get("CONDA_PREFIX")
-    return Path(p) if p else Path(sys.prefix)
+def find_env(name: str, env: Mapping[str, str] | None = None) -> Path:
+    """The prefix of an existing environment called ``name``; a one-line error when none exists."""
+    validate_name(name)
+    found, dirs = _lookup(name, env)
+    if found is None:
+        raise NoTargetError(f"no environment named {name!r} in {', '.join(str(d) for d in dirs)}",
+                            key="-n/--name",
+                            fix="create it with `envguard create -n NAME`, or pass its path with -p PREFIX")
+    return found
+
+
+def spec_name(spec_files: Sequence[str | os.PathLike[str]]) -> tuple[str, Path] | None:
+    """The ``name:`` of the first environment file that exists and names one, and that file.
+
+    A file that cannot be read or parsed names nothing here: lint and lock report it with line and column.
+    """
+    from envguard.yamlio import load_fast
+
+    for f in spec_files:
+        path = Path(f)
+        if not path.is_file():
+            continue
+        try:
+            data = load_fast(path)
+        except (UserError, OSError):
+            continue
+        name = data.get("name") if isinstance(data, dict) else None
+        if isinstance(name, str) and name.strip():
+            return name.strip(), path
+    return None
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
+
+
+def _is_base(prefix: Path, env: Mapping[str, str]) -> bool:
+    """Whether ``prefix`` is a conda installation's base environment (it holds conda itself)."""
+    roots = {env.get("CONDA_ROOT"), env.get("MAMBA_ROOT_PREFIX")} - {None, ""}
+    return (env.get("CONDA_DEFAULT_ENV") == "base" or (prefix / "condabin").is_dir()
+            or any(os.path.abspath(r) == os.path.abspath(prefix) for r in roots))  # type: ignore[arg-type]
 
 
 def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, existing: bool = True,
-                   env: Mapping[str, str] | None = None) -> Path:
-    """The environment a command acts on, as an absolute path.
+                   env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
+                   spec_files: Sequence[str | os.PathLike[str]] | None = None) -> Target:
+    """The environment a command acts on, as an absolute path that says why (:class:`Target`).
 
     ``-p PREFIX`` is taken as given (relative to the working directory); ``-n NAME`` is looked up among the
-    existing environments (``existing``) or placed where a new one goes (``create``). With neither, a
-    command on an existing environment takes the active one; ``create`` needs to be told.
+    existing environments (``existing``) or placed where a new one goes (``create``). Without either, see the
+    module's order. ``spec_files`` are the environment files whose ``name:`` names the project's
+    environment (default: ``environment.yml`` in ``cwd``). Raises :class:`NoTargetError` (exit 2) naming
+    the flags when nothing fits.
     """
     if prefix is not None and name is not None:
         raise UserError("give either -p PREFIX or -n NAME, not both", key="-p/-n")
+    if prefix is not None:
+        return _target(prefix, "prefix", "given with -p")
     if name is not None:
         if existing:
-            return find_env(name, env)
-        return Path(os.path.abspath(create_dir(env) / validate_name(name)))
-    if prefix is not None:
-        return Path(os.path.abspath(os.path.expanduser(os.fspath(prefix))))
+            return _target(find_env(name, env), "name", f"named with -n {name}")
+        return _target(create_dir(env) / validate_name(name), "name", f"named with -n {name}")
+    envmap = _env(env)
+    here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
+    files = [Path(f) if os.path.isabs(f) else here / f for f in (spec_files or [SPEC_FILE])]
+    named = spec_name(files)
+    project: tuple[Path | None, str] = (None, "")
+    if named is not None:
+        name, spec = named
+        why = f"named by {_shown(spec, here)} (name: {name})"
+        if not existing:
+            try:
+                validate_name(name)
+            except UserError as e:
+                raise UserError(f"{e.message}", file=str(spec), key="name",
+                                fix="give the environment a plain name, or pass -p PREFIX / -n NAME") from None
+            return _target(create_dir(env) / name, "project", why)
+        found, dirs = _lookup(name, env) if "/" not in name and "\\" not in name else (None, [])
+        project = (found, why)
     if existing:
-        return Path(os.path.abspath(default_target(env)))
-    raise UserError("no target environment given", key="-p/-n", fix="pass -p PREFIX (a path) or -n NAME")
+        active = envmap.get("CONDA_PREFIX")
+        if active and not (project[0] is not None and _is_base(Path(active), envmap)):
+            return _target(active, "active", "the active conda environment (CONDA_PREFIX)")
+        if project[0] is not None:
+            return _target(project[0], "project", project[1])
+    if named is not None and existing:
+        where = ", ".join(str(d) for d in envs_dirs(env)[:3])
+        why_not = f"{_shown(named[1], here)} names {named[0]!r}, which does not exist (looked in {where}, ...)"
+        fix = "build it with `envguard create`, or pass -p PREFIX or -n NAME"
+    elif existing:
+        why_not = f"no {SPEC_FILE} here names one"
+        fix = "pass -p PREFIX (e.g. -p .venv) or -n NAME, or activate a conda environment"
+    else:
+        why_not = f"no {SPEC_FILE} here names one (name:)"
+        fix = "pass -p PREFIX (a path) or -n NAME, or add `name:` to the environment file"
+    active_part = "" if not existing else "no active conda environment (CONDA_PREFIX), and "
+    raise NoTargetError(f"no environment to act on: no -p/--prefix or -n/--name given, {active_part}{why_not}",
+                        key="-p/-n", fix=fix)

@@ -139,9 +139,15 @@ class PrefixInfo:
         return next((r for r in self.conda if r.name == name), None)
 
     def packages(self, platform: str | None = None) -> list[Package]:
-        """Conda records plus the dists conda does not own, as one normalised list."""
+        """Conda records plus the dists conda does not own, as one normalised list.
+
+        A conda package whose dist-info another installer rewrote (``pip install --ignore-installed`` of the
+        same version) is listed twice, as conda's and as pip's: both managers record it, which is what
+        envguard diff and check call pip over conda."""
         pkgs = [r.to_package(platform) for r in self.conda]
         pkgs += [d.to_package(platform) for d in self.dists if d.owner != "conda"]
+        rewritten = {ow.metadata_path.rsplit("/", 1)[0] for ow in self.overwritten}
+        pkgs += [d.to_package(platform) for d in self.dists if d.owner == "conda" and d.path in rewritten]
         return sorted(pkgs, key=lambda p: (p.manager, p.key, p.version))
 
 

@@ -10,6 +10,9 @@ import os
 import sys
 
 
+_LOG_WIDTH = 10_000  # "as wide as it takes": tables in logs keep every cell on one line
+
+
 class _LazyConsole:
     """A rich Console built on first use. Importing rich and building a console costs ~20 ms, which a
     `envguard create` writing into a log or a pipe never needs (see :func:`print_plain`)."""
@@ -22,7 +25,11 @@ class _LazyConsole:
         if self._console is None:
             from rich.console import Console
 
-            object.__setattr__(self, "_console", Console(**self._options))
+            console = Console(**self._options)
+            if not console.is_terminal and "width" not in self._options and not os.environ.get("COLUMNS"):
+                # A log or a pipe has no width: rich would wrap at 80 columns, breaking paths mid-word.
+                console.width = _LOG_WIDTH
+            object.__setattr__(self, "_console", console)
         return self._console
 
     def __getattr__(self, name: str) -> "object":
@@ -97,6 +104,16 @@ def print_findings(findings: "list", title: str | None = None) -> None:
     from envguard.report import summary_line
 
     fs = sort_findings(list(findings))
+    if fs and not is_terminal(out):
+        # logs and pipes: one plain line per finding, nothing wrapped, easy to grep
+        if title:
+            print_plain(out, title)
+        for f in fs:
+            where = redact(f.location or f.package or "")
+            fix = f" (fix: {redact(f.fix)})" if f.fix else ""
+            print_plain(out, f"{f.severity.value}: {f.code}{' ' + where if where else ''}: {redact(f.message)}{fix}")
+        print_plain(out, summary_line(fs))
+        return
     if fs:
         table = Table(title=title, show_lines=False, expand=False)
         for col in ("severity", "code", "where", "message", "fix"):

@@ -7,6 +7,11 @@ group; it hands each plain option (bool, str, float, Path, list[str], list[Path]
 what those adapters do on the values they accept, and leaves anything else (a bad number, an unreadable
 path, an empty value) to typer's own coercion, so errors read exactly as before.
 
+It also fixes how options read in ``--help``: typer 0.29 prints a type for every option (``--force <bool>``,
+``--platform <list[str]>``), which makes flags look as if they took a value. A flag gets no metavar, any
+other option without an explicit one gets its long name in capitals (``--platform PLATFORM``), an argument
+only its name.
+
 This leans on typer internals (``TyperOption.type_descriptor``, ``_runtime_param``,
 ``get_runtime_param``). It steps aside for a typer without them, and pyproject.toml pins typer to the
 range it was tested with; tests/test_typer_shim.py fails loudly when an upgrade changes them.
@@ -116,6 +121,23 @@ def _lighten(command: "object", ctx: "object", *, own_ctx: bool) -> None:
         light = PlainCoercion.for_param(param)
         if light is not None:
             param._runtime_param = light  # type: ignore[attr-defined]
+        _name_in_help(param)
+
+
+def _name_in_help(param: "object") -> None:
+    """A flag shows no value in --help; another option without a metavar shows its name (``PLATFORM``); an
+    argument shows its name only (its type column would read ``<list[Path]>``)."""
+    if getattr(param, "param_type_name", None) == "argument" and hasattr(param, "display_type_rich"):
+        param.display_type_rich = lambda ctx: None  # type: ignore[attr-defined]
+        return
+    if getattr(param, "param_type_name", None) != "option" or getattr(param, "metavar", "x") is not None:
+        return
+    if getattr(param, "is_flag", False):
+        param.metavar = ""  # type: ignore[attr-defined]
+        return
+    longs = [o for o in getattr(param, "opts", ()) if o.startswith("--")]
+    if longs:
+        param.metavar = longs[0][2:].upper()  # type: ignore[attr-defined]
 
 
 class PlainGroup(typer.core.TyperGroup):

@@ -60,7 +60,11 @@ def test_clean_env_with_its_lock_passes_deep(env: Path, tmp_path: Path) -> None:
 def test_default_lock_beside_environment_yml(env: Path, tmp_path: Path) -> None:
     (tmp_path / "environment.yml").write_text("name: t\nchannels: [conda-forge]\ndependencies: [python=3.11]\n")
     rc, rep = check_json("-p", str(env), "--no-smoke", cwd=tmp_path)
-    assert rc == 0 and rep["lockfile"] == str(tmp_path / "conda-lock.yml")
+    assert rep["lockfile"] == str(tmp_path / "conda-lock.yml")
+    # that lock was not made from this environment.yml: a stale lock is a finding (exit 1), with its fix
+    assert rc == 1 and codes(rep, "error") == {"EG516"}, rep["findings"]
+    f516 = next(f for f in rep["findings"] if f["code"] == "EG516")
+    assert f"envguard create -p {env} --lockfile {tmp_path / 'conda-lock.yml'}" in f516["fix"]
     (tmp_path / "environment.yml").unlink()  # a lock alone is not picked up: it may belong to anything
     rc, rep = check_json("-p", str(env), "--no-smoke", cwd=tmp_path)
     assert rep["lockfile"] is None and "EG502" in codes(rep, "info")
@@ -73,7 +77,9 @@ def test_pip_install_over_conda_pytorch(env: Path, tmp_path: Path) -> None:
     assert rc == 1
     errors = codes(rep, "error")
     assert {"EG520", "EG521", "EG522"} <= errors  # core by pip; two claims on torch; conda's dist-info gone
-    assert "EG511" in codes(rep, "warning")  # pip torch is not in the lock
+    # pip's torch over conda's pytorch: a change of its own against the lock (as `envguard diff` says too)
+    f512 = next(f for f in rep["findings"] if f["code"] == "EG512")
+    assert "pip-over-conda" in f512["message"] and "pip torch 2.13.1" in f512["message"]
     f520 = next(f for f in rep["findings"] if f["code"] == "EG520")
     assert f520["package"] == "torch" and f520["file"].endswith("torch-2.13.1.dist-info")
     assert {"name": "torch", "version": "2.13.1", "manager": "pip"}.items() <= next(
@@ -321,10 +327,10 @@ def test_new_enough_driver_passes(cuda_env: Path, tmp_path: Path) -> None:
 
 
 def test_check_the_test_virtualenv_itself_with_smoke(tmp_path: Path) -> None:
-    """README's first command: `envguard check` on the active interpreter's environment, smoke included."""
+    """README's first command: `envguard check -p .venv` on the virtualenv envguard runs in, smoke included."""
     import sys
 
-    proc = envguard("check", "--format", "json", cwd=tmp_path, env={"ENVGUARD_NVIDIA_SMI": ""})
+    proc = envguard("check", "-p", sys.prefix, "--format", "json", cwd=tmp_path, env={"ENVGUARD_NVIDIA_SMI": ""})
     rep = json.loads(proc.stdout)
     assert proc.returncode == 0, (rep["findings"], proc.stderr)
     assert rep["prefix"] == sys.prefix and rep["kind"] == "venv" and rep["summary"]["errors"] == 0
@@ -332,7 +338,7 @@ def test_check_the_test_virtualenv_itself_with_smoke(tmp_path: Path) -> None:
     assert rep["torch"]["source"] == "probe" and rep["torch"]["version"].startswith("2.")
     assert rep["import_origins"]["torch"]["origin"].startswith(sys.prefix)
     assert any(p["name"] == "torch" and p["manager"] == "pip" for p in rep["packages"])
-    text = envguard("check", cwd=tmp_path, env={"ENVGUARD_NVIDIA_SMI": ""})
+    text = envguard("check", "-p", sys.prefix, cwd=tmp_path, env={"ENVGUARD_NVIDIA_SMI": ""})
     assert text.returncode == 0 and "0 errors" in text.stdout
 
 

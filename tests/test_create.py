@@ -28,6 +28,7 @@ from create_fixtures import (
 )
 from envguard import cli, render
 from envguard.create.fingerprint import read_fingerprint
+from envguard.create.prefixlock import holder_path
 from envguard.create.integrity import cache_entry_sha256
 from envguard.platforms import python_in_prefix
 
@@ -367,15 +368,23 @@ def test_kill_9_during_force_keeps_old_env(tmp_path: Path, base_lock: Path, chan
         assert tree_state(target) == before and siblings(target) == []
 
 
-def test_force_replaces_and_removes_old(tmp_path: Path, base_lock: Path, channel_factory, capsys) -> None:
+def test_another_lock_rebuilds_without_force_and_force_rebuilds_a_match(tmp_path: Path, base_lock: Path,
+                                                                         channel_factory, capsys) -> None:
+    """create is a sync: an environment that is not what the lock says is rebuilt (no --force needed) and the
+    output says how it differed; --force rebuilds one that matches; the old one never stays beside it."""
     target = tmp_path / "env"
     assert run_cli(capsys, "create", "-p", str(target), "--lockfile", str(base_lock), "--no-check")[0] == 0
     other = small_lock(tmp_path, channels.channel_url(small_channel(channel_factory)))
-    code, _, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(other), "--no-check")
-    assert code == 2 and "--force" in err
-    code, out, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(other), "--force", "--no-check")
+    code, out, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(other), "--no-check")
     assert code == 0 and out.startswith("replaced"), err
+    assert "drifted from the lock" in out and "egsmall-b 1.0 missing" in out and " added" in out
     assert not (target / "bin" / "python").exists() and (target / "share" / "egsmall" / "b.txt").exists()
+    code, out, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(other), "--no-check")
+    assert code == 0 and out.startswith("unchanged:"), err
+    inode = target.stat().st_ino  # files are hard links into the package cache: the directory is what is new
+    code, out, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(other), "--force", "--no-check")
+    assert code == 0 and out.startswith("replaced") and "drifted" not in out, err
+    assert target.stat().st_ino != inode
     assert siblings(target) == []
 
 
@@ -402,11 +411,11 @@ def test_concurrent_creates_wait_then_succeed_or_time_out(tmp_path: Path, base_l
     target = tmp_path / "env"
     first = envguard_popen("create", "-p", str(target), "--lockfile", str(base_lock), "--no-check",
                            env={"ENVGUARD_TESTING": "1", "ENVGUARD_TEST_PAUSE_AT": "link:2:4"})
-    lock_file = tmp_path / ".env.envguard-lock"
+    pid_file = holder_path(target)  # in envguard's own lock folder, not beside the prefix
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (not lock_file.exists() or lock_file.read_text().strip() != str(first.pid)):
+    while time.monotonic() < deadline and (not pid_file.exists() or pid_file.read_text().strip() != str(first.pid)):
         time.sleep(0.05)
-    assert lock_file.read_text().strip() == str(first.pid)
+    assert pid_file.read_text().strip() == str(first.pid)
     busy = envguard_run("create", "-p", str(target), "--lockfile", str(base_lock), "--no-check", "--timeout", "1")
     assert busy.returncode == 5, busy.stderr
     assert f"process {first.pid}" in busy.stderr
@@ -435,18 +444,46 @@ def test_missing_lock_exits_4(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "env").exists()
 
 
-def test_stale_lock_warns_or_exits_4_with_locked(tmp_path: Path, channel_factory, capsys) -> None:
+def test_stale_lock_is_relocked_refused_with_locked_or_installed_with_frozen(tmp_path: Path, channel_factory,
+                                                                             capsys) -> None:
+    """uv's and pixi's conventions: by default a stale lock is re-locked first, --locked refuses it (exit 4,
+    naming the fix), --frozen installs it as it is without reading the environment file."""
     chan = small_channel(channel_factory)
     env_file = write_env(tmp_path / "proj", channels.channel_url(chan), ["egsmall-b"])
     lockfile = make_lock(env_file)
     env_file.write_text(env_file.read_text().replace("  - egsmall-b\n", "  - egsmall-b\n  - egtamper\n"))
     code, _, err = run_cli(capsys, "create", "-p", str(tmp_path / "env"), "--lockfile", str(lockfile), "--locked",
                            "--no-check")
-    assert code == 4 and "stale" in err
+    assert code == 4 and "stale" in err and "envguard lock" in err and "--frozen" in err
     assert not (tmp_path / "env").exists()
-    code, _, err = run_cli(capsys, "create", "-p", str(tmp_path / "env"), "--lockfile", str(lockfile),
+    stale = lockfile.read_bytes()
+    code, _, err = run_cli(capsys, "create", "-p", str(tmp_path / "frozen"), "--lockfile", str(lockfile), "--frozen",
                            "--no-check")
-    assert code == 0 and "warning:" in err and "stale" in err
+    assert code == 0 and "stale" not in err, err
+    assert not (tmp_path / "frozen" / "share" / "egtamper").exists() and lockfile.read_bytes() == stale
+    code, out, err = run_cli(capsys, "create", "-p", str(tmp_path / "env"), "--lockfile", str(lockfile), "--no-check")
+    assert code == 0 and "re-locked it first" in err, err
+    assert (tmp_path / "env" / "share" / "egtamper" / "data.txt").is_file() and lockfile.read_bytes() != stale
+    assert "egtamper" in lockfile.read_text()
+
+
+def test_failed_relock_names_frozen_and_keeps_lock_and_env(tmp_path: Path, channel_factory, capsys) -> None:
+    """Offline (the spec's channel unreachable), the re-lock of a stale lock fails with one line naming --frozen;
+    the lock and the environment stay as they were."""
+    chan = small_channel(channel_factory)
+    env_file = write_env(tmp_path / "proj", channels.channel_url(chan), ["egsmall-b"])
+    lockfile = make_lock(env_file)
+    target = tmp_path / "env"
+    assert run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lockfile), "--no-check")[0] == 0
+    before, stale = tree_state(target), lockfile.read_bytes()
+    env_file.write_text(env_file.read_text().replace(channels.channel_url(chan), "http://127.0.0.1:9/offline")
+                        .replace("  - egsmall-b\n", "  - egsmall-b\n  - egtamper\n"))
+    code, _, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lockfile), "--no-check")
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert code == 6 and len(lines) == 1 and "re-locking it failed" in lines[0] and "--frozen" in lines[0], err
+    assert lockfile.read_bytes() == stale and tree_state(target) == before
+    code, out, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lockfile), "--frozen", "--no-check")
+    assert code == 0 and out.startswith("unchanged:"), err
 
 
 def test_lock_without_host_platform_exits_4(tmp_path: Path, channel_factory, capsys) -> None:

@@ -153,7 +153,7 @@ def test_malformed_side_exits_2_naming_the_side(realworld: Path, tmp_path: Path,
 
 
 @pytest.mark.parametrize("argv, match", [
-    (["only-one.yml"], "need two sides"),
+    (["a", "b", "-n", "c"], "need two sides"),
     (["a", "b", "--platform", "linux-64", "--all-platforms"], "exclude each other"),
     (["a", "b", "--format", "xml"], "unknown format"),
 ])

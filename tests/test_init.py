@@ -124,7 +124,7 @@ def test_refusals_name_the_nearest_valid_choices() -> None:
     assert "use --torch 2.5" in e.value.message
     with pytest.raises(UserError) as e:
         resolve(cuda="12.6", platforms=["osx-arm64"])
-    assert "drop -p osx-arm64" in e.value.message
+    assert "drop --platform osx-arm64" in e.value.message
     with pytest.raises(UserError):
         resolve(channel="defaults")
     with pytest.raises(UserError):
@@ -157,7 +157,7 @@ def test_cli_refusal_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err.strip()
     assert err == "error: torch 2.15 needs Python ≥ 3.11; use --python 3.11 or --torch 2.14"
     assert not out.exists()
-    assert cli.run(["init", "-p", "linux-64", "-p", "linux-aarch64", "--cuda", "12.6", "-o", str(out)]) == 0
+    assert cli.run(["init", "--platform", "linux-64", "--platform", "linux-aarch64", "--cuda", "12.6", "-o", str(out)]) == 0
     assert yaml.safe_load(out.read_text())["platforms"] == ["linux-64", "linux-aarch64"]
 
 

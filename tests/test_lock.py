@@ -157,7 +157,8 @@ def test_usage_errors(tmp_path: Path, channel_url: str) -> None:
     write_env(tmp_path / "environment.yml", channels=[channel_url], deps=["python"], platforms=["linux-64"])
     for args, needle in ((["lock", "--cuda", "12.4", "--no-cuda"], "exclude each other"),
                          (["lock", "--cuda", "twelve"], "invalid CUDA version"),
-                         (["lock", "-p", "solaris-64"], "unsupported platform"),
+                         (["lock", "--platform", "solaris-64"], "unsupported platform"),
+                         (["lock", "-p", "linux-64"], "--platform"),
                          (["lock", "-f", "missing.yml"], "file not found")):
         proc = envguard(args, cwd=tmp_path)
         assert proc.returncode == 2, (args, proc.stderr)

@@ -32,6 +32,7 @@ def test_hook_definitions() -> None:
     assert hooks["envguard-lock-check"]["entry"] == "envguard lock --check"
     assert hooks["envguard-lock-check"]["pass_filenames"] is False
     assert set(hooks["envguard-check"]["stages"]) == {"post-checkout", "post-merge"}
+    assert hooks["envguard-check"]["entry"] == "envguard check --skip-missing --if-changed"
     assert all(h["language"] == "python" for h in hooks.values())
     import re
 
@@ -73,7 +74,7 @@ def _snapshot(dest: Path) -> str:
 
 
 ENV = """\
-name: hooked
+name: {name}
 channels:
   - {channel}
 dependencies:
@@ -85,24 +86,48 @@ platforms:
 """
 
 
+def readme_snippet() -> dict:
+    """The `.pre-commit-config.yaml` README.md shows, parsed: the test runs it as written."""
+    import re
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## pre-commit\n"):]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert block, "README.md's pre-commit section has no yaml snippet"
+    return yaml.safe_load(block.group(1))
+
+
+def test_readme_rev_is_a_tag_of_this_repository() -> None:
+    """README's `rev:` must name a tag this repository has (a clone without any tags cannot tell)."""
+    rev = readme_snippet()["repos"][0]["rev"]
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    tags = subprocess.run(["git", "tag", "--list"], cwd=REPO, capture_output=True, text=True).stdout.split()
+    if not tags:
+        pytest.skip("this clone has no tags (cloned with --no-tags?)")
+    assert rev in tags, f"README.md's rev: {rev} is not a tag of this repository ({', '.join(tags)})"
+
+
 @pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed next to the test interpreter")
 @pytest.mark.skipif(sys.platform != "linux", reason="the test channel's interpreter package is Linux-only here")
 def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
+    snippet = readme_snippet()
+    [entry] = snippet["repos"]
     hook_repo = tmp_path / "hook-repo"
     hook_repo.mkdir()
-    rev = _snapshot(hook_repo)
+    _snapshot(hook_repo)
+    # this repository at README's tag: only `repo:` (where envguard is published) is filled in here
+    _git(hook_repo, "tag", entry["rev"])
+    entry["repo"] = str(hook_repo)
 
     project = tmp_path / "project"
     project.mkdir()
     _git(project, "init", "-q")
-    (project / "environment.yml").write_text(ENV.format(channel=channel_url), encoding="utf-8")
-    (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": [{
-        "repo": str(hook_repo), "rev": rev,
-        "hooks": [{"id": "envguard-lint"}, {"id": "envguard-lock-check"},
-                  {"id": "envguard-check", "args": ["--no-smoke"]}],
-    }]}), encoding="utf-8")
+    env_name = f"hooked-{os.getpid()}"
+    (project / "environment.yml").write_text(ENV.format(name=env_name, channel=channel_url), encoding="utf-8")
+    (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(snippet), encoding="utf-8")
     envguard = [sys.executable, "-m", "envguard"]
-    prefix = tmp_path / "env"
+    prefix = Path(os.environ["ENVGUARD_ENVS_DIR"]) / env_name  # where `envguard create` puts it (conftest)
 
     def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=900)
@@ -124,51 +149,64 @@ def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
     ok = _git(project, "commit", "-m", "initial", check=False)
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
-    # 3. an environment built from main's lock; post-checkout checks it (CONDA_PREFIX) and passes
-    created = run([*envguard, "create", "--prefix", str(prefix), "--no-check"])
+    # 3. a branch switch that changes neither environment.yml nor the lock checks nothing
+    branch = _git(project, "checkout", "-b", "feature", check=False)
+    assert branch.returncode == 0, branch.stdout + branch.stderr
+    assert "envguard check: skipped: the checkout moved no commit" in branch.stdout + branch.stderr, \
+        branch.stdout + branch.stderr
+
+    # 4. environment.yml changes without a re-lock: the commit is blocked, nothing is committed
+    env_file = project / "environment.yml"
+    env_file.write_text(env_file.read_text().replace("  - numpy\n", "  - numpy\n  - pip\n"), encoding="utf-8")
+    _git(project, "add", "environment.yml")
+    head = _git(project, "rev-parse", "HEAD").stdout
+    blocked = _git(project, "commit", "-m", "add pip", check=False)
+    assert blocked.returncode != 0
+    out = blocked.stdout + blocked.stderr
+    assert "envguard lock --check" in out and "Failed" in out
+    assert _git(project, "rev-parse", "HEAD").stdout == head
+
+    # 5. after `envguard lock` the same commit passes
+    relocked = run([*envguard, "lock"])
+    assert relocked.returncode == 0, relocked.stderr
+    _git(project, "add", "environment.yml", "conda-lock.yml")
+    passed = _git(project, "commit", "-m", "add pip", check=False)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert _git(project, "rev-parse", "HEAD").stdout != head
+
+    # 6. the lock changes on the way back to main, but the project's environment does not exist yet: the hook
+    #    says so in one line and passes (never checks pre-commit's own virtualenv)
+    back = _git(project, "checkout", "main", check=False)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "envguard check: skipped:" in back.stdout + back.stderr and env_name in back.stdout + back.stderr
+
+    # 7. the project's environment, built from main's lock where environment.yml names it (no -p, no -n)
+    created = run([*envguard, "create", "--no-check"])
     assert created.returncode == 0, created.stderr
-    os.environ["CONDA_PREFIX"] = str(prefix)
-    try:
-        branch = _git(project, "checkout", "-b", "feature", check=False)
-        assert branch.returncode == 0, branch.stdout + branch.stderr
-        assert "envguard check" in branch.stdout + branch.stderr
+    assert created.stdout.startswith(f"created {prefix}"), created.stdout
 
-        # 4. environment.yml changes without a re-lock: the commit is blocked, nothing is committed
-        env_file = project / "environment.yml"
-        env_file.write_text(env_file.read_text().replace("  - numpy\n", "  - numpy\n  - pip\n"), encoding="utf-8")
-        _git(project, "add", "environment.yml")
-        head = _git(project, "rev-parse", "HEAD").stdout
-        blocked = _git(project, "commit", "-m", "add pip", check=False)
-        assert blocked.returncode != 0
-        out = blocked.stdout + blocked.stderr
-        assert "envguard lock --check" in out and "Failed" in out
-        assert _git(project, "rev-parse", "HEAD").stdout == head
+    # 8. post-checkout on feature: its lock wants pip, which the environment (built from main) lacks, so the
+    #    checkout reports the drift with a non-zero exit; back on main the environment matches
+    drift = _git(project, "checkout", "feature", check=False)
+    assert drift.returncode != 0, drift.stdout + drift.stderr
+    assert "EG510" in drift.stdout + drift.stderr and str(prefix) in drift.stdout + drift.stderr
+    fine = _git(project, "checkout", "main", check=False)
+    assert fine.returncode == 0, fine.stdout + fine.stderr
+    assert f"envguard check {prefix}" in fine.stdout + fine.stderr
 
-        # 5. after `envguard lock` the same commit passes
-        relocked = run([*envguard, "lock"])
-        assert relocked.returncode == 0, relocked.stderr
-        _git(project, "add", "environment.yml", "conda-lock.yml")
-        passed = _git(project, "commit", "-m", "add pip", check=False)
-        assert passed.returncode == 0, passed.stdout + passed.stderr
-        assert _git(project, "rev-parse", "HEAD").stdout != head
+    # 9. `git checkout -- environment.yml` (a file checkout) checks nothing
+    env_file.write_text(env_file.read_text() + "# local edit\n", encoding="utf-8")
+    restore = _git(project, "checkout", "--", "environment.yml", check=False)
+    assert restore.returncode == 0 and "skipped" in restore.stdout + restore.stderr, restore.stdout + restore.stderr
 
-        # 6. post-checkout: back on main the environment matches; on feature its lock wants pip, which the
-        #    environment (built from main) lacks, so the checkout reports the drift with a non-zero exit
-        back = _git(project, "checkout", "main", check=False)
-        assert back.returncode == 0, back.stdout + back.stderr
-        drift = _git(project, "checkout", "feature", check=False)
-        assert drift.returncode != 0, drift.stdout + drift.stderr
-        assert "envguard check" in drift.stdout + drift.stderr and "EG510" in drift.stdout + drift.stderr
-    finally:
-        os.environ.pop("CONDA_PREFIX", None)
-
-    # 7. this repository's own config lints its own environment files (the snapshot has them all)
+    # 10. this repository's own config lints its own environment files (the snapshot has them all)
     own = subprocess.run([str(PRE_COMMIT), "run", "--all-files"], cwd=hook_repo, capture_output=True, text=True,
                          timeout=600, env={**os.environ, "PATH": f"{PRE_COMMIT.parent}{os.pathsep}{os.environ['PATH']}"})
     assert own.returncode == 0, own.stdout + own.stderr
     assert "envguard lint" in own.stdout and "Passed" in own.stdout
 
-    # 8. a bad spec is stopped by envguard-lint (exit 1 from a finding, shown with its code)
+    # 11. a bad spec is stopped by envguard-lint (exit 1 from a finding, shown with its code)
+    _git(project, "checkout", "feature", check=False)  # its post-checkout reports the drift again
     env_file.write_text(env_file.read_text().replace("  - pip\n", "  - pip\n  - pip:\n    - torch==2.13.0\n"),
                         encoding="utf-8")
     _git(project, "add", "environment.yml")

@@ -113,7 +113,17 @@ def test_resolve_python_prefix_name_path_and_default(tmp_path: Path, monkeypatch
     monkeypatch.setenv("CONDA_ENVS_PATH", str(conda_envs))
     assert resolve_python(None, "other", None) == conda_envs / "other" / "bin" / "python"
     assert resolve_python(None, None, Path(sys.executable)) == Path(sys.executable)
-    assert resolve_python(None, None, None) == Path(sys.executable)
+    # no target: never envguard's own interpreter; the active conda env, else the one environment.yml names
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="no environment to act on"):
+        resolve_python(None, None, None)
+    (tmp_path / "environment.yml").write_text("name: myenv\ndependencies: [python]\n")
+    found = resolve_python(None, None, None)
+    assert found == envs / "myenv" / "bin" / "python" and "environment.yml" in found.why
+    monkeypatch.setenv("CONDA_PREFIX", str(pre))
+    found = resolve_python(None, None, None)
+    assert found == pre / "bin" / "python" and "CONDA_PREFIX" in found.why
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -21,7 +21,8 @@ from envguard.smoke import SmokeResult, run_smoke, session_members
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envguard", "smoke", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "envguard", "smoke", "--python", sys.executable, *args],
+                          capture_output=True, text=True,
                           env=dict(os.environ, **env), timeout=120)
 
 
@@ -172,7 +173,8 @@ def test_probe_that_never_ends_times_out_exit_124_and_leaves_no_process() -> Non
     """Through the real command: main and workers ignore SIGTERM, so the runner must escalate to SIGKILL
     and stop the whole session."""
     env = dict(os.environ, ENVGUARD_TESTING="1", ENVGUARD_PROBE_INJECT="never-ends")
-    p = subprocess.run([sys.executable, "-m", "envguard", "smoke", "--quick", "--timeout", "6", "--format", "json"],
+    p = subprocess.run([sys.executable, "-m", "envguard", "smoke", "--python", sys.executable, "--quick", "--timeout",
+                        "6", "--format", "json"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 124, p.stderr
     r = json.loads(p.stdout)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
+from envguard.check.hook import watched_changed  # public: the envguard-check git hook's trigger
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.model import Package
@@ -41,10 +42,12 @@ class CheckReport:
     smoke: dict[str, Any] | None = None  # {"exit_code", "timed_out", "findings": n}
     smoke_exit: int = 0
     strict: bool = False
+    target_why: str = ""  # why this environment was checked (envguard.envs.Target.why)
 
     @property
     def exit_code(self) -> int:
-        """3 integrity > smoke failure (7/124) > 1 findings > 0. Info notes never fail."""
+        """3 integrity > the smoke test itself failed (7) or timed out (124) > 1 findings > 0. Info notes never
+        fail; what the smoke test found out (a CPU build where CUDA is wanted) is a finding like any other."""
         if any(f.code in INTEGRITY_CODES for f in self.findings):
             return int(ExitCode.INTEGRITY)
         if self.smoke_exit:
@@ -66,6 +69,7 @@ class CheckReport:
             "schema": SCHEMA,
             "envguard_version": __version__,
             "prefix": redact(str(self.prefix)),
+            "target": self.target_why or None,
             "platform": self.platform,
             "kind": self.kind,
             "python": self.python_version,
@@ -145,10 +149,55 @@ def _lock_packages(lockfile: Path, platform: str) -> tuple[list[Package] | None,
         desc = sources.load(str(lockfile), platform=platform)
     except UserError as e:
         if "is not in this lock" in e.message:
-            return None, [Finding("EG513", Severity.ERROR, e.message,
-                                  f"relock for {platform}: `envguard lock -p {platform}`", file=str(lockfile))]
+            return None, [Finding("EG513", Severity.ERROR, e.message, _relock_for(lockfile, platform),
+                                  file=str(lockfile))]
         raise
     return desc.packages_for(platform), []
+
+
+def _stale_lock(lock_path: Path, platform: str, target: Path) -> tuple[str | None, str]:
+    """(why the lock is stale for the environment file(s) it was made from, the fix), or (None, "") when it
+    is fresh or its spec is not here. The verdict is `envguard lock --check`'s, for this platform only."""
+    from envguard.errors import EnvguardError
+    from envguard.lock import check_fresh, read_lock
+
+    try:
+        sources = [lock_path.parent / s for s in read_lock(lock_path).sources]
+    except EnvguardError:
+        return None, ""  # a lock this broken gives its own findings
+    if not sources:
+        sources = [lock_path.parent / "environment.yml"]
+    if not all(s.is_file() for s in sources):
+        return None, ""
+    try:
+        fresh = check_fresh(sources, lock_path, platforms=[platform])
+    except EnvguardError:
+        return None, ""  # a spec that cannot be read: lint says why, with line and column
+    if fresh.fresh or fresh.missing:
+        return None, ""
+    from envguard.check.checks import create_command
+
+    why = fresh.message.split(" (fix:", 1)[0]
+    lock_cmd = fresh.message.rsplit("(fix: run `", 1)[-1].rstrip(")`") if "(fix: run `" in fresh.message else ""
+    fix = f"`{create_command(target, str(lock_path))}` re-locks it, then rebuilds the environment"
+    if lock_cmd.startswith("envguard lock"):
+        fix += f"; or only re-lock: `{lock_cmd}`"
+    return why, fix
+
+
+def _relock_for(lockfile: Path, platform: str) -> str:
+    """The fix of a lock without this platform: re-lock its environment file(s) for its platforms and this one
+    (an environment file's own `platforms:` then needs it too)."""
+    from envguard.errors import EnvguardError
+    from envguard.lock import fix_command, read_lock
+
+    try:
+        lock = read_lock(lockfile)
+    except EnvguardError:
+        return f"re-lock for {platform}: `envguard lock --platform {platform} --lockfile {lockfile}`"
+    sources = [lockfile.parent / s for s in lock.sources] or [lockfile.parent / "environment.yml"]
+    cmd = fix_command(sources, lockfile, [*[p for p in lock.platforms if p != platform], platform])
+    return f"re-lock for {platform} as well (and add it to `platforms:` of the environment file if it has one): `{cmd}`"
 
 
 def _spec_wants_cuda(spec_file: Path, platform: str) -> tuple[str | None, str]:
@@ -186,21 +235,24 @@ def _default_driver_info() -> Any:
     return get_driver_info()
 
 
-def _run_smoke(python: str, timeout: float, require_cuda: bool, driver_raw: Any,
-               driver_checked: bool) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any], int]:
-    """(findings, torch facts from the probe, smoke summary, exit code to propagate)."""
+def _run_smoke(python: str, timeout: float, require_cuda: bool, driver_raw: Any, driver_checked: bool,
+               progress: Callable[[str], None] | None = None
+               ) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any], int]:
+    """(findings, torch facts from the probe, smoke summary, exit code to propagate: 7 or 124 only when the
+    smoke test itself failed or timed out, see envguard.smoke.SmokeResult.failed)."""
     from envguard.smoke import run_smoke
 
     # The driver was queried once already (or deliberately not): hand the smoke test the same answer.
     res = run_smoke(python, quick=True, timeout=timeout, require_cuda=require_cuda,
-                    driver_info=(lambda: driver_raw) if driver_checked else (lambda: None))
+                    driver_info=(lambda: driver_raw) if driver_checked else (lambda: None), progress=progress)
     probe = res.probe or {}
     torch_facts = dict(probe["torch"]) if isinstance(probe.get("torch"), Mapping) else None
     cuda = probe.get("cuda") if isinstance(probe.get("cuda"), Mapping) else {}
     if torch_facts is not None and cuda.get("arch_list"):
         torch_facts["arch_list"] = list(cuda["arch_list"])
-    summary = {"exit_code": int(res.exit_code), "timed_out": bool(res.timed_out), "findings": len(res.findings)}
-    return list(res.findings), torch_facts, summary, int(res.exit_code)
+    code = int(ExitCode.SMOKE_TIMEOUT) if res.timed_out else int(ExitCode.SMOKE_FAILED) if res.failed else 0
+    summary = {"exit_code": code, "timed_out": bool(res.timed_out), "findings": len(res.findings)}
+    return list(res.findings), torch_facts, summary, code
 
 
 # A static rule and a smoke finding can report one problem twice: the smoke test names it by its
@@ -242,27 +294,25 @@ def run_check(
     smoke_timeout: float = 300.0,
     cwd: Path | None = None,
     workers: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> CheckReport:
     """Check one environment. Raises UserError for bad input; everything else is a finding.
 
     ``smoke`` runs the smoke probe in the environment's interpreter; ``imports`` (default: same as
     ``smoke``) runs envguard/in_process/import_origin.py there. With both off, no process is started.
     ``env`` replaces os.environ for the environment rules; ``driver_info_fn`` replaces the NVML /
-    nvidia-smi query (envguard.driver.get_driver_info).
+    nvidia-smi query (envguard.driver.get_driver_info). Which environment: envguard.envs.resolve_target
+    (``-p``, ``-n``, the active conda environment, the one ``environment.yml`` names; never envguard's own).
+    ``progress(phase)`` follows the smoke probe (envguard.smoke.run_smoke).
     """
     from envguard.check import checks
     from envguard.platforms import host_platform, python_in_prefix
     from envguard.prefix import inspect_prefix, verify_files
 
     env = dict(os.environ) if env is None else env
-    from envguard.envs import resolve_target
+    from envguard.envs import NoTargetError, resolve_target
 
-    target = resolve_target(prefix, name, env=env)
-    platform = host_platform()
-    info: PrefixInfo = inspect_prefix(target)
     cwd = cwd or Path.cwd()
-
-    findings: list[Finding] = []
     lock_path = Path(lockfile) if lockfile is not None else default_lockfile(cwd)
     if lockfile is not None and lock_path.is_dir():  # type: ignore[union-attr]
         raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
@@ -270,6 +320,14 @@ def run_check(
     if lockfile is not None and not lock_path.is_file():  # type: ignore[union-attr]
         raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
                         fix="pass an existing conda-lock.yml, or run `envguard lock` first")
+    target = resolve_target(prefix, name, env=env, cwd=cwd)
+    if not target.is_dir():
+        raise NoTargetError(f"no environment at {target} ({target.why})", key="-p",
+                            fix="pass an existing prefix with -p or a name with -n, or build it with `envguard create`")
+    platform = host_platform()
+    info: PrefixInfo = inspect_prefix(target)
+
+    findings: list[Finding] = []
     lock_pkgs: list[Package] | None = None
     changes: list[Any] | None = None
     installed = info.packages(platform)
@@ -282,12 +340,13 @@ def run_check(
             changes = diff_packages(lock_pkgs, installed)
 
     wants, wants_src = checks.cuda_from_packages(lock_pkgs or [])
+    spec_file = (lock_path.parent if lock_path else cwd) / "environment.yml"
     if wants:
         wants_src = f"the lock ({wants_src})"
-    else:
-        spec_file = (lock_path.parent if lock_path else cwd) / "environment.yml"
-        if spec_file.is_file():
-            wants, wants_src = _spec_wants_cuda(spec_file, platform)
+    elif spec_file.is_file():
+        wants, wants_src = _spec_wants_cuda(spec_file, platform)
+    stale, stale_fix = (_stale_lock(lock_path, platform, target) if lock_pkgs is not None and lock_path is not None
+                        else (None, ""))
 
     mode = "sha256" if deep else ("size" if files else "none")
     problems = verify_files(info, deep=deep, workers=workers) if (files or deep) and info.is_conda else []
@@ -326,16 +385,18 @@ def run_check(
                                     f"{e.message}", "recreate the environment with `envguard create`"))
         if smoke and origins is not None:
             smoke_findings, probe, smoke_summary, smoke_exit = _run_smoke(
-                python, smoke_timeout, bool(wants), driver_raw, driver_checked)
+                python, smoke_timeout, bool(wants), driver_raw, driver_checked, progress)
 
     fp_conda: dict[str, str] | None = None
     fp_pip: list[str] | None = None
+    fp_lock: str | None = None
     if info.is_conda and changes is None:
         from envguard.create import read_fingerprint
 
         fp = read_fingerprint(target)
         if fp is not None:
             fp_conda, fp_pip = dict(fp.conda), list(fp.pip)
+            fp_lock = fp.lockfile if fp.lockfile and os.path.isfile(fp.lockfile) else None
 
     inp = CheckInput(
         info=info, platform=platform, lock_file=str(lock_path) if lock_path else None, lock_packages=lock_pkgs,
@@ -343,15 +404,19 @@ def run_check(
         driver_checked=driver_checked, env=env, library_path_libs=_library_path_libs(env, target),
         import_origins=origins, probe=probe, file_problems=problems, files_mode=mode,
         half_built=half_built, core=tuple(core) if core else DEFAULT_CORE,
-        fingerprint_conda=fp_conda, fingerprint_pip=fp_pip,
+        fingerprint_conda=fp_conda, fingerprint_pip=fp_pip, fingerprint_lockfile=fp_lock,
+        stale_lock=stale, stale_lock_fix=stale_fix,
     )
-    findings = _merge(findings + checks.evaluate(inp), smoke_findings)
+    from envguard.catalog import aim_findings
+
+    findings = aim_findings(_merge(findings + checks.evaluate(inp), smoke_findings), target)
     kind = "conda" if info.is_conda else ("venv" if info.is_venv else "other")
     return CheckReport(
         prefix=target, platform=platform, kind=kind, python_version=info.python_version,
         lock_file=str(lock_path) if lock_path else None, findings=sort_findings(findings), packages=installed,
         files_mode=mode, file_problems=problems, torch=checks.torch_build(info, probe), gpu=gpu,
         import_origins=origins, smoke=smoke_summary, smoke_exit=smoke_exit, strict=strict,
+        target_why=target.why,
     )
 
 

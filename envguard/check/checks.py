@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -31,10 +32,18 @@ MAX_FILES_PER_FINDING = 5
 
 
 def _fix(case_id: str) -> str:
-    """The failure catalogue's fix text (envguard/data/failures.yaml): smoke and check word a problem alike."""
+    """The failure catalogue's fix text (envguard/data/failures.yaml): smoke and check word a problem alike.
+    :func:`evaluate` aims its envguard commands at the checked environment (envguard.catalog.aim)."""
     from envguard import catalog  # lazily: most checks find nothing that needs a fix text
 
     return catalog.get(case_id).fix
+
+
+def create_command(prefix: object, lockfile: str | None = None) -> str:
+    """``envguard create -p PREFIX [--lockfile LOCK]``, shell-quoted: the command that makes the checked
+    environment exactly its lock again (create rebuilds an environment that drifted)."""
+    parts = ["envguard", "create", "-p", str(prefix)] + (["--lockfile", lockfile] if lockfile else [])
+    return shlex.join(parts)
 
 
 # --------------------------------------------------------------------------- facts
@@ -86,7 +95,12 @@ class CheckInput:
     # the lock had no sha256), and the pip names. Used when no lock is given.
     fingerprint_conda: Mapping[str, str] | None = None
     fingerprint_pip: Sequence[str] | None = None
+    fingerprint_lockfile: str | None = None  # the lock create built the prefix from, when it still exists
     core: tuple[str, ...] = DEFAULT_CORE
+    # The environment file the lock was made from and whether the lock is stale for it (envguard lock --check's
+    # verdict for this platform); None when no spec was found.
+    stale_lock: str | None = None
+    stale_lock_fix: str = ""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -207,13 +221,13 @@ def rule_integrity(inp: CheckInput) -> list[Finding]:
     out: list[Finding] = []
     if inp.half_built:
         out.append(Finding("EG534", E, f"the prefix is half-built: {inp.half_built}",
-                           "run `envguard create` for the target again: it removes what an interrupted run "
-                           "left and rebuilds from the lock",
+                           f"run `{create_command(inp.info.prefix, inp.lock_file)}` again: it removes what an "
+                           "interrupted run left and rebuilds from the lock",
                            file=str(inp.info.prefix)))
     for name, why in inp.info.bad_records:
         out.append(Finding("EG533", E, f"unreadable conda-meta record: {why}",
-                           "rebuild the environment with `envguard create`; the record cannot be trusted",
-                           file=f"conda-meta/{name}"))
+                           f"rebuild the environment: `{create_command(inp.info.prefix, inp.lock_file)}`; the "
+                           "record cannot be trusted", file=f"conda-meta/{name}"))
     return out
 
 
@@ -234,8 +248,9 @@ def rule_files(inp: CheckInput) -> list[Finding]:
         out.append(Finding(
             code[problem], E,
             f"{n} file{'s' * (n != 1)} of conda package {pkg} {what[problem]}: {shown}{more}",
-            f"another installer (often pip) or a manual edit changed {pkg}'s files; reinstall {pkg} "
-            "(`envguard create` from the lock) and install leaves with `pip install --no-deps`",
+            f"another installer (often pip) or a manual edit changed {pkg}'s files; rebuild the environment "
+            f"from the lock (`{create_command(inp.info.prefix, inp.lock_file)}`) and install leaves with "
+            "`pip install --no-deps`",
             file=items[0].path, package=pkg))
     return out
 
@@ -245,8 +260,7 @@ def rule_lock(inp: CheckInput) -> list[Finding]:
     if inp.lock_changes is None:
         return []
     out: list[Finding] = []
-    lock = inp.lock_file or "the lock"
-    fix_sync = f"rebuild the environment from the lock: `envguard create --lockfile {lock}`"
+    fix_sync = f"rebuild the environment from the lock: `{create_command(inp.info.prefix, inp.lock_file)}`"
     for ch in inp.lock_changes:
         kinds = tuple(getattr(ch, "kinds", ()) or ())
         old, new = getattr(ch, "old", None), getattr(ch, "new", None)
@@ -294,9 +308,22 @@ def rule_fingerprint(inp: CheckInput) -> list[Finding]:
         return []
     shown = ", ".join(problems[:8]) + (f" and {len(problems) - 8} more" if len(problems) > 8 else "")
     sev = W if all(p.endswith(" added") for p in problems) else E
-    return [Finding("EG515", sev, f"the environment changed since `envguard create` built it: {shown}",
-                    "compare with the lock (`envguard check --lockfile conda-lock.yml`) and rebuild with "
-                    "`envguard create --force`", file=f"{inp.info.prefix}/conda-meta/envguard-fingerprint.json")]
+    if inp.fingerprint_lockfile:
+        fix = (f"compare with its lock (`envguard check -p {shlex.quote(str(inp.info.prefix))} --lockfile "
+               f"{shlex.quote(inp.fingerprint_lockfile)}`) and rebuild it "
+               f"(`{create_command(inp.info.prefix, inp.fingerprint_lockfile)}`)")
+    else:
+        fix = "rebuild it from its lock with `envguard create -p PREFIX --lockfile LOCK`"
+    return [Finding("EG515", sev, f"the environment changed since `envguard create` built it: {shown}", fix,
+                    file=f"{inp.info.prefix}/conda-meta/envguard-fingerprint.json")]
+
+
+def rule_stale_lock(inp: CheckInput) -> list[Finding]:
+    """The lock no longer says what the environment file asks for: the environment matches a stale lock."""
+    if not inp.stale_lock:
+        return []
+    return [Finding("EG516", E, f"{inp.stale_lock}: the environment may match its lock, but the lock no longer "
+                    "matches the environment file", inp.stale_lock_fix, file=inp.lock_file)]
 
 
 def _import_key(dist: Dist) -> set[str]:
@@ -413,16 +440,16 @@ def rule_python(inp: CheckInput) -> list[Finding]:
         if legacy:
             return [Finding("EG541", W, f"Python {ver}: {legacy.get('note') or 'legacy'} "
                             f"(end of life {legacy.get('end_of_life')}, last torch {legacy.get('last_torch')})",
-                            f"move to Python {c.default_python}: `envguard init --python {c.default_python}`, "
-                            "then lock and create")]
+                            f"move to Python {c.default_python}: set `python={c.default_python}` in "
+                            f"environment.yml, then `{create_command(inp.info.prefix)}` (it re-locks first)")]
         return []
     managed = inp.info.is_conda or inp.lock_packages is not None
     sev = E if managed else W
     why = "" if managed else " (a plain virtualenv: advisory)"
     return [Finding("EG540", sev, f"Python {ver} is outside envguard's policy "
                     f"({', '.join(c.supported_python)}){why}",
-                    f"use Python {c.default_python}: set `python={c.default_python}` in environment.yml, "
-                    "relock and recreate")]
+                    f"use Python {c.default_python}: set `python={c.default_python}` in environment.yml, then "
+                    f"`{create_command(inp.info.prefix)}` (it re-locks first)")]
 
 
 def rule_channels(inp: CheckInput) -> list[Finding]:
@@ -523,7 +550,7 @@ def rule_skipped(inp: CheckInput) -> list[Finding]:
     return out
 
 
-RULES = (rule_integrity, rule_files, rule_lock, rule_fingerprint, rule_pip_over_conda, rule_import_origins, rule_python,
+RULES = (rule_integrity, rule_files, rule_lock, rule_stale_lock, rule_fingerprint, rule_pip_over_conda, rule_import_origins, rule_python,
          rule_channels, rule_cuda, rule_environment, rule_skipped)
 
 
@@ -531,7 +558,9 @@ def evaluate(inp: CheckInput) -> list[Finding]:
     out: list[Finding] = []
     for rule in RULES:
         out.extend(rule(inp))
-    return out
+    from envguard.catalog import aim_findings  # every envguard command in a fix names the checked environment
+
+    return aim_findings(out, inp.info.prefix)
 
 
 def gpu_facts(driver_info: Any) -> GpuFacts | None:

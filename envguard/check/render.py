@@ -8,8 +8,8 @@ def check_title(report: "object") -> str:
     from envguard.redact import redact
 
     r = report  # envguard.check.CheckReport
-    parts = [f"envguard check {redact(str(r.prefix))}", f"{r.kind}", f"python {r.python_version or '?'}",
-             r.platform]
+    parts = [f"envguard check {redact(str(r.prefix))}"] + ([r.target_why] if getattr(r, "target_why", "") else [])
+    parts += [f"{r.kind}", f"python {r.python_version or '?'}", r.platform]
     if r.torch is not None and r.torch.source != "none":
         build = f"CUDA {r.torch.cuda}" if r.torch.cuda else ("CPU" if r.torch.cpu else "build unknown")
         parts.append(f"torch {r.torch.version} ({build})")

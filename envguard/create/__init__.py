@@ -134,7 +134,7 @@ class _Progress:
 @dataclass
 class CreateResult:
     prefix: Path
-    status: str  # "created", "replaced" or "unchanged"
+    status: str  # "created", "replaced" (drifted, or --force) or "unchanged"
     backend: str
     lockfile: Path
     fingerprint: Fingerprint
@@ -145,6 +145,7 @@ class CreateResult:
     warnings: list[str] = field(default_factory=list)
     check: Any = None  # envguard.check.CheckReport when the check ran
     seconds: float = 0.0  # lock to environment in place, without the check
+    drift: list[str] = field(default_factory=list)  # how the environment it replaced differed from the lock
 
     @property
     def exit_code(self) -> int:
@@ -295,43 +296,86 @@ def _freshness(files: Sequence[Path], lockfile: Path, platform: str) -> tuple[bo
     return result.fresh, result.message
 
 
+def spec_files_for(env_files: Sequence[Path], lockfile: Path | None, cwd: Path) -> list[Path]:
+    """The environment files this create reads: ``-f``, else ``environment.yml`` beside the lock (default:
+    in the working directory) when it exists. Their ``name:`` names the environment without -p/-n."""
+    if env_files:
+        return [Path(f) for f in env_files]
+    spec = (Path(lockfile).parent if lockfile is not None else cwd) / "environment.yml"
+    return [spec] if spec.is_file() else []
+
+
 def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: bool,
-                reporter: CreateReporter, cwd: Path) -> Path:
-    """The lock to install from: given, default, or made now from ``-f`` files (not under --locked)."""
+                reporter: CreateReporter, cwd: Path, frozen: bool = False,
+                spec_files: Sequence[Path] | None = None) -> Path:
+    """The lock to install from: given, default, or made now from the spec (neither --locked nor --frozen)."""
     files = [Path(f) for f in env_files]
     for f in files:
         if not f.is_file():
             raise UserError("is a directory, expected an environment file" if f.is_dir() else
                             "environment file not found", file=str(f), key="-f",
                             fix="pass an existing environment.yml")
+    specs = list(spec_files) if spec_files is not None else files
     lockfile = Path(lockfile) if lockfile is not None else (files[0].parent if files else cwd) / "conda-lock.yml"
     if lockfile.is_dir():
         raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
                         fix="pass the path of conda-lock.yml")
     if lockfile.is_file():
         return lockfile
-    if not files or locked:
-        why = "--locked needs an existing lock" if files else "nothing to install from"
+    if not specs or locked or frozen:
+        flag = "--frozen" if frozen else "--locked"
+        why = f"{flag} needs an existing lock" if (locked or frozen) else "nothing to install from"
         raise StaleLockError(f"lock file not found: {lockfile} ({why}) (fix: run `envguard lock` first"
-                             + ("" if files else ", or pass -f environment.yml") + ")")
-    reporter.stage(f"no lock yet: locking {', '.join(str(f) for f in files)} into {lockfile}")
+                             + ("" if specs else ", or pass -f environment.yml") + ")")
+    reporter.stage(f"no lock yet: locking {', '.join(str(f) for f in specs)} into {lockfile}")
     from envguard.lock import lock as do_lock
 
-    do_lock(files, lockfile=lockfile)
+    do_lock(specs, lockfile=lockfile)
     return lockfile
 
 
-def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool) -> list[str]:
-    """Stale lock: exit 4 under --locked, else a warning. Sources that no longer exist are not checked."""
+def _spec_declares_platforms(files: Sequence[Path]) -> bool:
+    from envguard.yamlio import load_fast
+
+    for f in files:
+        try:
+            data = load_fast(f)
+        except (EnvguardError, OSError):
+            continue
+        if isinstance(data, dict) and data.get("platforms"):
+            return True
+    return False
+
+
+def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool, frozen: bool = False,
+                     reporter: CreateReporter | None = None) -> tuple[LockPlan, list[str]]:
+    """Staleness as uv and pixi treat it: a stale lock is re-locked first (then installed), refused with
+    ``--locked`` (exit 4) and not looked at with ``--frozen``. Returns the plan to install and notes.
+    Sources named by the lock that no longer exist are not checked."""
+    if frozen:
+        return plan, []
     files = [Path(f) for f in env_files] or [s for s in plan.sources if s.is_file()]
     if not files or (not env_files and len(files) != len(plan.sources)):
-        return []
+        return plan, []
     fresh, message = _freshness(files, plan.lockfile, plan.platform)
     if fresh:
-        return []
+        return plan, []
     if locked:
-        raise StaleLockError(f"--locked: {message}")
-    return [f"{message}; installing what the lock says anyway (--locked refuses this)"]
+        raise StaleLockError(f"--locked: {message}; `envguard create` without --locked re-locks it first, "
+                             "--frozen installs it as it is")
+    reason = message.split(" (fix:", 1)[0]
+    if reporter is not None:
+        reporter.stage(f"re-locking: {reason}")
+    from envguard.lock import lock as do_lock, read_lock
+
+    platforms = None if _spec_declares_platforms(files) else list(read_lock(plan.lockfile).platforms) or None
+    try:
+        do_lock(files, platforms=platforms, lockfile=plan.lockfile)
+    except EnvguardError as e:
+        raise EnvguardError(f"{reason}, and re-locking it failed: {e.message} (fix: correct that and rerun, or "
+                            "install the lock as it is with `envguard create --frozen`)",
+                            exit_code=e.exit_code) from None
+    return read_plan(plan.lockfile, plan.platform), [f"{reason}: re-locked it first"]
 
 
 def scrub_credentials(prefix: Path, artifacts: Sequence[Artifact]) -> int:
@@ -372,6 +416,7 @@ def create(
     env_files: Sequence[str | os.PathLike[str]] = (),
     force: bool = False,
     locked: bool = False,
+    frozen: bool = False,
     backend: str | None = None,
     timeout: float | None = None,
     check: bool = True,
@@ -380,17 +425,28 @@ def create(
     cwd: str | os.PathLike[str] | None = None,
     platform: str | None = None,
 ) -> CreateResult:
-    """Create the environment a lock describes at ``prefix`` (or envs dir / ``name``). See the module doc.
+    """Make the environment at ``prefix`` (or ``-n name``, else the spec's ``name:``) exactly the lock.
 
-    Raises EnvguardError subclasses: UserError (2: bad input, target is not an environment, or exists
-    without --force), IntegrityError (3), StaleLockError (4: lock missing, stale under --locked, or
-    without this platform), BusyError (5), BackendError (6: installer, permissions, disk full).
+    A sync: a missing environment is created, one that drifted from the lock is rebuilt (see
+    envguard.create.drift), one that matches is left alone unless ``force``. A stale lock is re-locked first;
+    ``locked`` refuses it, ``frozen`` installs the lock without reading the spec. See the module doc.
+
+    Raises EnvguardError subclasses: UserError (2: bad input, target is not an environment), IntegrityError
+    (3), StaleLockError (4: lock missing, stale under --locked, or without this platform), BusyError (5),
+    BackendError (6: installer, permissions, disk full, a failed re-lock).
     """
     started = time.monotonic()
     rep = reporter or CreateReporter()
     from envguard.envs import resolve_target
 
-    target = resolve_target(prefix, name, existing=False)
+    if locked and frozen:
+        raise UserError("--locked and --frozen exclude each other", key="--frozen",
+                        fix="--locked refuses a stale lock, --frozen installs it without looking at the spec: "
+                            "pass one of them")
+    files = [Path(f) for f in env_files]
+    here = Path(cwd) if cwd else Path.cwd()
+    specs = spec_files_for(files, Path(lockfile) if lockfile is not None else None, here)
+    target = resolve_target(prefix, name, existing=False, cwd=here, spec_files=specs)
     if timeout is not None and timeout < 0:
         raise UserError(f"must be 0 or more seconds, got {timeout:g}", key="--timeout",
                         fix="pass how long to wait for another create of this prefix, e.g. --timeout 600")
@@ -401,16 +457,17 @@ def create(
                                 key="-p", fix="choose a prefix path whose parents are directories")
             break
     be = get_backend(backend)
-    files = [Path(f) for f in env_files]
-    lock_path = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked,
-                            reporter=rep, cwd=Path(cwd) if cwd else Path.cwd())
+    lock_path = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked, frozen=frozen,
+                            reporter=rep, cwd=here, spec_files=specs)
     platform = platform or host_platform()
     plan = read_plan(lock_path, platform)
-    warnings = check_lock_fresh(plan, files, locked=locked)
-    for w in warnings:
-        rep.warning(w)
+    plan, notes = check_lock_fresh(plan, files, locked=locked, frozen=frozen, reporter=rep)
+    for n in notes:
+        rep.note(n)
+    warnings: list[str] = []
     expected = plan.fingerprint(be.name)
     pkgs = Path(cache_dir) if cache_dir is not None else default_pkgs_dir()
+    drift: list[str] = []
 
     with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
         for note in cleanup_leftovers(target):
@@ -418,18 +475,18 @@ def create(
         _refuse_non_env(target)  # only now: a half-built target of a killed run is gone after the cleanup
         replacing = target.exists() and is_env(target)
         if replacing:
+            _refuse_base(target)
+            from envguard.create.drift import find_drift
+
+            rep.stage(f"comparing {target} with {lock_path}")
+            drift = find_drift(plan.conda, plan.pip, target)
             current = read_fingerprint(target)
-            same = current is not None and current.digest == expected.digest
-            if same and (plock.waited or not force):
+            if not drift and not (force and not plock.waited):
+                if current is None or current.digest != expected.digest:
+                    write_fingerprint(target, expected)  # the same packages: record them for check
                 return CreateResult(prefix=target, status="unchanged", backend=be.name, lockfile=lock_path,
-                                    fingerprint=current, conda_count=len(plan.conda), pip_count=len(plan.pip),
-                                    waited=plock.waited, warnings=warnings,
-                                    seconds=time.monotonic() - started)
-            if not force:
-                what = "a different environment" if current is not None else "an environment"
-                raise UserError(f"{target} already holds {what}", key="--force",
-                                fix="pass --force to replace it (the old one is kept until the new one is in "
-                                    "place), or choose another prefix")
+                                    fingerprint=expected, conda_count=len(plan.conda), pip_count=len(plan.pip),
+                                    waited=plock.waited, warnings=warnings, seconds=time.monotonic() - started)
 
         rep.stage(f"verifying {sum(1 for a in plan.conda if a.url.startswith('file:'))} local artifacts")
         verified = verify_local_artifacts(plan.conda, pkgs, lockfile=lock_path)
@@ -443,10 +500,24 @@ def create(
     result = CreateResult(prefix=target, status="replaced" if replacing else "created", backend=be.name,
                           lockfile=lock_path, fingerprint=expected, conda_count=len(plan.conda),
                           pip_count=len(plan.pip), verified_local=verified, waited=plock.waited,
-                          warnings=warnings, seconds=time.monotonic() - started)
+                          warnings=warnings, seconds=time.monotonic() - started, drift=drift)
     if check:  # the environment stays whatever the check says; its findings decide the exit code
         result.check = _run_check(target, lock_path, rep)
     return result
+
+
+def summarise_drift(drift: Sequence[str]) -> str:
+    """How an environment differed from the lock, in one line (the first few differences)."""
+    from envguard.create.drift import summarise
+
+    return summarise(drift)
+
+
+def _refuse_base(target: Path) -> None:
+    """A conda installation's base environment holds conda itself: a sync never replaces it."""
+    if (target / "condabin").is_dir():
+        raise UserError(f"{target} is the base environment of a conda installation; envguard does not replace it",
+                        key="-p", fix="create the project's environment at another prefix (-p) or name (-n)")
 
 
 def _refuse_non_env(target: Path) -> None:

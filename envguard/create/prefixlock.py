@@ -1,15 +1,19 @@
 """One lock per environment prefix, so that two `envguard create` runs never build the same prefix at once.
 
-The lock is an advisory ``flock`` on ``.<name>.envguard-lock`` beside the prefix (not inside it: the prefix
-is renamed and replaced while the lock is held). The holder writes its PID into the file, so a waiter can
-name it. The kernel drops the lock when its holder dies, even by SIGKILL, so a stale lock cannot block
-anyone; the file itself is left in place (removing it would race with the next locker).
+The lock is a :class:`filelock.FileLock` (``flock`` on POSIX, ``msvcrt.locking`` on Windows) on a file in
+envguard's own hidden folder (the user cache directory: ``$XDG_CACHE_HOME/envguard/locks``), named after
+the prefix's absolute path. Not beside the prefix: a lock file there showed up as an untracked file in every
+project, and not inside it either: the prefix is renamed and replaced while the lock is held. The holder
+writes its PID into a companion ``.pid`` file, so that a waiter can name it. The kernel drops the lock when
+its holder dies, even by SIGKILL, so a stale lock cannot block anyone; the files stay (removing a lock
+file would race with the next locker).
 """
 
 from __future__ import annotations
 
-import errno
+import hashlib
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,42 +21,33 @@ from types import TracebackType
 
 from envguard.errors import BackendError, BusyError
 
-if os.name == "nt":  # pragma: no cover - exercised on Windows only
-    import msvcrt
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError:
-            return False
-
-    def _unlock(fd: int) -> None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except OSError as e:
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return False
-            raise
-
-    def _unlock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-
 WaitCallback = Callable[[int | None, float], None]  # (holder pid or None, seconds waited so far)
 
 
+def lock_dir(env: dict[str, str] | None = None) -> Path:
+    """envguard's own folder for prefix locks, in the user's cache directory."""
+    env = dict(os.environ) if env is None else env
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    elif os.name == "nt":
+        base = Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    else:
+        base = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "envguard" / "locks"
+
+
 def lock_path_for(prefix: str | os.PathLike[str]) -> Path:
+    """The lock file of ``prefix``: one per absolute path (its directory's symlinks resolved)."""
     prefix = Path(os.path.abspath(prefix))
-    return prefix.parent / f".{prefix.name}.envguard-lock"
+    real = Path(os.path.realpath(prefix.parent)) / prefix.name
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:20]
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in prefix.name)[:40] or "env"
+    return lock_dir() / f"{safe}-{digest}.lock"
+
+
+def holder_path(prefix: str | os.PathLike[str]) -> Path:
+    """Where the holder of ``prefix``'s lock writes its PID."""
+    return lock_path_for(prefix).with_suffix(".pid")
 
 
 def read_holder(path: Path) -> int | None:
@@ -75,59 +70,69 @@ class PrefixLock:
                  on_wait: WaitCallback | None = None, interval: float = 3.0, poll: float = 0.1) -> None:
         self.prefix = Path(os.path.abspath(prefix))
         self.path = lock_path_for(self.prefix)
+        self.pid_path = self.path.with_suffix(".pid")
         self.timeout = timeout
         self.on_wait = on_wait
         self.interval = interval
         self.poll = poll
         self.waited = False
-        self._fd: int | None = None
+        self._lock: object | None = None
 
     def acquire(self) -> None:
+        from filelock import FileLock, Timeout
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
-            raise BackendError(f"cannot create the prefix lock {self.path}: {e.strerror or e} "
-                               "(fix: check permissions and free space of that directory)") from e
+            raise BackendError(f"cannot create envguard's lock folder {self.path.parent}: {e.strerror or e} "
+                               "(fix: check permissions and free space of your cache directory)") from e
+        lock = FileLock(str(self.path), thread_local=False)
         start = time.monotonic()
         next_report = start
         holder: int | None = None
+        while True:
+            try:
+                lock.acquire(blocking=False)
+                break
+            except Timeout:  # held by another process (a subclass of OSError: caught first)
+                pass
+            except OSError as e:
+                raise BackendError(f"cannot take the prefix lock {self.path}: {e.strerror or e} "
+                                   "(fix: check permissions of your cache directory)") from e
+            self.waited = True
+            now = time.monotonic()
+            holder = read_holder(self.pid_path) or holder
+            waited = now - start
+            if self.timeout is not None and waited >= self.timeout:
+                who = f"process {holder}" if holder else "another process"
+                raise BusyError(f"{self.prefix} is being created by envguard {who} (lock {self.path}); "
+                                f"gave up after {self.timeout:g}s (fix: wait for it to finish, or raise --timeout)")
+            if self.on_wait is not None and now >= next_report:
+                self.on_wait(holder, waited)
+                next_report = now + self.interval
+            sleep = self.poll
+            if self.timeout is not None:
+                sleep = max(0.0, min(sleep, self.timeout - waited))
+            time.sleep(sleep)
+        self._lock = lock
         try:
-            while not _try_lock(fd):
-                self.waited = True
-                now = time.monotonic()
-                holder = read_holder(self.path) or holder
-                waited = now - start
-                if self.timeout is not None and waited >= self.timeout:
-                    who = f"process {holder}" if holder else "another process"
-                    raise BusyError(
-                        f"{self.prefix} is being created by envguard {who} (lock {self.path}); "
-                        f"gave up after {self.timeout:g}s (fix: wait for it to finish, or raise --timeout)"
-                    )
-                if self.on_wait is not None and now >= next_report:
-                    self.on_wait(holder, waited)
-                    next_report = now + self.interval
-                sleep = self.poll
-                if self.timeout is not None:
-                    sleep = max(0.0, min(sleep, self.timeout - waited))
-                time.sleep(sleep)
-            os.ftruncate(fd, 0)
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.write(fd, f"{os.getpid()}\n".encode())
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
+            tmp = self.pid_path.with_name(f"{self.pid_path.name}.{os.getpid()}.tmp")
+            tmp.write_text(f"{os.getpid()}\n", encoding="ascii")
+            os.replace(tmp, self.pid_path)
+        except OSError:
+            pass  # the lock holds without it; a waiter then says "another process"
 
     def release(self) -> None:
-        if self._fd is None:
+        if self._lock is None:
             return
-        fd, self._fd = self._fd, None
+        lock, self._lock = self._lock, None
         try:
-            os.ftruncate(fd, 0)  # nobody holds it: a waiter must not name us any more
-            _unlock(fd)
+            if read_holder(self.pid_path) == os.getpid():  # nobody holds it: a waiter must not name us any more
+                self.pid_path.unlink()
+        except OSError:
+            pass
         finally:
-            os.close(fd)
+            lock.release()  # type: ignore[attr-defined]
 
     def __enter__(self) -> PrefixLock:
         self.acquire()

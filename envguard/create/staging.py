@@ -8,7 +8,7 @@ Names beside a target ``<dir>/<name>`` (``<pid>`` is the creating process):
   exchange, or an external backend building in place). Put back if the target is missing, else deleted.
 * ``.<name>.envguard-building-<pid>``: an external backend is building at the target path itself; if its
   process is gone, the target is half-built and is removed (before any old environment is put back).
-* ``.<name>.envguard-lock``: the prefix lock (envguard.create.prefixlock); stays.
+* (the prefix lock is not here: envguard.create.prefixlock keeps it in envguard's own folder.)
 """
 
 from __future__ import annotations

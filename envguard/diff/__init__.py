@@ -24,11 +24,12 @@ from envguard.sources import RequestedSpec
 
 # Every class a change can carry, most alarming first (also the order of the summary).
 KINDS: tuple[str, ...] = (
-    "hash-changed", "cpu-cuda-flip", "cuda-line", "python-minor", "manager", "channel",
+    "hash-changed", "pip-over-conda", "cpu-cuda-flip", "cuda-line", "python-minor", "manager", "channel",
     "downgraded", "upgraded", "rebuilt", "removed", "added", "spec-changed",
 )
 LABELS: dict[str, str] = {
     "hash-changed": "hash changed (same name, version, build)",
+    "pip-over-conda": "pip over conda (both managers record it)",
     "cpu-cuda-flip": "CPU↔CUDA build flip",
     "cuda-line": "CUDA line change",
     "python-minor": "Python minor change (ABI break)",
@@ -43,7 +44,7 @@ LABELS: dict[str, str] = {
 }
 ChangeSeverity = Literal["error", "warning", "info"]
 _SEVERITY: dict[str, ChangeSeverity] = {
-    "hash-changed": "error", "cpu-cuda-flip": "warning", "cuda-line": "warning", "python-minor": "warning",
+    "hash-changed": "error", "pip-over-conda": "error", "cpu-cuda-flip": "warning", "cuda-line": "warning", "python-minor": "warning",
     "manager": "warning", "channel": "warning", "downgraded": "warning",
 }
 # Packages whose version *is* the CUDA line.
@@ -288,12 +289,44 @@ def _group(pkgs: Iterable[Package]) -> dict[str, list[Package]]:
     return out
 
 
+def _both_managers(pkgs: list[Package]) -> bool:
+    return {p.manager for p in pkgs} >= {"conda", "pip"}
+
+
+def _pip_over_conda(key: str, olds: list[Package], news: list[Package]) -> tuple[list[Change], list[Package],
+                                                                                   list[Package]]:
+    """One side records a package under both managers (pip installed over conda's copy), the other does not:
+    that is a change of its own, whatever the versions. Returns it and what is left to pair as usual."""
+    if _both_managers(news) and not _both_managers(olds):
+        over = [p for p in news if p.manager == "pip"]
+        base = next((p for p in olds if p.manager == "conda"), olds[0] if olds else None)
+        changes = []
+        for p in over:
+            kinds, _ = classify(base, p) if base is not None else ((), "")
+            extra = tuple(k for k in kinds if k in ("upgraded", "downgraded"))
+            conda = next(q for q in news if q.manager == "conda")
+            changes.append(Change(key=key, kinds=("pip-over-conda", *extra), old=base, new=p,
+                                  detail=f"conda's {conda.name} {conda.version} is still recorded; pip's "
+                                         f"{p.version} was installed over it"))
+        return changes, olds, [p for p in news if p.manager != "pip"]
+    if _both_managers(olds) and not _both_managers(news):
+        over = [p for p in olds if p.manager == "pip"]
+        base = next((p for p in news if p.manager == "conda"), news[0] if news else None)
+        changes = [Change(key=key, kinds=("pip-over-conda",), old=p, new=base,
+                          detail=f"A records {p.name} under conda and pip (pip's {p.version}); B only once")
+                   for p in over]
+        return changes, [p for p in olds if p.manager != "pip"], news
+    return [], olds, news
+
+
 def diff_packages(old: list[Package], new: list[Package]) -> list[Change]:
     """Every difference between two package lists of one platform, core packages first."""
     go, gn = _group(old), _group(new)
     changes: list[Change] = []
     for key in go.keys() | gn.keys():
-        pairs, removed, added = _pair(go.get(key, []), gn.get(key, []))
+        over, olds, news = _pip_over_conda(key, go.get(key, []), gn.get(key, []))
+        changes += over
+        pairs, removed, added = _pair(olds, news)
         for a, b in pairs:
             kinds, detail = classify(a, b)
             if kinds:
@@ -534,9 +567,18 @@ class DiffResult:
                     out[k] += 1
         return {k: v for k, v in out.items() if v}
 
+    def primary_counts(self) -> dict[str, int]:
+        """Each change counted once, under its most alarming class (KINDS order): these add up to the total."""
+        out = {k: 0 for k in KINDS}
+        for pd in self.platforms:
+            for c in pd.changes:
+                if c.kinds:
+                    out[min(c.kinds, key=KINDS.index)] += 1
+        return {k: v for k, v in out.items() if v}
+
     def summary(self) -> str:
         parts: list[str] = []
-        counts = self.counts()
+        counts = self.primary_counts()
         n = sum(len(pd.changes) for pd in self.platforms)
         if n:
             detail = ", ".join(f"{v} {LABELS[k]}" for k, v in counts.items())

@@ -165,7 +165,7 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
                     else "the legacy pytorch-channel templates are written")
             alt = ", or use --cuda cpu" if channel != "pytorch" else ", or use --channel conda-forge"
             raise UserError(f"{what} for {', '.join(restricted or ())} only, not {', '.join(bad)}; "
-                            f"drop -p {' -p '.join(bad)}{alt}")
+                            f"drop --platform {' --platform '.join(bad)}{alt}")
         plats = list(dict.fromkeys(platforms))
     elif cuda != CPU or channel == "pytorch":
         plats = [p for p in DEFAULT_PLATFORMS if p in cuda_plats] or list(cuda_plats)
@@ -218,7 +218,7 @@ def _yaml_scalar(text: str) -> str:
 
 def _command_line(python: str, torch: str, cuda: str, channel: str, platforms: list[str], name: str) -> str:
     parts = ["envguard init", f"--python {python}", f"--torch {torch}", f"--cuda {cuda}", f"--channel {channel}"]
-    parts += [f"-p {p}" for p in platforms]
+    parts += [f"--platform {p}" for p in platforms]
     parts.append(f"--name {name}")
     return " ".join(parts)
 

@@ -100,7 +100,7 @@ def fix_command(files: list[Path], lockfile: Path, platforms: list[str] | None =
     for f in files:
         parts += ["-f", str(f)]
     for p in platforms or []:
-        parts += ["-p", p]
+        parts += ["--platform", p]
     parts += ["--lockfile", str(lockfile)]
     return shlex.join(parts)
 

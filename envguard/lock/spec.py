@@ -377,7 +377,7 @@ def read_spec(files: list[Path], platforms: list[str] | None = None) -> EnvSpec:
         bad = [p for p in platforms if p not in LOCKABLE_PLATFORMS]
         for p in bad:
             close = _close_matches(p, LOCKABLE_PLATFORMS, n=1)
-            errors.append(SpecIssue("-p", None, None, "platform", f"unsupported platform {p!r}",
+            errors.append(SpecIssue("--platform", None, None, "platform", f"unsupported platform {p!r}",
                                     f"did you mean '{close[0]}'?" if close else
                                     f"use one of {', '.join(LOCKABLE_PLATFORMS)}"))
     if errors:

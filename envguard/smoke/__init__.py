@@ -57,6 +57,15 @@ class SmokeResult:
     def ok(self) -> bool:
         return self.exit_code == 0
 
+    @property
+    def failed(self) -> bool:
+        """Whether the smoke test itself failed: it crashed or timed out, or one of its checks failed.
+        Findings about facts it read (a CPU build where CUDA is wanted, a small /dev/shm) are not failures of
+        the test: `envguard check` reports those with exit 1, and 7 only for this."""
+        if self.timed_out or not self.probe:
+            return True
+        return any(c.get("status") == "fail" for c in self.probe.get("checks") or [] if isinstance(c, dict))
+
     def to_dict(self) -> dict[str, Any]:
         from envguard.report import findings_to_json
 
@@ -80,22 +89,24 @@ def _interpreter_in(prefix: Path) -> Path | None:
     return next((c for c in candidates if c.is_file()), None)
 
 
-def resolve_python(prefix: Path | None = None, name: str | None = None, python: Path | None = None) -> Path:
-    """The interpreter to probe: a conda prefix or virtualenv, a named env, a path, or this one."""
+def resolve_python(prefix: Path | None = None, name: str | None = None, python: Path | None = None, *,
+                   env: dict[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """The interpreter to probe: ``--python PATH``, else the environment envguard.envs.resolve_target picks
+    (``-p``, ``-n``, the active conda environment, the one environment.yml names). Relative paths are taken
+    from the working directory. Returns an envguard.envs.Target: ``.why`` says how it was chosen."""
+    from envguard.envs import Target, resolve_target
+
     given = [o for o, v in (("-p/--prefix", prefix), ("-n/--name", name), ("--python", python)) if v]
     if len(given) > 1:
         raise UserError(f"{' and '.join(given)} were both given", fix="name the environment one way only")
     if python is not None:
-        p = Path(os.path.abspath(Path(python).expanduser()))
+        p = Target(os.path.abspath(Path(python).expanduser()))
+        p.source, p.why = "python", "given with --python"
         if not p.is_file() or not os.access(p, os.X_OK):
             raise UserError("no executable Python interpreter at this path", file=str(p),
                             fix="pass the environment's python, e.g. <prefix>/bin/python")
         return p
-    if prefix is None and name is None:
-        return Path(sys.executable)
-    from envguard.envs import resolve_target
-
-    pre = resolve_target(prefix, name)
+    pre = resolve_target(prefix, name, env=env, cwd=cwd)
     if not pre.is_dir():
         raise UserError("prefix does not exist", file=str(pre),
                         fix="create it with `envguard create -p PREFIX` or pass an existing prefix")
@@ -103,7 +114,10 @@ def resolve_python(prefix: Path | None = None, name: str | None = None, python: 
     if exe is None:
         raise UserError("no Python interpreter in this environment (looked for bin/python)", file=str(pre),
                         fix="pass a conda prefix or virtualenv that contains python, or --python PATH")
-    return exe
+    found = Target(exe)
+    found.source, found.why = pre.source, pre.why
+    found.prefix = pre  # type: ignore[attr-defined]  # the environment, for fixes that name it
+    return found
 
 
 # ---------------------------------------------------------------- processes
@@ -314,14 +328,17 @@ def _probe_env(env: dict[str, str] | None) -> dict[str, str]:
 def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = False, require_cuda: bool = False,
               timeout: float = DEFAULT_TIMEOUT, env: dict[str, str] | None = None,
               probe_args: list[str] | None = None,
-              driver_info: Callable[[], Any] | None = None) -> SmokeResult:
+              driver_info: Callable[[], Any] | None = None,
+              progress: Callable[[str], None] | None = None) -> SmokeResult:
     """Run the probe with ``python`` and classify what it reports.
 
     Never raises for a failing or hanging probe: that is the result. Raises
-    :class:`UserError` when ``python`` is not an executable file.
-    ``driver_info`` replaces :func:`envguard.driver.get_driver_info` (tests).
+    :class:`UserError` when ``python`` is not an executable file. A relative ``python`` is taken from the
+    working directory (the probe itself runs in a temporary one). ``driver_info`` replaces
+    :func:`envguard.driver.get_driver_info` (tests). ``progress(phase)`` is called as the probe enters each
+    phase (``import-torch``, ``dataloader:fork``, ``dataloader:spawn``, ...).
     """
-    exe = Path(python)
+    exe = Path(os.path.abspath(python))
     if not exe.is_file() or not os.access(exe, os.X_OK):
         raise UserError("no executable Python interpreter at this path", file=str(exe),
                         fix="pass the environment's python, e.g. <prefix>/bin/python")
@@ -345,9 +362,7 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
             raise UserError(f"cannot run the interpreter: {e.strerror or e}", file=str(exe),
                             fix="pass a working Python interpreter") from None
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            timed_out = not _wait(proc, timeout, events, progress)
         except BaseException:  # Ctrl-C: never leave the probe behind
             _stop_session(proc, sorted(_event_pids(_read_events(events))), grace=0.5)
             raise
@@ -377,6 +392,31 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
                        timed_out=timed_out, duration=duration, returncode=proc.returncode, phase=phase,
                        stderr_tail=stderr[-4000:], shm_removed=removed, pids=sorted(pids),
                        driver=driver.to_dict() if driver is not None else None)
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float, events: Path,
+          progress: Callable[[str], None] | None) -> bool:
+    """Wait for the probe; False when it ran past ``timeout``. With ``progress``, report each new phase the
+    probe writes to its events file while it runs."""
+    if progress is None:
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+            return True
+        except subprocess.TimeoutExpired:
+            phases = [e["phase"] for e in _read_events(events) if isinstance(e.get("phase"), str)]
+            for phase in phases[seen:]:
+                progress(phase)
+            seen = max(seen, len(phases))
+            if time.monotonic() >= deadline:
+                return False
 
 
 def _rmtree(path: Path) -> None:
@@ -443,8 +483,13 @@ def classify(probe: dict[str, Any] | None, *, stderr: str = "", returncode: int 
             findings.append(_f("pin-cpu", Severity.INFO, "pinned memory not exercised: no CUDA device, so the "
                                                          "DataLoaders ran with pin_memory=False"))
         elif name == "numpy-interop" and status == "skip":
-            findings.append(_f("numpy-abi", Severity.WARNING,
-                               f"NumPy is not importable ({_headline(error)}); NumPy interop not exercised"))
+            if re.search(r"No module named '?numpy'?\s*$", _headline(error)):
+                # torch does not require NumPy: its absence is a fact, not a problem
+                findings.append(Finding("numpy-abi", Severity.INFO, "NumPy is not installed: NumPy interop not "
+                                        "exercised", ""))
+            else:
+                findings.append(_f("numpy-abi", Severity.WARNING,
+                                   f"NumPy is not importable ({_headline(error)}); NumPy interop not exercised"))
     if tv:
         findings += _cuda_findings(probe, require_cuda, driver, driver_checked)
         findings += _limit_findings(probe, {f.code for f in findings}, bool(tv.get("cuda")))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from envguard import render
 
-def smoke_title(result: "object") -> str:
+def smoke_title(result: "object", why: str = "") -> str:
+    """``envguard smoke <python> · <why it was chosen> · torch ... · passed in 2.0 s``."""
     from envguard.redact import redact
 
     r = result  # envguard.smoke.SmokeResult
@@ -12,7 +13,50 @@ def smoke_title(result: "object") -> str:
     build = f"CUDA {tv['cuda']}" if tv.get("cuda") else "CPU build"
     what = f"torch {tv['version']} ({build})" if tv.get("version") else "torch not imported"
     state = "timed out" if r.timed_out else ("passed" if r.exit_code == 0 else "failed")
-    return f"envguard smoke {redact(r.python)} · {what} · {state} in {r.duration:.1f} s"
+    chosen = f" · {why}" if why else ""
+    return f"envguard smoke {redact(r.python)}{chosen} · {what} · {state} in {r.duration:.1f} s"
+
+
+_PHASES = {"import-torch": "importing torch", "numpy": "NumPy interop", "limits": "reading /dev/shm and ulimit -n",
+           "dataloader-fd-limit": "DataLoader with many live batches", "dataloader-shm-leak": "/dev/shm leak check",
+           "cuda": "CUDA", "cuda-pinned": "pinned host-to-device copy", "cuda-matmul": "CUDA matmul",
+           "distributed": "torch.distributed all-reduce"}
+
+
+def phase_label(phase: str) -> str | None:
+    """What a probe phase means to a reader; None for phases not worth a line."""
+    kind, _, method = phase.partition(":")
+    if kind == "dataloader" and method:
+        return f"DataLoader workers ({method})"
+    if kind == "dataloader-hang" and method:
+        return f"DataLoader timeout check ({method})"
+    return _PHASES.get(phase)
+
+
+class SmokeProgress:
+    """On a terminal, one line per phase the smoke probe enters (each start method has its own), on stderr;
+    nothing otherwise. ``with SmokeProgress(enabled=...) as p: run_smoke(..., progress=p.phase)``."""
+
+    def __init__(self, *, enabled: bool, prefix: str = "smoke") -> None:
+        import time
+
+        self.enabled = enabled
+        self.prefix = prefix
+        self._t0 = time.monotonic()
+
+    def phase(self, phase: str) -> None:
+        import time
+
+        label = phase_label(phase)
+        if self.enabled and label:
+            render.err.print(f"[dim]·[/dim] {self.prefix}: {render.escape(label)} "
+                             f"[dim]({time.monotonic() - self._t0:.1f} s)[/dim]", markup=True, highlight=False)
+
+    def __enter__(self) -> "SmokeProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def print_smoke_checks(result: "object") -> None:
