@@ -167,7 +167,10 @@ def smoke_cmd(
                                        "conda's envs directories)."),
     python: Optional[Path] = typer.Option(None, "--python", help="Interpreter to probe (default: this one)."),
     quick: bool = typer.Option(False, "--quick", help="One start method and small batches."),
-    distributed: bool = typer.Option(False, "--distributed", help="Also all-reduce across 2 local processes."),
+    distributed: bool = typer.Option(
+        False, "--distributed", help="Also torch.distributed: this rank of the world a launcher (torchrun, srun) "
+        "describes in RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, else 2 local processes."),
+    only_distributed: bool = typer.Option(False, "--only-distributed", help="Only the torch.distributed check."),
     require_cuda: bool = typer.Option(False, "--require-cuda", help="Fail when CUDA is not usable, and say why."),
     fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds before the probe is stopped (exit 124)."),
@@ -184,7 +187,8 @@ def smoke_cmd(
     if timeout <= 0:
         raise UserError(f"timeout must be positive, got {timeout:g}", key="--timeout", fix="e.g. --timeout 120")
     exe = resolve_python(prefix, name, python)
-    result = run_smoke(exe, quick=quick, distributed=distributed, require_cuda=require_cuda, timeout=timeout)
+    result = run_smoke(exe, quick=quick, distributed=distributed, require_cuda=require_cuda, timeout=timeout,
+                       only_distributed=only_distributed)
     if fmt == "json":
         from envguard.redact import redact
 
@@ -197,6 +201,10 @@ def smoke_cmd(
     else:
         render.out.print(smoke_title(result), markup=False)
         print_smoke_checks(result)
+        from envguard.smoke.render import distributed_line
+
+        if distributed_line(result):
+            render.out.print(distributed_line(result), markup=False)
         print_findings(result.findings)
     raise typer.Exit(result.exit_code)
 
@@ -218,6 +226,9 @@ def check_cmd(
         "nvidia-*, cuda-*, mkl, ...)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
     smoke_timeout: float = typer.Option(300.0, "--smoke-timeout", help="Seconds before the smoke test is killed."),
+    distributed: bool = typer.Option(
+        False, "--distributed", help="Also torch.distributed across the nodes a launcher started (RANK, WORLD_SIZE, "
+        "MASTER_ADDR, MASTER_PORT; torchrun or srun); the result goes into the report."),
 ) -> None:
     """Verify an installed environment against its lock, its policy and its hardware."""
     import json
@@ -233,7 +244,7 @@ def check_cmd(
                         fix="e.g. --smoke-timeout 300")
     core_list = [c.strip() for c in core.split(",") if c.strip()] if core else None
     report = run_check(prefix, name=name, lockfile=lockfile, files=files, deep=deep, smoke=not no_smoke,
-                       core=core_list, strict=strict, smoke_timeout=smoke_timeout)
+                       core=core_list, strict=strict, smoke_timeout=smoke_timeout, distributed=distributed)
     if fmt == "json":
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     elif fmt == "markdown":

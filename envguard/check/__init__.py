@@ -41,6 +41,9 @@ class CheckReport:
     smoke: dict[str, Any] | None = None  # {"exit_code", "timed_out", "findings": n}
     smoke_exit: int = 0
     strict: bool = False
+    host: str = ""  # the machine that ran the check: fleet's node name
+    lock_sha256: str | None = None  # of the lock file's bytes: fleet tells nodes on different locks apart
+    distributed: dict[str, Any] | None = None  # this rank's multi-node smoke result (check --distributed)
 
     @property
     def exit_code(self) -> int:
@@ -89,6 +92,9 @@ class CheckReport:
             "import_origins": {k: v for k, v in (self.import_origins or {}).items() if not k.startswith("_")}
             or None,
             "smoke": self.smoke,
+            "host": self.host,
+            "lock_sha256": self.lock_sha256,
+            "distributed": self.distributed,
             "packages": [_redacted(p.to_dict()) for p in self.packages],
         }
 
@@ -187,19 +193,24 @@ def _default_driver_info() -> Any:
 
 
 def _run_smoke(python: str, timeout: float, require_cuda: bool, driver_raw: Any,
-               driver_checked: bool) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any], int]:
+               driver_checked: bool, distributed: bool = False,
+               only_distributed: bool = False) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any], int]:
     """(findings, torch facts from the probe, smoke summary, exit code to propagate)."""
     from envguard.smoke import run_smoke
 
     # The driver was queried once already (or deliberately not): hand the smoke test the same answer.
-    res = run_smoke(python, quick=True, timeout=timeout, require_cuda=require_cuda,
+    res = run_smoke(python, quick=True, timeout=timeout, require_cuda=require_cuda, distributed=distributed,
+                    only_distributed=only_distributed,
                     driver_info=(lambda: driver_raw) if driver_checked else (lambda: None))
     probe = res.probe or {}
     torch_facts = dict(probe["torch"]) if isinstance(probe.get("torch"), Mapping) else None
     cuda = probe.get("cuda") if isinstance(probe.get("cuda"), Mapping) else {}
     if torch_facts is not None and cuda.get("arch_list"):
         torch_facts["arch_list"] = list(cuda["arch_list"])
-    summary = {"exit_code": int(res.exit_code), "timed_out": bool(res.timed_out), "findings": len(res.findings)}
+    from envguard.smoke import distributed_summary
+
+    summary = {"exit_code": int(res.exit_code), "timed_out": bool(res.timed_out), "findings": len(res.findings),
+               "distributed": distributed_summary(res.probe)}
     return list(res.findings), torch_facts, summary, int(res.exit_code)
 
 
@@ -242,13 +253,15 @@ def run_check(
     smoke_timeout: float = 300.0,
     cwd: Path | None = None,
     workers: int | None = None,
+    distributed: bool = False,
 ) -> CheckReport:
     """Check one environment. Raises UserError for bad input; everything else is a finding.
 
     ``smoke`` runs the smoke probe in the environment's interpreter; ``imports`` (default: same as
     ``smoke``) runs envguard/in_process/import_origin.py there. With both off, no process is started.
     ``env`` replaces os.environ for the environment rules; ``driver_info_fn`` replaces the NVML /
-    nvidia-smi query (envguard.driver.get_driver_info).
+    nvidia-smi query (envguard.driver.get_driver_info). ``distributed`` runs the probe's torch.distributed
+    check as well (one rank of the launcher's world when RANK/WORLD_SIZE are set); with ``smoke`` off, only that.
     """
     from envguard.check import checks
     from envguard.platforms import host_platform, python_in_prefix
@@ -307,9 +320,10 @@ def run_check(
     origins: dict[str, Any] | None = None
     probe: dict[str, Any] | None = None
     smoke_summary: dict[str, Any] | None = None
+    dist_result: dict[str, Any] | None = None
     smoke_findings: list[Finding] = []
     smoke_exit = 0
-    imports = smoke if imports is None else imports
+    imports = (smoke or distributed) if imports is None else imports
     if half_built:
         pass  # running code from a half-built prefix proves nothing
     elif (smoke or imports) and not os.path.exists(python):
@@ -324,9 +338,11 @@ def run_check(
         except EnvguardError as e:
             findings.append(Finding("EG505", Severity.ERROR, f"the environment's interpreter does not run: "
                                     f"{e.message}", "recreate the environment with `envguard create`"))
-        if smoke and origins is not None:
+        if (smoke or distributed) and origins is not None:
             smoke_findings, probe, smoke_summary, smoke_exit = _run_smoke(
-                python, smoke_timeout, bool(wants), driver_raw, driver_checked)
+                python, smoke_timeout, bool(wants), driver_raw, driver_checked, distributed, not smoke)
+            dist_result = smoke_summary.pop("distributed")
+            smoke_summary = smoke_summary if smoke else None  # --no-smoke --distributed: only the distributed part
 
     fp_conda: dict[str, str] | None = None
     fp_pip: list[str] | None = None
@@ -352,5 +368,21 @@ def run_check(
         lock_file=str(lock_path) if lock_path else None, findings=sort_findings(findings), packages=installed,
         files_mode=mode, file_problems=problems, torch=checks.torch_build(info, probe), gpu=gpu,
         import_origins=origins, smoke=smoke_summary, smoke_exit=smoke_exit, strict=strict,
+        host=_hostname(), lock_sha256=_sha256(lock_path) if lock_path else None, distributed=dist_result,
     )
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _sha256(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
