@@ -96,9 +96,11 @@ def world_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
     out["agent_store"] = env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     out["run_id"] = f"{env.get('TORCHELASTIC_RUN_ID', env.get('SLURM_JOB_ID', 'envguard'))}." \
                     f"{env.get('TORCHELASTIC_RESTART_COUNT', env.get('SLURM_STEP_ID', '0'))}"
-    if slurm_nodes and launcher == "slurm":
+    if slurm_nodes:  # srun itself, or torchrun started by srun: where each rank should be
         out["slurm_nodes"] = slurm_nodes
         out["slurm_tasks_per_node"] = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE", "")
+        out["slurm_nodeid"] = env.get("SLURM_NODEID")
+        out["group_rank"] = env.get("GROUP_RANK")
     if not addr or not port.isdigit():
         out["error"] = ("MASTER_ADDR and MASTER_PORT must be set (torchrun sets them; with srun export "
                         "MASTER_ADDR=<first node> MASTER_PORT=<free port>)")
@@ -111,14 +113,20 @@ def world_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
 def expected_host(world: Mapping[str, Any], rank: int, joined: Mapping[int, dict]) -> str | None:
     """Where ``rank`` should have run: from the Slurm node list, a sibling rank of the same torchrun
     node, or MASTER_ADDR for rank 0. None when nobody can know."""
-    if world.get("slurm_nodes"):
+    lws = world.get("local_world_size")
+    if world.get("slurm_nodes") and world.get("launcher") == "torchrun":
+        # One torchrun per node with --node-rank $SLURM_NODEID: node k of the list runs ranks k*lws...
+        if lws and world.get("group_rank") is not None and world.get("group_rank") == world.get("slurm_nodeid"):
+            hosts = expand_hostlist(world["slurm_nodes"])
+            if rank // lws < len(hosts):
+                return hosts[rank // lws]
+    elif world.get("slurm_nodes"):
         hosts, counts = expand_hostlist(world["slurm_nodes"]), _tasks_per_node(world.get("slurm_tasks_per_node", ""))
         first = 0
         for host, n in zip(hosts, counts or [1] * len(hosts)):  # srun's default block distribution
             if first <= rank < first + n:
                 return host
             first += n
-    lws = world.get("local_world_size")
     if lws:
         for r, who in joined.items():
             if r // lws == rank // lws and who.get("host"):
