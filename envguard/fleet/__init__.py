@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from envguard.errors import UserError
 from envguard.fleet.hosts import compress
+from envguard.model import canonical_name
 
 SCHEMA = "envguard.fleet/1"
 MAX_REPORT_BYTES = 64 << 20
@@ -180,7 +181,7 @@ def _facts(rep: dict[str, Any]) -> dict[str, Any]:
         "driver": _s(gpu.get("driver_version")) if gpu else None,
         "gpus": [[_s(g.get("name")), _s(g.get("capability"))] for g in gpu.get("gpus") or [] if isinstance(g, dict)]
         if gpu else [],
-        "pip_over_conda": sorted({str(f.get("package")) for f in findings
+        "pip_over_conda": sorted({canonical_name(str(f.get("package"))) for f in findings
                                   if f.get("code") in PIP_OVER_CONDA and f.get("package")}),
         "smoke": ({"exit_code": smoke.get("exit_code"), "timed_out": bool(smoke.get("timed_out"))} if smoke else None),
         "distributed": ({"ok": bool(dist.get("ok")), "backend": _s(dist.get("backend")),
