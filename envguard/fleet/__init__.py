@@ -206,9 +206,10 @@ def _key(rep: dict[str, Any], facts: dict[str, Any]) -> tuple[Any, ...]:
     return _freeze(facts), findings, pkgs
 
 
-def node_name(rep: dict[str, Any], path: Path) -> str:
-    host = rep.get("host")
-    return host if isinstance(host, str) and host else path.stem
+def node_name(path: Path) -> str:
+    """Nodes are named after their report files (``gpu017.json``): the examples write one per node, named
+    after the node, which is also what a pod's own host name is not."""
+    return path.stem
 
 
 # --------------------------------------------------------------------------- the command
@@ -231,7 +232,7 @@ def run_fleet(inputs: Sequence[str | Path], *, lockfile: Path | None = None) -> 
         except (TypeError, AttributeError) as e:  # a report with wrong-typed fields
             unreadable.append((str(path), f"malformed report ({type(e).__name__}: {e})"))
             continue
-        name = node_name(rep, path)
+        name = node_name(path)
         code = rep.get("exit_code") if isinstance(rep.get("exit_code"), int) else 0
         g = groups.get(key)
         if g is None:
