@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -110,14 +111,16 @@ def test_a_node_that_never_starts_is_named_with_its_host(procs: Procs, tmp_path:
            "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "node[07-08]", "SLURM_TASKS_PER_NODE": "1(x2)",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     t0 = time.monotonic()
-    p = procs.start([*ENVGUARD, "smoke", "--only-distributed", "--format", "json", "--timeout", "8"], env, tmp_path)
+    p = procs.start([*ENVGUARD, "smoke", "--only-distributed", "--format", "json", "--timeout", "12"], env, tmp_path)
     out, err = p.communicate(timeout=60)
     took = time.monotonic() - t0
     assert p.returncode == 7, err  # reported by the probe itself, inside the limit (124 would be the limit's)
     doc = json.loads(out)
-    assert doc["timed_out"] is False and took < 8 + 5
+    assert doc["timed_out"] is False and took < 12 + 5
     f = next(f for f in doc["findings"] if f["severity"] == "error")
-    assert f["code"] == "rendezvous" and "rank 1 (node08)" in f["message"] and "within 4 s" in f["message"]
+    assert f["code"] == "rendezvous" and "rank 1 (node08)" in f["message"]
+    # half the limit, or less when the start was slow: the probe itself still reports inside the limit
+    assert 1 <= float(re.search(r"within ([\d.]+) s", f["message"]).group(1)) <= 6
     assert "MASTER_ADDR" in f["fix"]
     d = doc["probe"]["distributed"]
     assert d["launcher"] == "slurm" and d["stage"] == "join" and d["missing"] == [{"rank": 1, "host": "node08"}]
@@ -128,7 +131,7 @@ def test_torchrun_rank_that_never_joins_is_reported_exit_7(procs: Procs, tmp_pat
     """Node 1's torchrun runs, but its worker is not the probe: node 0's `envguard smoke` names rank 1."""
     port = free_port()
     n0 = procs.start(_torchrun(0, port, "--no-python", *ENVGUARD, "smoke", "--only-distributed", "--format",
-                               "json", "--timeout", "10"), {}, tmp_path)
+                               "json", "--timeout", "12"), {}, tmp_path)
     n1 = procs.start(_torchrun(1, port, "--no-python", "true"), {}, tmp_path)
     out, err = n0.communicate(timeout=90)
     n1.communicate(timeout=60)

@@ -334,7 +334,11 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
     if distributed or only_distributed:
         # Under a launcher the ranks wait for each other this long, well inside the outer limit, so that a
         # rank that never comes is named by the probe (exit 7) rather than cut off by the limit (124).
-        argv += ["--only-distributed"] * only_distributed + ["--join-timeout", f"{join_timeout(timeout):g}"]
+        # The deadline also covers a slow start (interpreter, import torch on a loaded machine): the join
+        # ends early enough to leave a fifth of the limit (at least 2 s) for the report.
+        deadline = time.time() + timeout - max(2.0, timeout / 5)
+        argv += ["--only-distributed"] * only_distributed + ["--join-timeout", f"{join_timeout(timeout):g}",
+                 "--join-deadline", f"{deadline:.3f}"]
     before = shm_snapshot()
     t0 = time.perf_counter()
     timed_out = False

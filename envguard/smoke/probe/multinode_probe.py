@@ -146,8 +146,15 @@ class _Failed(Exception):
 
 
 def run(torch: Any, world: dict[str, Any], *, join_timeout: float, collective_timeout: float,
-        sizes: tuple[int, ...] | None = None, reps: int = 3, backend: str = "auto") -> tuple[dict, str | None]:
-    """This rank's part. Returns (facts for the probe's document, error text or None)."""
+        sizes: tuple[int, ...] | None = None, reps: int = 3, backend: str = "auto",
+        join_deadline: float | None = None) -> tuple[dict, str | None]:
+    """This rank's part. Returns (facts for the probe's document, error text or None).
+
+    ``join_deadline`` (wall clock, from the runner) caps the wait, so that a slow start (a loaded machine, a
+    cold file system) still leaves time to report a missing rank before the runner's own limit.
+    """
+    if join_deadline is not None:
+        join_timeout = round(max(1.0, min(join_timeout, join_deadline - time.time())), 1)
     info: dict[str, Any] = {"mode": "launcher", **{k: v for k, v in world.items() if k != "error"},
                             "join_timeout": join_timeout, "stage": "launcher"}
     t0 = time.monotonic()

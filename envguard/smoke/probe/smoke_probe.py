@@ -169,6 +169,7 @@ class Probe:
         self.distributed: bool = args["distributed"]
         self.only_distributed: bool = args.get("only_distributed", False)
         self.join_timeout: float = args.get("join_timeout") or args["dl_timeout"]
+        self.join_deadline: float | None = args.get("join_deadline")
         self.dist_sizes: tuple[int, ...] | None = args.get("dist_sizes")
         self.backend: str = args.get("backend", "auto")
         self.inject: tuple[str, ...] = tuple(args["inject"])
@@ -775,7 +776,8 @@ class Probe:
         event(rank=world.get("rank"), world_size=world.get("world_size"))
         info, error = multinode_probe.run(
             self.torch, world, join_timeout=self.join_timeout, collective_timeout=max(self.join_timeout, 10.0),
-            sizes=self.dist_sizes, reps=3 if self.quick else 10, backend=self.backend)
+            sizes=self.dist_sizes, reps=3 if self.quick else 10, backend=self.backend,
+            join_deadline=self.join_deadline)
         self.doc["distributed"] = info
         detail = {k: info.get(k) for k in ("backend", "rank", "world_size", "stage") if info.get(k) is not None}
         self.check("distributed", "fail" if error else "pass", time.perf_counter() - t, error, **detail)
@@ -825,6 +827,8 @@ def _parse(argv: list[str]) -> dict:
     ap.add_argument("--only-distributed", action="store_true", help="with --distributed: nothing else")
     ap.add_argument("--join-timeout", type=float, default=None,
                     help="seconds every rank waits for the others (default: --dl-timeout)")
+    ap.add_argument("--join-deadline", type=float, default=None,
+                    help="wall-clock time (epoch seconds) by which the join must end, whatever --join-timeout says")
     ap.add_argument("--dist-sizes", default=None, help="all-reduce sizes in bytes, comma separated")
     ap.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                     help="process group backend (auto: NCCL with GPUs, else gloo)")
@@ -843,7 +847,7 @@ def _parse(argv: list[str]) -> dict:
         ap.error(f"--dist-sizes takes byte counts, got {ns.dist_sizes!r}")
     return {"quick": ns.quick, "distributed": ns.distributed, "dl_timeout": ns.dl_timeout,
             "events": ns.events, "inject": inject, "only_distributed": ns.only_distributed,
-            "join_timeout": ns.join_timeout, "dist_sizes": sizes, "backend": ns.backend}
+            "join_timeout": ns.join_timeout, "join_deadline": ns.join_deadline, "dist_sizes": sizes, "backend": ns.backend}
 
 
 def main(argv: list[str] | None = None) -> int:
