@@ -39,6 +39,15 @@ timeout "$(left)" "$PY" envguard/smoke/probe/smoke_probe.py --distributed --dl-t
 probe_rc=$?
 echo "probe exit $probe_rc in $((SECONDS - t0)) s"
 
+echo "== distributed smoke as one torchrun node, one rank per GPU (NCCL)"
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${ngpu:-0}" -ge 1 ] && "$PY" -c "import torch.distributed.run" >/dev/null 2>&1; then
+  timeout "$(left)" "$PY" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" --log-dir "$OUT/torchrun" \
+    --redirects 3 envguard/smoke/probe/smoke_probe.py --distributed --only-distributed --join-timeout 30 \
+    >"$OUT/torchrun.out" 2>&1
+  echo "torchrun exit $? ($ngpu ranks; per-rank JSON in $OUT/torchrun/*/attempt_0/*/stdout.log)"
+fi
+
 echo "== best copy bandwidth"
 timeout "$(left)" "$PY" bench/copy_bw.py >"$OUT/copy_bw.json" 2>"$OUT/copy_bw.stderr"
 echo "copy_bw exit $?"
@@ -80,6 +89,14 @@ else:
 for r in bw.get("rows", []):
     print(f"  {r['mib']:5} MiB  H2D pinned {r['h2d_pinned_gbps']:7.1f}  pageable {r['h2d_pageable_gbps']:7.1f}"
           f"  D2H pinned {r['d2h_pinned_gbps']:7.1f} GB/s")
+for log in sorted(out.glob("torchrun/*/attempt_0/*/stdout.log")):
+    try:
+        d = json.loads(log.read_text()).get("distributed") or {}
+    except Exception as e:
+        print("torchrun rank", log, e)
+        continue
+    print(f"  rank {d.get('rank')}/{d.get('world_size')} {d.get('backend')} stage {d.get('stage')} rendezvous "
+          f"{d.get('rendezvous_s')} s busbw", [(b["bytes"], b["busbw_gbps"]) for b in d.get("bandwidth", [])])
 if "findings" in eg:
     print("envguard findings:", [(f["severity"], f["code"]) for f in eg["findings"]], "exit", eg.get("exit_code"))
 EOF

@@ -203,7 +203,10 @@ def smoke_cmd(
                                        "(ENVGUARD_ENVS_DIR, else conda's envs directories)."),
     python: Optional[Path] = typer.Option(None, "--python", metavar="PATH", help="Interpreter to probe."),
     quick: bool = typer.Option(False, "--quick", help="One start method and small batches."),
-    distributed: bool = typer.Option(False, "--distributed", help="Also all-reduce across 2 local processes."),
+    distributed: bool = typer.Option(
+        False, "--distributed", help="Also torch.distributed: this rank of the world a launcher (torchrun, srun) "
+        "describes in RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, else 2 local processes."),
+    only_distributed: bool = typer.Option(False, "--only-distributed", help="Only the torch.distributed check."),
     require_cuda: bool = typer.Option(False, "--require-cuda", help="Fail when CUDA is not usable, and say why."),
     fmt: str = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown."),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS",
@@ -223,7 +226,7 @@ def smoke_cmd(
     exe = resolve_python(prefix, name, python)
     with SmokeProgress(enabled=fmt == "text" and is_terminal(render.err)) as progress:
         result = run_smoke(exe, quick=quick, distributed=distributed, require_cuda=require_cuda, timeout=timeout,
-                           progress=progress.phase if progress.enabled else None)
+                           only_distributed=only_distributed, progress=progress.phase if progress.enabled else None)
     if getattr(exe, "prefix", None) is not None:  # fixes name the environment probed (not with --python)
         from envguard.catalog import aim_findings
 
@@ -240,6 +243,10 @@ def smoke_cmd(
     else:
         render.out.print(smoke_title(result, getattr(exe, "why", "")), markup=False)
         print_smoke_checks(result)
+        from envguard.smoke.render import distributed_line
+
+        if distributed_line(result):
+            render.out.print(distributed_line(result), markup=False)
         print_findings(result.findings)
     raise typer.Exit(result.exit_code)
 
@@ -268,6 +275,9 @@ def check_cmd(
                                       "(for git hooks on a fresh clone)."),
     if_changed: bool = typer.Option(False, "--if-changed", help="In a post-checkout/post-merge hook: check only "
                                     "when the checkout or merge changed environment.yml or the lock."),
+    distributed: bool = typer.Option(
+        False, "--distributed", help="Also torch.distributed across the nodes a launcher started (RANK, WORLD_SIZE, "
+        "MASTER_ADDR, MASTER_PORT; torchrun or srun); the result goes into the report."),
 ) -> None:
     """Verify an installed environment against its lock, its policy and its hardware."""
     import json
@@ -296,7 +306,7 @@ def check_cmd(
     try:
         with SmokeProgress(enabled=fmt == "text" and not no_smoke and is_terminal(render.err)) as progress:
             report = run_check(prefix, name=name, lockfile=lockfile, files=files, deep=deep, smoke=not no_smoke,
-                               core=core_list, strict=strict, smoke_timeout=smoke_timeout,
+                               core=core_list, strict=strict, smoke_timeout=smoke_timeout, distributed=distributed,
                                progress=progress.phase if progress.enabled else None)
     except NoTargetError as e:
         if not skip_missing:
@@ -489,6 +499,44 @@ def export_cmd(
     result = export(prefix, name=name, output=output, fmt=fmt, pinned=pinned, force=force, deep=deep,
                     index_urls=index_url or None, use_index=not no_index)
     print_export(result)
+
+
+# ---------------------------------------------------------------- fleet (#17)
+
+
+@app.command("fleet")
+def fleet_cmd(
+    reports: list[str] = typer.Argument(..., metavar="REPORT... | DIR",
+                                        help="`envguard check --format json` reports, or directories of them."),
+    lockfile: Optional[Path] = typer.Option(
+        None, "--lockfile", help="The lock the nodes should match (default: compare with the majority)."),
+    fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
+) -> None:
+    """One verdict over many nodes' check reports: groups, their nodes and what differs."""
+    import json
+
+    from envguard.errors import UserError
+    from envguard.fleet import run_fleet
+
+    if fmt not in ("text", "json", "markdown"):
+        raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
+    result = run_fleet(reports, lockfile=lockfile)
+    if fmt == "json":
+        from envguard.redact import redact
+
+        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)) + "\n")
+    elif fmt == "markdown":
+        from envguard.fleet import to_markdown
+
+        sys.stdout.write(to_markdown(result))
+    else:
+        from envguard.fleet.render import print_fleet
+
+        print_fleet(result)
+    if fmt != "text":
+        for path, why in result.unreadable:
+            render.err.print(f"[red]error:[/red] {_escape(_lint_redact(path))}: {_escape(_lint_redact(why))} "
+                             "(skipped)", markup=True)
     raise typer.Exit(result.exit_code)
 
 # ---------------------------------------------------------------- entry point

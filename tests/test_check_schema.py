@@ -20,6 +20,7 @@ TOP = {
     "python": (str, type(None)), "lockfile": (str, type(None)), "exit_code": int, "summary": dict,
     "findings": list, "files": dict, "torch": (dict, type(None)), "gpu": (dict, type(None)),
     "import_origins": (dict, type(None)), "smoke": (dict, type(None)), "packages": list,
+    "host": str, "lock_sha256": (str, type(None)), "distributed": (dict, type(None)),
 }
 FINDING = {"code": str, "severity": str, "message": str, "fix": str, "file": (str, type(None)),
            "line": (int, type(None)), "package": (str, type(None))}
@@ -27,6 +28,10 @@ FILE_PROBLEM = {"path": str, "package": str, "problem": str, "expected": (str, t
                 "actual": (str, type(None))}
 TORCH = {"source": str, "version": (str, type(None)), "cuda": (str, type(None)), "cpu": bool, "arch_list": list,
          "evidence": str}
+DISTRIBUTED = {"ok": bool, "launcher": str, "backend": (str, type(None)), "rank": int, "world_size": int,
+               "local_rank": int, "host": str, "master": str, "stage": str, "case": (str, type(None)),
+               "error": (str, type(None)), "rendezvous_s": (float, type(None)), "missing": list,
+               "allreduce_ok": (bool, type(None)), "broadcast_ok": (bool, type(None)), "bandwidth": list}
 PACKAGE = {"name": str, "version": str, "manager": str, "build": (str, type(None)), "channel": (str, type(None)),
            "sha256": (str, type(None)), "md5": (str, type(None)), "url": (str, type(None)),
            "platform": (str, type(None)), "depends": list}
@@ -76,7 +81,7 @@ def test_report_matches_pinned_schema(report: dict) -> None:
 
 def test_doc_lists_every_field_and_code() -> None:
     doc = DOC.read_text(encoding="utf-8")
-    for spec in (TOP, FINDING, FILE_PROBLEM, TORCH, PACKAGE):
+    for spec in (TOP, FINDING, FILE_PROBLEM, TORCH, PACKAGE, DISTRIBUTED):
         for key in spec:
             assert f"| `{key}` |" in doc, f"docs/check-schema.md does not document `{key}`"
     src = (REPO / "envguard" / "check" / "checks.py").read_text() + (REPO / "envguard" / "check" / "__init__.py").read_text()
@@ -95,3 +100,26 @@ def test_report_is_readable_by_diff(report: dict, tmp_path: Path) -> None:
     pkgs = desc.packages_for(report["platform"])
     assert {(p.manager, p.name, p.version) for p in pkgs} == {
         (p["manager"], p["name"], p["version"]) for p in report["packages"]}
+
+
+def test_distributed_result_matches_pinned_schema() -> None:
+    """The `distributed` object of `check --distributed` (one rank of a launcher's world), from probe documents of a
+    rank that passed and of one whose peer never came (tests/test_distributed.py runs the real thing)."""
+    from envguard.smoke import distributed_summary
+
+    world = {"mode": "launcher", "launcher": "slurm", "backend": "gloo", "rank": 0, "world_size": 2, "local_rank": 0,
+             "host": "node07", "master": "node07:29500"}
+    ok = {"checks": [{"name": "distributed", "status": "pass"}],
+          "distributed": {**world, "stage": "done", "rendezvous_s": 0.25, "allreduce": {"ok": True},
+                          "broadcast": {"ok": True},
+                          "bandwidth": [{"bytes": 4096, "seconds": 0.001, "algbw_gbps": 0.004, "busbw_gbps": 0.004,
+                                         "reps": 3}]}}
+    failed = {"checks": [{"name": "distributed", "status": "fail", "error": "1 of 2 ranks did not join ..."}],
+              "distributed": {**world, "stage": "join", "missing": [{"rank": 1, "host": "node08"}]}}
+    for doc in (ok, failed):
+        d = distributed_summary(doc)
+        _shape(d, DISTRIBUTED, "distributed")
+        for row in d["bandwidth"]:
+            assert set(row) == {"bytes", "seconds", "algbw_gbps", "busbw_gbps"}
+    assert distributed_summary(failed)["case"] == "rendezvous"
+    assert distributed_summary({"distributed": {"world_size": 2, "results": []}}) is None  # the local pair

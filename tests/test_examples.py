@@ -6,6 +6,7 @@ real CLI: the subcommand exists and accepts every option the example passes.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -173,48 +174,124 @@ def test_dockerfile_installs_from_the_lock() -> None:
 # ---------------------------------------------------------------- Slurm
 
 
+SLURM = EXAMPLES / "slurm" / "check-nodes.sbatch"
+
+
 def test_slurm_script_parses_and_uses_real_flags() -> None:
-    script = EXAMPLES / "slurm" / "check-nodes.sbatch"
     bash = shutil.which("bash")
     assert bash
-    proc = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([bash, "-n", str(SLURM)], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     if shutil.which("shellcheck"):
-        sc = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True, timeout=60)
+        sc = subprocess.run(["shellcheck", str(SLURM)], capture_output=True, text=True, timeout=60)
         assert sc.returncode == 0, sc.stdout
-    text = script.read_text()
+    text = SLURM.read_text()
     options = _cli_options()
     calls = _envguard_invocations(text)
     for argv in calls:
         _assert_valid(argv, options, "check-nodes.sbatch")
     check = next(c for c in calls if c[0] == "check")
-    assert check[check.index("--format") + 1] == "json"
-    assert any(c[0] == "diff" for c in calls)
-    assert "srun" in text and "#SBATCH --nodes" in text
+    assert check[check.index("--format") + 1] == "json" and "--distributed" in check
+    assert any(c[0] == "fleet" for c in calls) and not any(c[0] == "diff" for c in calls)  # no pairwise tables
+    assert any(c[0] == "smoke" and "--only-distributed" in c for c in calls)
+    assert "torchrun" in text and "srun" in text and "#SBATCH --nodes" in text and "#SBATCH --partition" in text
 
 
-def test_slurm_script_runs_with_a_fake_srun(tmp_path: Path) -> None:
-    """Run the script for real with `srun` and `envguard` stand-ins on PATH: two nodes, one differs."""
+_FAKE_SRUN = """#!/bin/bash
+# Two "nodes" on this machine: run the command once per node, concurrently, with srun's variables.
+while [[ $1 == --* ]]; do shift; done
+pids=()
+for i in 0 1; do
+  SLURM_PROCID=$i SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_NODEID=$i SLURM_NNODES=2 SLURM_JOB_NODELIST='node[01-02]' \
+    SLURM_TASKS_PER_NODE='1(x2)' HOSTNAME_FAKE=node0$((i + 1)) "$@" &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+exit $rc
+"""
+
+
+def test_slurm_script_runs_on_two_fake_nodes(tmp_path: Path) -> None:
+    """The whole script for real, `srun`/`scontrol`/`hostname` stood in for: two `envguard check --distributed`
+    that meet over gloo, two torchruns running the distributed smoke, then `envguard fleet` over the reports."""
+    import importlib.metadata
+    import os
+    import socket
+
+    import check_envs
+
+    torchrun = Path(sys.prefix) / "bin" / "torchrun"
+    if not torchrun.exists():
+        pytest.skip("torchrun is not installed in the test environment")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "srun").write_text(
-        "#!/bin/bash\n# two 'nodes': run the command once per fake hostname\n"
-        "while [[ $1 == --* ]]; do shift; done\n"
-        "for h in node1 node2; do HOSTNAME_FAKE=$h \"$@\"; done\n")
+    (bin_dir / "srun").write_text(_FAKE_SRUN)
+    (bin_dir / "scontrol").write_text("#!/bin/bash\nprintf 'node01\\nnode02\\n'\n")
     (bin_dir / "hostname").write_text("#!/bin/bash\necho \"$HOSTNAME_FAKE\"\n")
-    (bin_dir / "envguard").write_text(
-        "#!/bin/bash\necho \"$*\" >> \"$ENVGUARD_CALLS\"\n"
-        "if [ \"$1\" = check ]; then echo '{\"node\": \"'\"$HOSTNAME_FAKE\"'\"}'; exit 1; fi\n"
-        "if [ \"$1\" = diff ]; then cmp -s \"$2\" \"$3\"; exit $?; fi\n")
+    (bin_dir / "envguard").write_text(f"#!/bin/bash\nexec {sys.executable} -m envguard \"$@\"\n")
     for f in bin_dir.iterdir():
         f.chmod(0o755)
-    calls = tmp_path / "calls.txt"
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "ENVGUARD_CALLS": str(calls), "SLURM_JOB_ID": "42"}
-    proc = subprocess.run(["bash", str(EXAMPLES / "slurm" / "check-nodes.sbatch"), "/envs/x"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1, proc.stdout + proc.stderr  # the two node reports differ
-    reports = sorted(p.name for p in (tmp_path / "envguard-reports" / "42").iterdir())
-    assert reports == ["node1.json", "node2.json"]
-    logged = calls.read_text().splitlines()
-    assert logged[0].startswith("check --prefix /envs/x --lockfile conda-lock.yml --format json")
-    assert logged[-1].startswith("diff ")
+    # The lock this virtualenv matches: its own dists, as conda-lock writes pip packages.
+    dists = sorted({(d.metadata["Name"], d.version) for d in importlib.metadata.distributions()})
+    lock = check_envs.write_lock(tmp_path / "conda-lock.yml", [], pip=dists)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "GLOO_SOCKET_IFNAME": "lo", "ENVGUARD_NVIDIA_SMI": "", "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(["bash", str(SLURM), sys.prefix, str(lock)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=400, start_new_session=True)
+    out = proc.stdout + proc.stderr
+    reports = tmp_path / "envguard-reports" / "42"
+    assert sorted(p.name for p in reports.glob("*.json")) == ["node01.json", "node02.json"], out
+    for rank, name in enumerate(("node01", "node02")):
+        rep = json.loads((reports / f"{name}.json").read_text())
+        d = rep["distributed"]
+        assert d["launcher"] == "slurm" and d["rank"] == rank and d["world_size"] == 2 and d["ok"], (d, out)
+        assert rep["exit_code"] == 0, (rep["findings"], out)
+    assert "node01: envguard check exit 0" in out and "node02: envguard check exit 0" in out
+    # step 2: torchrun's per-rank logs hold the distributed smoke documents
+    docs = [json.loads(p.read_text()) for p in (reports / "torchrun").rglob("stdout.log") if p.read_text().strip()]
+    assert sorted(d["probe"]["distributed"]["rank"] for d in docs) == [0, 1], out
+    assert all(d["exit_code"] == 0 and d["probe"]["distributed"]["launcher"] == "torchrun" for d in docs)
+    # the verdict: both nodes match the lock
+    assert "2 of 2 nodes match the lock" in proc.stdout, out
+    assert proc.returncode == 0, out
+
+
+# ---------------------------------------------------------------- Kubernetes
+
+
+def test_kubernetes_indexed_job_writes_reports_that_fleet_reads() -> None:
+    docs = list(yaml.safe_load_all((EXAMPLES / "kubernetes" / "check-job.yaml").read_text()))
+    service = next(d for d in docs if d["kind"] == "Service")
+    job = next(d for d in docs if d["kind"] == "Job")
+    fleet_job = yaml.safe_load((EXAMPLES / "kubernetes" / "fleet-job.yaml").read_text())
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"]
+    pod = spec["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    # the launcher's variables: rank from the completion index, one world, rank 0 through the headless Service
+    assert "job-completion-index" in env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert int(env["WORLD_SIZE"]["value"]) == spec["completions"]
+    assert service["spec"]["clusterIP"] == "None" and pod["subdomain"] == service["metadata"]["name"]
+    assert env["MASTER_ADDR"]["value"] == f"{job['metadata']['name']}-0.{service['metadata']['name']}"
+    assert {p["port"] for p in service["spec"]["ports"]} == {int(env["MASTER_PORT"]["value"])}
+    options = _cli_options()
+    check = [c for a in container["args"] for c in _envguard_invocations(a)]
+    for argv in check:
+        _assert_valid(argv, options, "check-job.yaml")
+    assert check[0][0] == "check" and "--distributed" in check[0] and "json" in check[0]
+    fleet_cmd = fleet_job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert fleet_cmd[:2] == ["envguard", "fleet"]
+    _assert_valid(fleet_cmd[1:], options, "fleet-job.yaml")
+    # both Jobs mount the same shared claim where the reports are written and read
+    claim = {v["persistentVolumeClaim"]["claimName"] for j in (job, fleet_job)
+             for v in j["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v}
+    assert claim == {"envguard-reports"}
+    reports_dir = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == "reports")
+    assert f"> \"{reports_dir}/" in container["args"][0] and reports_dir in fleet_cmd

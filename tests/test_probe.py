@@ -30,17 +30,20 @@ def _checks(doc: dict) -> dict[str, dict]:
 
 
 def test_probe_imports_only_stdlib_and_torch() -> None:
-    tree = ast.parse(PROBE.read_text())
     stdlib = set(sys.stdlib_module_names)
-    allowed = stdlib | {"torch", "numpy", "threadpoolctl", "__future__"}
-    seen = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            seen |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            seen.add(node.module.split(".")[0])
-    assert "envguard" not in seen
-    assert seen <= allowed, seen - allowed
+    # multinode_probe.py sits beside the probe (its directory is sys.path[0] when run by path) and obeys the same rule
+    siblings = {"multinode_probe"}
+    allowed = stdlib | {"torch", "numpy", "threadpoolctl", "__future__"} | siblings
+    for path in [PROBE] + [PROBE.parent / f"{name}.py" for name in sorted(siblings)]:
+        seen = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                seen |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                seen.add(node.module.split(".")[0])
+        assert "envguard" not in seen, path
+        assert seen <= allowed, (path, seen - allowed)
+    tree = ast.parse(PROBE.read_text())
     # A __main__ guard, and the worker-side definitions at module level (spawn re-imports by path).
     top = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     assert {"ProbeDataset", "worker_init", "dist_rank", "main"} <= top

@@ -43,6 +43,9 @@ class CheckReport:
     smoke_exit: int = 0
     strict: bool = False
     target_why: str = ""  # why this environment was checked (envguard.envs.Target.why)
+    host: str = ""  # the machine that ran the check: fleet's node name
+    lock_sha256: str | None = None  # of the lock file's bytes: fleet tells nodes on different locks apart
+    distributed: dict[str, Any] | None = None  # this rank's multi-node smoke result (check --distributed)
 
     @property
     def exit_code(self) -> int:
@@ -93,6 +96,9 @@ class CheckReport:
             "import_origins": {k: v for k, v in (self.import_origins or {}).items() if not k.startswith("_")}
             or None,
             "smoke": self.smoke,
+            "host": self.host,
+            "lock_sha256": self.lock_sha256,
+            "distributed": self.distributed,
             "packages": [_redacted(p.to_dict()) for p in self.packages],
         }
 
@@ -236,22 +242,26 @@ def _default_driver_info() -> Any:
 
 
 def _run_smoke(python: str, timeout: float, require_cuda: bool, driver_raw: Any, driver_checked: bool,
-               progress: Callable[[str], None] | None = None
-               ) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any], int]:
+               progress: Callable[[str], None] | None = None, distributed: bool = False,
+               only_distributed: bool = False) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any], int]:
     """(findings, torch facts from the probe, smoke summary, exit code to propagate: 7 or 124 only when the
     smoke test itself failed or timed out, see envguard.smoke.SmokeResult.failed)."""
     from envguard.smoke import run_smoke
 
     # The driver was queried once already (or deliberately not): hand the smoke test the same answer.
-    res = run_smoke(python, quick=True, timeout=timeout, require_cuda=require_cuda,
+    res = run_smoke(python, quick=True, timeout=timeout, require_cuda=require_cuda, distributed=distributed,
+                    only_distributed=only_distributed,
                     driver_info=(lambda: driver_raw) if driver_checked else (lambda: None), progress=progress)
     probe = res.probe or {}
     torch_facts = dict(probe["torch"]) if isinstance(probe.get("torch"), Mapping) else None
     cuda = probe.get("cuda") if isinstance(probe.get("cuda"), Mapping) else {}
     if torch_facts is not None and cuda.get("arch_list"):
         torch_facts["arch_list"] = list(cuda["arch_list"])
+    from envguard.smoke import distributed_summary
+
     code = int(ExitCode.SMOKE_TIMEOUT) if res.timed_out else int(ExitCode.SMOKE_FAILED) if res.failed else 0
-    summary = {"exit_code": code, "timed_out": bool(res.timed_out), "findings": len(res.findings)}
+    summary = {"exit_code": code, "timed_out": bool(res.timed_out), "findings": len(res.findings),
+               "distributed": distributed_summary(res.probe)}
     return list(res.findings), torch_facts, summary, code
 
 
@@ -295,6 +305,7 @@ def run_check(
     cwd: Path | None = None,
     workers: int | None = None,
     progress: Callable[[str], None] | None = None,
+    distributed: bool = False,
 ) -> CheckReport:
     """Check one environment. Raises UserError for bad input; everything else is a finding.
 
@@ -303,7 +314,9 @@ def run_check(
     ``env`` replaces os.environ for the environment rules; ``driver_info_fn`` replaces the NVML /
     nvidia-smi query (envguard.driver.get_driver_info). Which environment: envguard.envs.resolve_target
     (``-p``, ``-n``, the active conda environment, the one ``environment.yml`` names; never envguard's own).
-    ``progress(phase)`` follows the smoke probe (envguard.smoke.run_smoke).
+    ``progress(phase)`` follows the smoke probe (envguard.smoke.run_smoke). ``distributed`` runs the probe's
+    torch.distributed check as well (one rank of the launcher's world when RANK/WORLD_SIZE are set); with
+    ``smoke`` off, only that.
     """
     from envguard.check import checks
     from envguard.platforms import host_platform, python_in_prefix
@@ -366,9 +379,10 @@ def run_check(
     origins: dict[str, Any] | None = None
     probe: dict[str, Any] | None = None
     smoke_summary: dict[str, Any] | None = None
+    dist_result: dict[str, Any] | None = None
     smoke_findings: list[Finding] = []
     smoke_exit = 0
-    imports = smoke if imports is None else imports
+    imports = (smoke or distributed) if imports is None else imports
     if half_built:
         pass  # running code from a half-built prefix proves nothing
     elif (smoke or imports) and not os.path.exists(python):
@@ -383,9 +397,11 @@ def run_check(
         except EnvguardError as e:
             findings.append(Finding("EG505", Severity.ERROR, f"the environment's interpreter does not run: "
                                     f"{e.message}", "recreate the environment with `envguard create`"))
-        if smoke and origins is not None:
+        if (smoke or distributed) and origins is not None:
             smoke_findings, probe, smoke_summary, smoke_exit = _run_smoke(
-                python, smoke_timeout, bool(wants), driver_raw, driver_checked, progress)
+                python, smoke_timeout, bool(wants), driver_raw, driver_checked, progress, distributed, not smoke)
+            dist_result = smoke_summary.pop("distributed")
+            smoke_summary = smoke_summary if smoke else None  # --no-smoke --distributed: only the distributed part
 
     fp_conda: dict[str, str] | None = None
     fp_pip: list[str] | None = None
@@ -416,9 +432,24 @@ def run_check(
         lock_file=str(lock_path) if lock_path else None, findings=sort_findings(findings), packages=installed,
         files_mode=mode, file_problems=problems, torch=checks.torch_build(info, probe), gpu=gpu,
         import_origins=origins, smoke=smoke_summary, smoke_exit=smoke_exit, strict=strict,
-        target_why=target.why,
+        target_why=target.why, host=_hostname(), lock_sha256=_sha256(lock_path) if lock_path else None,
+        distributed=dist_result,
     )
 
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _sha256(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 # --------------------------------------------------------------------------- for envguard export

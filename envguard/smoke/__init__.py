@@ -326,7 +326,7 @@ def _probe_env(env: dict[str, str] | None) -> dict[str, str]:
 
 
 def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = False, require_cuda: bool = False,
-              timeout: float = DEFAULT_TIMEOUT, env: dict[str, str] | None = None,
+              timeout: float = DEFAULT_TIMEOUT, env: dict[str, str] | None = None, only_distributed: bool = False,
               probe_args: list[str] | None = None,
               driver_info: Callable[[], Any] | None = None,
               progress: Callable[[str], None] | None = None) -> SmokeResult:
@@ -347,7 +347,15 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
     # Below the outer limit, so a stall is reported by DataLoader's own message where possible.
     dl_timeout = max(5.0, min(30.0, timeout / 3))
     argv = [str(exe), str(probe_path()), "--events", str(events), "--dl-timeout", f"{dl_timeout:g}"]
-    argv += ["--quick"] * quick + ["--distributed"] * distributed + list(probe_args or [])
+    argv += ["--quick"] * quick + ["--distributed"] * (distributed or only_distributed) + list(probe_args or [])
+    if distributed or only_distributed:
+        # Under a launcher the ranks wait for each other this long, well inside the outer limit, so that a
+        # rank that never comes is named by the probe (exit 7) rather than cut off by the limit (124).
+        # The deadline also covers a slow start (interpreter, import torch on a loaded machine): the join
+        # ends early enough to leave a fifth of the limit (at least 2 s) for the report.
+        deadline = time.time() + timeout - max(2.0, timeout / 5)
+        argv += ["--only-distributed"] * only_distributed + ["--join-timeout", f"{join_timeout(timeout):g}",
+                 "--join-deadline", f"{deadline:.3f}"]
     before = shm_snapshot()
     t0 = time.perf_counter()
     timed_out = False
@@ -417,6 +425,38 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float, events: Path,
             seen = max(seen, len(phases))
             if time.monotonic() >= deadline:
                 return False
+def join_timeout(timeout: float) -> float:
+    """How long ranks wait for each other under a ``timeout`` for the whole probe."""
+    return max(1.0, min(120.0, timeout / 2))
+
+
+def distributed_summary(probe: dict[str, Any] | None) -> dict[str, Any] | None:
+    """This rank's multi-node result, as check's report carries it (docs/check-schema.md); None when the
+    probe did not run as one rank of a launcher's world."""
+    d = (probe or {}).get("distributed")
+    if not isinstance(d, dict) or d.get("mode") != "launcher":
+        return None
+    check = next((c for c in (probe or {}).get("checks") or [] if c.get("name") == "distributed"), {})
+    error = str(check.get("error") or "") or None
+    return {
+        "ok": check.get("status") == "pass", "launcher": d.get("launcher"), "backend": d.get("backend"),
+        "rank": d.get("rank"), "world_size": d.get("world_size"), "local_rank": d.get("local_rank"),
+        "host": d.get("host"), "master": d.get("master"), "stage": d.get("stage"),
+        "case": _distributed_case(error, d) if error else None, "error": error,
+        "rendezvous_s": d.get("rendezvous_s"), "missing": list(d.get("missing") or []),
+        "allreduce_ok": (d.get("allreduce") or {}).get("ok"), "broadcast_ok": (d.get("broadcast") or {}).get("ok"),
+        "bandwidth": [{k: row.get(k) for k in ("bytes", "seconds", "algbw_gbps", "busbw_gbps")}
+                      for row in d.get("bandwidth") or []],
+    }
+
+
+def _distributed_case(error: str, detail: dict[str, Any]) -> str:
+    """rendezvous (a rank missing or the store unreachable), net-interface, nccl, driver-old, ... from the
+    failure catalogue."""
+    if detail.get("stage") in ("connect", "join"):
+        return "rendezvous"
+    case = catalog.classify(error, default="distributed")
+    return case.id if case else "distributed"
 
 
 def _rmtree(path: Path) -> None:
@@ -507,7 +547,8 @@ def _check_failure(name: str, error: str, detail: dict[str, Any], stderr: str = 
         case = catalog.classify(error, default="pip-over-conda" if "undefined symbol" in error else "probe-error")
         return _f(case.id, Severity.ERROR, f"import torch failed: {_headline(error)}")
     default = {"numpy-interop": "numpy-abi", "distributed": "distributed"}.get(name, "probe-error")
-    case = catalog.classify(text, default=default)
+    case = catalog.get(_distributed_case(text, detail)) if name == "distributed" else catalog.classify(
+        text, default=default)
     head = _headline(error)
     if sigs:
         head += f" (worker ended by {', '.join(sigs)})"
@@ -518,6 +559,9 @@ def _check_failure(name: str, error: str, detail: dict[str, Any], stderr: str = 
                                                                                    f"DataLoader round trip with "
                                                                                    f"{method} workers")
         return _f(case.id, Severity.ERROR, f"{what} failed: {head}")
+    if name == "distributed" and detail.get("world_size"):  # one rank of a launcher's world
+        return _f(case.id, Severity.ERROR, f"torch.distributed (rank {detail.get('rank')} of {detail['world_size']}, "
+                                           f"{detail.get('backend') or '?'}) failed: {head}")
     label = {"numpy-interop": "NumPy interop", "distributed": "torch.distributed all-reduce",
              "pinned-memory": "pinned host-to-device copy", "cuda-matmul": "CUDA matmul", "cuda": "CUDA",
              "probe": "the smoke probe itself"}.get(name, name)

@@ -86,3 +86,32 @@ def smoke_checks_markdown(result: "object") -> str:
         secs = c.get("seconds")
         lines.append(f"| {c.get('name')} | {c.get('status')} | {f'{secs:.2f}' if isinstance(secs, (int, float)) else ''} |")
     return "\n".join(lines) + "\n"
+
+
+def distributed_line(result: "object") -> str:
+    """One line for a rank of a launcher's world: who, how fast it met the others, what it measured."""
+    from envguard.smoke import distributed_summary
+
+    d = distributed_summary(result.probe)
+    if d is None:
+        return ""
+    parts = [f"distributed: rank {d['rank']} of {d['world_size']} on {d['host']} ({d['backend'] or '?'}, "
+             f"{d['launcher']})"]
+    if d["rendezvous_s"] is not None:
+        parts.append(f"rendezvous {d['rendezvous_s']:.2f} s")
+    if d["allreduce_ok"] is not None:
+        parts.append(f"all-reduce {'correct' if d['allreduce_ok'] else 'WRONG'}")
+    if d["broadcast_ok"] is not None:
+        parts.append(f"broadcast {'correct' if d['broadcast_ok'] else 'WRONG'}")
+    parts += [f"{_size(b['bytes'])} {b['busbw_gbps']:.2f} GB/s bus" for b in d["bandwidth"]]
+    if d["missing"]:
+        parts.append("missing " + ", ".join(f"rank {m['rank']}" + (f" ({m['host']})" if m.get("host") else "")
+                                            for m in d["missing"][:10]))
+    return " · ".join(parts)
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):g} {unit}"
+    return f"{n} B"

@@ -167,6 +167,11 @@ class Probe:
     def __init__(self, args: dict) -> None:
         self.quick: bool = args["quick"]
         self.distributed: bool = args["distributed"]
+        self.only_distributed: bool = args.get("only_distributed", False)
+        self.join_timeout: float = args.get("join_timeout") or args["dl_timeout"]
+        self.join_deadline: float | None = args.get("join_deadline")
+        self.dist_sizes: tuple[int, ...] | None = args.get("dist_sizes")
+        self.backend: str = args.get("backend", "auto")
         self.inject: tuple[str, ...] = tuple(args["inject"])
         self.dl_timeout: float = args["dl_timeout"]
         self.t0 = time.perf_counter()
@@ -177,7 +182,7 @@ class Probe:
                        "implementation": sys.implementation.name, "platform": sys.platform,
                        "prefix": sys.prefix},
             "mode": {"quick": self.quick, "distributed": self.distributed, "inject": list(self.inject),
-                     "dl_timeout": self.dl_timeout},
+                     "dl_timeout": self.dl_timeout, "only_distributed": self.only_distributed},
             "checks": [],
             "torch": None,
             "import_error": None,
@@ -762,15 +767,43 @@ class Probe:
 
             shutil.rmtree(out, ignore_errors=True)
 
+    def run_multinode(self, world: dict) -> None:
+        """This process is one rank of a launcher's world (torchrun, srun): multinode_probe.py."""
+        import multinode_probe  # beside this file; run() put its directory on sys.path
+
+        self.phase("distributed")
+        t = time.perf_counter()
+        event(rank=world.get("rank"), world_size=world.get("world_size"))
+        info, error = multinode_probe.run(
+            self.torch, world, join_timeout=self.join_timeout, collective_timeout=max(self.join_timeout, 10.0),
+            sizes=self.dist_sizes, reps=3 if self.quick else 10, backend=self.backend,
+            join_deadline=self.join_deadline)
+        self.doc["distributed"] = info
+        detail = {k: info.get(k) for k in ("backend", "rank", "world_size", "stage") if info.get(k) is not None}
+        self.check("distributed", "fail" if error else "pass", time.perf_counter() - t, error, **detail)
+
     # -- the whole run ------------------------------------------------------
     def run(self) -> dict:
+        world = None
+        if self.distributed:
+            here = os.path.dirname(os.path.abspath(__file__))
+            if here not in sys.path:  # imported as a module (tests) rather than run by path
+                sys.path.insert(0, here)
+            import multinode_probe
+
+            world = multinode_probe.world_from_env(os.environ)
         if self.import_torch():
-            self.numpy_interop()
-            self.limits()
-            self.dataloaders()
-            self.cuda()
-            if self.distributed:
+            if world is not None:  # meet the other ranks first, while every node is at the same point
+                self.run_multinode(world)
+            elif self.distributed and self.only_distributed:
                 self.run_distributed()
+            if not self.only_distributed:
+                self.numpy_interop()
+                self.limits()
+                self.dataloaders()
+                self.cuda()
+                if self.distributed and world is None:
+                    self.run_distributed()
         self.phase("done")
         self.doc["duration"] = round(time.perf_counter() - self.t0, 4)
         self.doc["ok"] = not any(c["status"] == "fail" for c in self.doc["checks"])
@@ -788,7 +821,17 @@ def _parse(argv: list[str]) -> dict:
 
     ap = argparse.ArgumentParser(prog="smoke_probe.py", description="envguard smoke probe (prints one JSON document)")
     ap.add_argument("--quick", action="store_true", help="one start method, small batches")
-    ap.add_argument("--distributed", action="store_true", help="also all-reduce across 2 local processes")
+    ap.add_argument("--distributed", action="store_true",
+                    help="also torch.distributed: this rank of a launcher's world (RANK, WORLD_SIZE, MASTER_ADDR, "
+                         "MASTER_PORT as torchrun or srun set them), else 2 local processes")
+    ap.add_argument("--only-distributed", action="store_true", help="with --distributed: nothing else")
+    ap.add_argument("--join-timeout", type=float, default=None,
+                    help="seconds every rank waits for the others (default: --dl-timeout)")
+    ap.add_argument("--join-deadline", type=float, default=None,
+                    help="wall-clock time (epoch seconds) by which the join must end, whatever --join-timeout says")
+    ap.add_argument("--dist-sizes", default=None, help="all-reduce sizes in bytes, comma separated")
+    ap.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                    help="process group backend (auto: NCCL with GPUs, else gloo)")
     ap.add_argument("--dl-timeout", type=float, default=30.0, help="DataLoader timeout in seconds")
     ap.add_argument("--events", default=None, help="append progress events (JSON lines) to this file")
     ap.add_argument("--inject", action="append", default=[], help=argparse.SUPPRESS)
@@ -798,8 +841,13 @@ def _parse(argv: list[str]) -> dict:
     unknown = [i for i in inject if i not in INJECTIONS]
     if unknown:
         ap.error(f"unknown --inject value(s): {', '.join(unknown)}")
+    try:
+        sizes = tuple(int(x) for x in ns.dist_sizes.split(",") if x) if ns.dist_sizes else None
+    except ValueError:
+        ap.error(f"--dist-sizes takes byte counts, got {ns.dist_sizes!r}")
     return {"quick": ns.quick, "distributed": ns.distributed, "dl_timeout": ns.dl_timeout,
-            "events": ns.events, "inject": inject}
+            "events": ns.events, "inject": inject, "only_distributed": ns.only_distributed,
+            "join_timeout": ns.join_timeout, "join_deadline": ns.join_deadline, "dist_sizes": sizes, "backend": ns.backend}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -813,7 +861,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     event(probe_pid=os.getpid())
     probe = Probe(args)
-    if not args["quick"] and "forkserver" in probe.methods():
+    if not args["quick"] and not args["only_distributed"] and "forkserver" in probe.methods():
         _start_forkserver()
     try:
         doc = probe.run()

@@ -1,0 +1,174 @@
+"""`envguard fleet` over reports from real `envguard check` runs on real environments (built by rattler
+from the test channels), multiplied to hundreds of nodes with varied host names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import channels
+import check_envs
+from envguard.fleet.hosts import compress
+
+BASE = ["python 3.11.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"]
+ENVGUARD = [sys.executable, "-m", "envguard"]
+
+
+def fleet(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ENVGUARD, "fleet", *args], capture_output=True, text=True, timeout=120)
+
+
+def fleet_json(*args: str) -> tuple[int, dict[str, Any], str]:
+    proc = fleet(*args, "--format", "json")
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+@pytest.fixture(scope="module")
+def real(standard_channel, channel_url: str, session_tmp: Path, tmp_path_factory) -> dict[str, Any]:
+    """Three environments, each checked for real: a clean CPU env, the same with torch pip-installed over
+    conda's, and one built from another lock (pytorch 2.12.0)."""
+    if not standard_channel.python_version.startswith("3.11"):
+        pytest.skip("the standard channel's python is not 3.11 here")
+    root = tmp_path_factory.mktemp("fleet")
+    cache = session_tmp / "check-pkgs"
+    (root / "lock-a").mkdir()
+    (root / "lock-c").mkdir()
+    a, rec_a = check_envs.make_env(channel_url, BASE, root / "a", cache)
+    lock_a = check_envs.write_lock(root / "lock-a" / "conda-lock.yml", rec_a)
+    b, _ = check_envs.make_env(channel_url, BASE, root / "b", cache)
+    check_envs.pip_install(b, channels.build_wheel(root / "wheels", "torch", "2.13.1"))
+    c, rec_c = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.12.0 *cpu*", "pip", "egtool", "eglink"],
+                                   root / "c", cache)
+    lock_c = check_envs.write_lock(root / "lock-c" / "conda-lock.yml", rec_c)
+    reports: dict[str, tuple[int, dict[str, Any]]] = {}
+    for name, prefix, lock in (("a", a, lock_a), ("b", b, lock_a), ("c", c, lock_c)):
+        proc = check_envs.envguard("check", "-p", str(prefix), "--lockfile", str(lock), "--no-smoke",
+                                   "--format", "json")
+        reports[name] = (proc.returncode, json.loads(proc.stdout))
+    return {"reports": reports, "lock_a": lock_a, "lock_c": lock_c}
+
+
+def write_nodes(directory: Path, report: dict[str, Any], hosts: list[str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for h in hosts:
+        (directory / f"{h}.json").write_text(json.dumps({**report, "host": h}))
+
+
+def gpu(numbers: list[int]) -> list[str]:
+    return [f"gpu{n:03d}" for n in numbers]
+
+
+B_NODES = [17, 101, 102, 103, 104, 105]
+A_NODES = [n for n in range(1, 251) if n not in B_NODES]
+
+
+def test_the_real_reports_are_what_the_fleet_test_assumes(real: dict[str, Any]) -> None:
+    (rc_a, a), (rc_b, b), (rc_c, c) = (real["reports"][k] for k in "abc")
+    assert rc_a == 0 and rc_c == 0 and rc_b == 1
+    assert {"EG520", "EG521", "EG522"} <= {f["code"] for f in b["findings"]}
+    assert a["lock_sha256"] == b["lock_sha256"] != c["lock_sha256"]
+    assert a["host"] and a["distributed"] is None
+
+
+def test_hundreds_of_nodes_groups_ranges_and_exit_codes(real: dict[str, Any], tmp_path: Path) -> None:
+    (_, a), (_, b), (_, c) = (real["reports"][k] for k in "abc")
+    d = tmp_path / "reports"
+    write_nodes(d, a, gpu(A_NODES))
+    write_nodes(d, b, gpu(B_NODES))
+    write_nodes(d, c, [f"a100-rack2-n{i}" for i in (1, 2, 3)])
+    text = json.dumps(a)
+    (d / "gpu251.json").write_text(text[: len(text) // 2])  # cut off mid-write
+    (d / "notes.json").write_text("[1, 2, 3]")
+
+    rc, doc, err = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
+    assert rc == 2  # unreadable reports are named, and the rest is still read
+    assert {Path(u["path"]).name for u in doc["unreadable"]} == {"gpu251.json", "notes.json"}
+    assert "gpu251.json" in err and "not JSON" in err and "notes.json" in err
+    assert doc["nodes"] == 253 and doc["matching"] == 244
+    groups = [(g["reference"], g["nodes"], g["count"]) for g in doc["groups"]]
+    assert groups == [(True, "gpu[001-016,018-100,106-250]", 244), (False, "gpu[017,101-105]", 6),
+                      (False, "a100-rack2-n[1-3]", 3)]
+    ref, pip_group, other_lock = doc["groups"]
+    assert ref["facts"]["torch"] == {"version": "2.13.0", "cuda": None, "cpu": True} and ref["changes"] == []
+    # pip over conda: named as a fact, the findings, and the package change in diff's classes
+    assert pip_group["facts"]["pip_over_conda"] == ["torch"]
+    assert ("pip over conda", "none", "torch") in {(f["fact"], f["reference"], f["group"])
+                                                    for f in pip_group["fact_changes"]}
+    torch_change = next(ch for ch in pip_group["changes"] if ch["key"] == "torch")
+    assert torch_change["new"]["manager"] == "pip" and torch_change["new"]["version"] == "2.13.1"
+    assert {"EG520", "EG521", "EG522"} <= {f["code"] for f in pip_group["findings"]}
+    assert pip_group["exit_codes"] == [1]
+    # another lock: the lock and torch differ, torch is a downgrade against the reference lock
+    facts = {f["fact"] for f in other_lock["fact_changes"]}
+    assert {"lock", "torch"} <= facts
+    torch_change = next(ch for ch in other_lock["changes"] if ch["key"] == "torch")
+    assert torch_change["kinds"] == ["downgraded"] and torch_change["new"]["version"] == "2.12.0"
+
+    (d / "gpu251.json").unlink()
+    (d / "notes.json").unlink()
+    rc, doc, _ = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
+    assert rc == 1 and doc["unreadable"] == []
+    # without a lock the majority is the reference: the same verdict here
+    rc, doc, _ = fleet_json(str(d))
+    assert rc == 1 and doc["reference"] == "majority" and doc["groups"][0]["nodes"] == "gpu[001-016,018-100,106-250]"
+
+    for f in d.iterdir():
+        if not f.name.startswith("gpu") or int(f.stem[3:]) in B_NODES:
+            f.unlink()
+    rc, doc, _ = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
+    assert rc == 0 and doc["matching"] == doc["nodes"] == 244 and len(doc["groups"]) == 1
+    text = fleet(str(d))
+    assert text.returncode == 0 and "244 of 244 nodes match the majority" in text.stdout
+
+
+def test_text_and_markdown_name_the_groups(real: dict[str, Any], tmp_path: Path) -> None:
+    (_, a), (_, b) = real["reports"]["a"], real["reports"]["b"]
+    write_nodes(tmp_path, a, gpu(list(range(1, 21))))
+    write_nodes(tmp_path, b, gpu([21, 23]))
+    md = fleet(str(tmp_path), "--format", "markdown")
+    assert md.returncode == 1
+    assert "`gpu[001-020]` | 20 |" in md.stdout and "#### Group 2: 2 nodes `gpu[021,023]`" in md.stdout
+    assert "| pip over conda | differs | none | torch |" in md.stdout and "**EG520**" in md.stdout
+    text = fleet(*(str(p) for p in sorted(tmp_path.glob("*.json"))))  # files instead of a directory
+    assert text.returncode == 1
+    assert "gpu[021,023]" in text.stdout and "20 of 22 nodes match the majority" in text.stdout
+
+
+def test_a_lock_nobody_matches(real: dict[str, Any], tmp_path: Path) -> None:
+    write_nodes(tmp_path, real["reports"]["a"][1], gpu([1, 2, 3]))
+    rc, doc, _ = fleet_json(str(tmp_path), "--lockfile", str(real["lock_c"]))
+    assert rc == 1 and doc["matching"] == 0 and doc["groups"][0]["reference"] is False
+    torch_change = next(ch for ch in doc["groups"][0]["changes"] if ch["key"] == "torch")
+    assert torch_change["kinds"] == ["upgraded"]  # 2.12.0 locked, 2.13.0 installed
+
+
+def test_nothing_readable_is_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("{not json")
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "pipe.json")  # a special file is named, never opened (it would block)
+    proc = fleet(str(tmp_path), str(tmp_path / "missing.json"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no readable envguard check report" in lines[0] and "a.json" in lines[0]
+    assert "Traceback" not in proc.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = fleet(str(empty))
+    assert proc.returncode == 2 and "no *.json reports in this directory" in proc.stderr
+
+
+@pytest.mark.parametrize("names, expected", [
+    (gpu(list(range(1, 18)) + [20]), "gpu[001-017,020]"),
+    (["node1", "node2", "node10", "login"], "login,node[1-2,10]"),
+    (["gpu098", "gpu099", "gpu100"], "gpu[098-100]"),
+    (["r1-n05.cluster", "r1-n06.cluster", "r2-n01.cluster"], "r1-n[05-06].cluster,r2-n01.cluster"),
+    (["solo", "solo"], "solo"),
+])
+def test_host_ranges(names: list[str], expected: str) -> None:
+    assert compress(names) == expected
