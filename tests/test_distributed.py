@@ -111,7 +111,8 @@ def test_a_node_that_never_starts_is_named_with_its_host(procs: Procs, tmp_path:
            "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "node[07-08]", "SLURM_TASKS_PER_NODE": "1(x2)",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     t0 = time.monotonic()
-    p = procs.start([*ENVGUARD, "smoke", "--only-distributed", "--format", "json", "--timeout", "12"], env, tmp_path)
+    p = procs.start([*ENVGUARD, "smoke", "--python", sys.executable, "--only-distributed", "--format", "json",
+                     "--timeout", "12"], env, tmp_path)
     out, err = p.communicate(timeout=60)
     took = time.monotonic() - t0
     assert p.returncode == 7, err  # reported by the probe itself, inside the limit (124 would be the limit's)
@@ -130,7 +131,7 @@ def test_a_node_that_never_starts_is_named_with_its_host(procs: Procs, tmp_path:
 def test_torchrun_rank_that_never_joins_is_reported_exit_7(procs: Procs, tmp_path: Path) -> None:
     """Node 1's torchrun runs, but its worker is not the probe: node 0's `envguard smoke` names rank 1."""
     port = free_port()
-    n0 = procs.start(_torchrun(0, port, "--no-python", *ENVGUARD, "smoke", "--only-distributed", "--format",
+    n0 = procs.start(_torchrun(0, port, "--no-python", *ENVGUARD, "smoke", "--python", sys.executable, "--only-distributed", "--format",
                                "json", "--timeout", "12"), {}, tmp_path)
     n1 = procs.start(_torchrun(1, port, "--no-python", "true"), {}, tmp_path)
     out, err = n0.communicate(timeout=90)
@@ -151,8 +152,8 @@ def test_check_distributed_reports_carry_the_result_and_fleet_shows_it(procs: Pr
     for rank in (0, 1):
         env = {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
                "MASTER_PORT": port, "ENVGUARD_NVIDIA_SMI": ""}
-        nodes.append(procs.start([*ENVGUARD, "check", "--no-smoke", "--distributed", "--format", "json",
-                                  "--smoke-timeout", "60"], env, tmp_path))
+        nodes.append(procs.start([*ENVGUARD, "check", "-p", sys.prefix, "--no-smoke", "--distributed", "--format",
+                                  "json", "--smoke-timeout", "60"], env, tmp_path))
     for rank, p in enumerate(nodes):
         out, err = p.communicate(timeout=120)
         rep = json.loads(out)
