@@ -69,7 +69,8 @@ def lock_cmd(
         "osx-arm64, win-64)."),
     cuda: Optional[str] = typer.Option(
         None, "--cuda", metavar="X.Y", help="Assume this CUDA driver version (__cuda) when solving. Default: the "
-        "assumption recorded in the existing lock, else conda-lock's default."),
+        "spec's CUDA line (cuda-version, a cudaXY build), none for a CPU build guard, else the lock's, else "
+        "conda-lock's default."),
     no_cuda: bool = typer.Option(False, "--no-cuda", help="Assume no CUDA driver (no __cuda)."),
     lockfile: Optional[Path] = typer.Option(
         None, "--lockfile", help="Lock file (default: conda-lock.yml beside the first file)."),
@@ -103,8 +104,8 @@ def lock_cmd(
         warn(w)
     counts = ", ".join(f"{p}: {n}" for p, n in result.packages.items())
     verb = "wrote" if result.changed else "unchanged:"
-    cuda_note = "no CUDA" if result.cuda == "none" else f"__cuda={result.cuda}"
-    render.out.print(f"{verb} {result.lockfile} ({counts} packages; {cuda_note}) in {result.seconds:.1f} s", markup=False)
+    cuda_note = f"; {result.cuda_note}" if result.cuda_note else ""
+    render.out.print(f"{verb} {result.lockfile} ({counts} packages{cuda_note}) in {result.seconds:.1f} s", markup=False)
 
 # ---------------------------------------------------------------- create (#3)
 
