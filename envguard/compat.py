@@ -73,6 +73,27 @@ class Release:
     def cuda_platforms(self) -> tuple[str, ...]:
         return tuple(p for p, lines in self.cuda_by_platform if lines)
 
+    def build_line(self, platform: str, cuda: str) -> str | None:
+        """The CUDA line of the build ``platform`` gets when the environment asks for CUDA ``cuda``.
+
+        On conda-forge that is ``cuda-version=cuda``: a ``cudaXYZ`` build depends on ``cuda-version >=X.Y,<X+1``,
+        so it runs on the libraries of any later minor of its major and the newest such build wins (real win-64
+        locks hold cuda128 builds beside cuda-version 12.9). On the legacy channel ``pytorch-cuda=cuda`` selects
+        exactly that line. None when no build there accepts ``cuda``."""
+        lines = self.cuda_on(platform)
+        if self.route == PYTORCH:
+            return cuda if cuda in lines else None
+        major = cuda.split(".")[0]
+        fits = [x for x in lines if x.split(".")[0] == major and _key(x) <= _key(cuda)]
+        return max(fits, key=_key) if fits else None
+
+    def cuda_choices(self, platforms: Iterable[str], toolkit_lines: Iterable[str] = ()) -> list[str]:
+        """The CUDA lines a build accepts on every one of ``platforms``, oldest first: the lines the release is
+        built for, plus any of ``toolkit_lines`` (the CUDA versions the route packages) that its builds accept."""
+        plats = list(platforms)
+        union = sorted({c for p in plats for c in self.cuda_on(p)} | set(toolkit_lines), key=_key)
+        return [c for c in union if all(self.build_line(p, c) for p in plats)]
+
 
 @dataclass(frozen=True)
 class ArchRange:
@@ -115,6 +136,11 @@ class Route:
     arch_rows: tuple[Mapping[str, Any], ...] = ()
     frozen_at: str | None = None
     declared_cuda_platforms: tuple[str, ...] = ()
+    toolkit_lines: tuple[str, ...] = ()  # CUDA versions the route packages (cuda-version X.Y)
+
+    def cuda_choices(self, release: Release, platforms: Iterable[str]) -> list[str]:
+        """Every CUDA line an environment of ``release`` may ask for on all of ``platforms``."""
+        return release.cuda_choices(platforms, self.toolkit_lines)
 
     def release(self, line: str) -> Release | None:
         return next((r for r in self.releases if r.version == line), None)
@@ -203,7 +229,8 @@ class Compat:
                               key=lambda r: _key(r.version))
             out[name] = Route(name, str(data.get("title", name)), str(data.get("manager", "conda")),
                               str(data.get("source", "")), tuple(releases), tuple(data.get("arch") or ()),
-                              str(data["frozen_at"]) if data.get("frozen_at") else None, declared)
+                              str(data["frozen_at"]) if data.get("frozen_at") else None, declared,
+                              tuple(str(v) for v in data.get("toolkit_lines") or ()))
         return out
 
     def route(self, name: str) -> Route:
@@ -409,6 +436,8 @@ def validate(raw: Any) -> list[str]:
         need(route.get("manager") in ("conda", "pip"), f"{where}.manager", "must be conda or pip")
         need(isinstance(route.get("source"), str) and bool(route.get("source")), f"{where}.source",
              "must name the evidence")
+        if route.get("toolkit_lines") is not None:
+            lines_ok(f"{where}.toolkit_lines", route.get("toolkit_lines"))
         releases = route.get("releases")
         if not need(isinstance(releases, dict) and bool(releases), f"{where}.releases", "must be a mapping"):
             continue

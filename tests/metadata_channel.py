@@ -12,6 +12,8 @@ standard library.
                                      ``rattler.LockFile`` (pixi entries carry depends *and* constrains; conda-lock
                                      entries carry only ``dependencies``); conda-lock files rattler cannot read (old
                                      v1 layouts) are read from their YAML ``package:`` list.
+``sampled_environments(locks)``     every (environment, platform) solution the locks hold: which combinations
+                                     the sample covers in full (their records are all in the channel).
 ``build_metadata_channel(locks, root, channel="conda-forge")``
                                      one ``repodata.json`` per subdir (repodata v2, ``base_url`` pointing at the real
                                      channel, so locked URLs are the real ones), no package files: enough to solve
@@ -88,11 +90,16 @@ def _records_by_rattler(path: Path) -> list[LockRecord]:
     lock = rattler.LockFile.from_path(path)
     pixi = not path.name.endswith((".yml", ".yaml"))
     out: list[LockRecord] = []
+    seen: set[str] = set()  # environments of one lock share most records: convert each once
     for _env_name, env in lock.environments():
         for platform in env.platforms():
             for rec in env.conda_repodata_records_for_platform(platform) or []:
+                url = str(rec.url)
+                if url in seen:
+                    continue
+                seen.add(url)
                 data = json.loads(rec.to_json())
-                channel, subdir, filename = _from_url(str(rec.url))
+                channel, subdir, filename = _from_url(url)
                 entry = {k: v for k, v in data.items() if k not in _NOT_REPODATA}
                 entry["subdir"] = subdir
                 entry.setdefault("depends", [])
@@ -105,7 +112,8 @@ def _records_by_yaml(path: Path) -> list[LockRecord]:
     """conda-lock files rattler refuses (v1 layouts): name, version, url, hash and dependencies per entry."""
     import yaml
 
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
     out: list[LockRecord] = []
     for pkg in (data or {}).get("package") or []:
         if not isinstance(pkg, dict) or pkg.get("manager", "conda") != "conda" or not pkg.get("url"):
@@ -200,10 +208,51 @@ def build_metadata_channel(locks: Iterable[str | os.PathLike[str]], root: str | 
     return MetadataChannel(root, channel, merged, sources)
 
 
+@dataclasses.dataclass(frozen=True)
+class SampledEnvironment:
+    """One environment and platform of a real lock: what its solve picked (name -> (version, build, channel))."""
+
+    source: str
+    environment: str
+    platform: str
+    packages: dict[str, tuple[str, str, str]]
+
+    def get(self, name: str, channel: str | None = None) -> tuple[str, str] | None:
+        got = self.packages.get(name)
+        if got is None or (channel is not None and got[2] != channel):
+            return None
+        return got[0], got[1]
+
+
+def sampled_environments(locks: Iterable[str | os.PathLike[str]]) -> list[SampledEnvironment]:
+    """Every (environment, platform) of the locks rattler reads: the solutions the sample was drawn from. A spec
+    that one of them satisfies solves against a channel built from these locks, because that solution's
+    records are all there."""
+    import rattler
+
+    out: list[SampledEnvironment] = []
+    for lock in locks:
+        try:
+            lf = rattler.LockFile.from_path(lock)
+        except Exception:  # old conda-lock layouts: records only, no environments to learn from
+            continue
+        for env_name, env in lf.environments():
+            for platform in env.platforms():
+                pkgs = {}
+                for rec in env.conda_repodata_records_for_platform(platform) or []:
+                    channel, _subdir, _fn = _from_url(str(rec.url))
+                    pkgs[rec.name.normalized] = (str(rec.version), str(rec.build), channel)
+                # pixi.lock v7 names platforms freely ("p1"); the conda subdir is what matters
+                subdir = str(getattr(platform, "subdir", None) or platform.name)
+                out.append(SampledEnvironment(str(lock), env_name, subdir, pkgs))
+    return out
+
+
 def realworld_locks(realworld: str | os.PathLike[str]) -> list[Path]:
     """Every pixi.lock and conda-lock.yml of the real-world corpus."""
     base = Path(realworld)
     return sorted(base.glob("pixi/*.lock")) + sorted(base.glob("conda-lock/*.yml"))
 
 
-__all__ = ["LockRecord", "MetadataChannel", "build_metadata_channel", "records_from_lock", "realworld_locks"]
+__all__ = ["LockRecord", "MetadataChannel", "SampledEnvironment", "build_metadata_channel", "records_from_lock",
+           "realworld_locks", "sampled_environments"]

@@ -36,8 +36,8 @@ channels:
   - nodefaults
 dependencies:
   - python=3.11
-  - pytorch=2.15.*=cuda12*
-  - cuda-version=12.6
+  - pytorch=2.13.*=cuda12*
+  - cuda-version=12.9
   - numpy
   - pip
   - pip:
@@ -80,14 +80,14 @@ def test_python_missing_and_unpinned() -> None:
     f = _one(_lint("""
         channels: [conda-forge]
         dependencies:
-          - pytorch=2.15.*=cpu*
+          - pytorch=2.13.*=cpu*
         """), "EG101")
     assert f.severity is Severity.ERROR and f.line == 2 and "python=3.11" in f.fix
     f = _one(_lint("""
         channels: [conda-forge]
         dependencies:
           - python>=3.10
-          - pytorch=2.15.*=cpu*
+          - pytorch=2.13.*=cpu*
         """), "EG101")
     assert f.line == 3 and "python>=3.10" in f.message
 
@@ -104,28 +104,38 @@ def test_python_unsupported_and_legacy() -> None:
         channels: [conda-forge]
         dependencies:
           - python=3.12
-          - pytorch=2.15.*=cpu*
+          - pytorch=2.13.*=cpu*
         """), "EG102")
     assert new.severity is Severity.WARNING
     legacy = _one(_lint("""
         channels: [conda-forge]
         dependencies:
           - python=3.10
-          - pytorch=2.14.*=cpu*
+          - pytorch=2.13.*=cpu*
         """), "EG103")
     assert legacy.severity is Severity.WARNING and "2026-10-31" in legacy.message
 
 
 def test_torch_python_mismatch_names_nearest_choices() -> None:
-    f = _one(_lint("""
+    """PyPI's torch 2.15 wheels need Python >= 3.11 (conda-forge still builds 2.13 for 3.10: routes differ)."""
+    fs = _lint("""
         channels: [conda-forge]
         dependencies:
           - python=3.10
-          - pytorch=2.15.*=cpu*
-        """), "EG104")
+          - pip
+          - pip:
+            - torch==2.15.*
+        """)
+    f = _one(fs, "EG104")
     assert f.severity is Severity.ERROR and f.line == 3
     assert "needs Python ≥ 3.11" in f.message
     assert "python=3.11" in f.fix and "torch 2.14" in f.fix
+    assert "EG104" not in _codes(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.10
+          - pytorch=2.13.*=cpu*
+        """))
 
 
 def test_torch_not_pinned_and_unknown_release() -> None:
@@ -161,8 +171,10 @@ def test_core_packages_under_pip() -> None:
         """)
     hits = {f.package: f for f in fs if f.code == "EG107"}
     assert set(hits) == {"torch", "numpy"}
-    assert hits["torch"].line == 8 and "pytorch=2.13.*" in hits["torch"].fix
-    assert hits["numpy"].line == 10
+    # numpy from both managers is an error; torch from pip alone is the pip-stack layout, named in one info line
+    assert hits["numpy"].line == 10 and hits["numpy"].severity is Severity.ERROR
+    assert "numpy=2.0.*" in hits["numpy"].fix
+    assert hits["torch"].line == 8 and hits["torch"].severity is Severity.INFO
 
 
 def test_core_package_through_requirements_include(tmp_path: Path) -> None:
@@ -178,7 +190,7 @@ def test_core_package_through_requirements_include(tmp_path: Path) -> None:
         """), encoding="utf-8")
     fs = lint_file(env)
     f = _one(fs, "EG107")
-    assert f.line == 6 and "requirements file" in f.message
+    assert f.line == 6 and "requirements file" in f.message and f.severity is Severity.INFO
     assert "EG124" in _codes(fs)  # and conda-lock cannot follow -r (spec.validate's rule)
 
 
@@ -252,24 +264,24 @@ def test_cuda_without_build_guard() -> None:
         channels: [conda-forge]
         dependencies:
           - python=3.11
-          - pytorch=2.15.*
-          - cuda-version=12.6
+          - pytorch=2.13.*
+          - cuda-version=12.9
         """), "EG112")
-    assert f.line == 4 and "pytorch=2.15.*=cuda12*" in f.fix
+    assert f.line == 4 and "pytorch=2.13.*=cuda12*" in f.fix
     # an "# [osx]" line needs no CUDA guard; a CPU-only file has no CUDA to guard
     assert "EG112" not in _codes(_lint("""
         channels: [conda-forge]
         dependencies:
           - python=3.11
-          - pytorch=2.15.*  # [osx]
-          - pytorch=2.15.*=cuda12*  # [linux]
-          - cuda-version=12.6  # [linux]
+          - pytorch=2.13.*  # [osx]
+          - pytorch=2.13.*=cuda12*  # [linux]
+          - cuda-version=12.9  # [linux]
         """))
     assert "EG112" not in _codes(_lint("""
         channels: [conda-forge]
         dependencies:
           - python=3.11
-          - pytorch=2.15.*
+          - pytorch=2.13.*
         """))
 
 
@@ -282,7 +294,7 @@ def test_channels_defaults_http_nightly() -> None:
           - pytorch-nightly
         dependencies:
           - python=3.11
-          - pytorch=2.15.*=cpu*
+          - pytorch=2.13.*=cpu*
         """)
     assert _one(fs, "EG113").line == 3
     assert _one(fs, "EG114").line == 4
@@ -345,10 +357,11 @@ def test_torch_cuda_major_not_built() -> None:
         channels: [conda-forge]
         dependencies:
           - python=3.11
-          - pytorch=2.15.*=cuda*
+          - pytorch=2.13.*=cuda*
           - cuda-version=11.8
         """), "EG118")
-    assert f.line == 5 and "cuda-version=12.6" in f.fix
+    assert f.line == 5 and "cuda-version=12.9" in f.fix
+    assert "for CUDA 12.9 and 13.0 on linux-64" in f.message and "12.8 and 13.0 on win-64" in f.message
 
 
 def test_invalid_spec_and_exact_build_pin() -> None:
@@ -356,11 +369,11 @@ def test_invalid_spec_and_exact_build_pin() -> None:
         channels: [conda-forge]
         dependencies:
           - python=3.11
-          - pytorch=2.15=cuda12*
+          - pytorch=2.13=cuda12*
           - numpy>=>2
         """)
     exact = _one(fs, "EG122")
-    assert exact.line == 4 and "pytorch=2.15.*=cuda12*" in exact.fix
+    assert exact.line == 4 and "pytorch=2.13.*=cuda12*" in exact.fix
     assert _one(fs, "EG121").line == 5
 
 
@@ -561,7 +574,7 @@ def test_cli_exit_codes_and_formats(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert "`EG105`" in capsys.readouterr().out
     # warnings alone do not fail
     warn_only = tmp_path / "warn.yml"
-    warn_only.write_text("channels: [conda-forge]\ndependencies:\n  - python=3.10\n  - pytorch=2.14.*=cpu*\n",
+    warn_only.write_text("channels: [conda-forge]\ndependencies:\n  - python=3.10\n  - pytorch=2.13.*=cpu*\n",
                          encoding="utf-8")
     assert cli.run(["lint", str(warn_only)]) == 0
     assert cli.run(["lint", "--format", "yaml", str(warn_only)]) == 2

@@ -116,41 +116,31 @@ def _major(line: str) -> str:
     return line.split(".")[0]
 
 
-def build_line(route: str, lines: tuple[str, ...], cuda: str) -> str | None:
-    """The CUDA line of the build a platform gets for ``cuda-version=cuda`` (``pytorch-cuda=cuda`` on the legacy
-    route). A conda-forge ``cudaXYZ`` build depends on ``cuda-version >=X.Y,<X+1``, so it runs on the libraries
-    of any later minor of its major: the newest such build wins. None when no build accepts ``cuda``."""
-    if route == compat.PYTORCH:
-        return cuda if cuda in lines else None
-    fits = [line for line in lines if _major(line) == _major(cuda) and _vkey(line) <= _vkey(cuda)]
-    return max(fits, key=_vkey) if fits else None
-
-
-def _cuda_choices(route: str, rel: compat.Release, plats: list[str]) -> list[str]:
-    """Every CUDA line that a build accepts on each of ``plats``: the values ``--cuda`` may take."""
-    union = sorted({c for p in plats for c in rel.cuda_on(p)}, key=_vkey)
-    return [c for c in union if all(build_line(route, rel.cuda_on(p), c) for p in plats)]
-
-
 def _pick_cuda(route: compat.Route, rel: compat.Release, cuda: str, plats: list[str], python: str) -> str:
     """The CUDA line to write for ``--cuda cuda`` (X.Y, or X for the newest line of that major), or refuse,
     naming the lines the route builds on the platforms that lack it."""
-    choices = _cuda_choices(route.name, rel, plats)
+    choices = route.cuda_choices(rel, plats)
+    built_lines = rel.cuda_choices(plats)  # `--cuda 12` picks among the lines torch itself was built for
     exact = "." in cuda
     if exact and cuda in choices:
         return cuda
-    if not exact and any(_major(x) == cuda for x in choices):
-        return [x for x in choices if _major(x) == cuda][-1]
-    lacking = [p for p in plats if not exact or build_line(route.name, rel.cuda_on(p), cuda) is None] or plats
+    if not exact and any(_major(x) == cuda for x in built_lines):
+        return [x for x in built_lines if _major(x) == cuda][-1]
+    lacking = [p for p in plats if not exact or rel.build_line(p, cuda) is None]
+    if exact and not lacking and route.toolkit_lines:  # every build would accept it: no such CUDA release
+        same = [v for v in route.toolkit_lines if _major(v) == _major(cuda)] or list(route.toolkit_lines)
+        raise UserError(f"{route.title} packages no CUDA {cuda} (its CUDA {_major(cuda)} lines: {_and(same)}); "
+                        f"use {_or('--cuda', _nearest(cuda, [c for c in choices if c in same] or same))}")
+    lacking = lacking or plats
     groups: dict[tuple[str, ...], list[str]] = {}
     for p in lacking:
         groups.setdefault(rel.cuda_on(p), []).append(p)
     built = ", ".join(f"for CUDA {_and(lines)} on {_and(ps)}" for lines, ps in groups.items())
-    if choices:
-        fix = _or("--cuda", _nearest(cuda if exact else f"{cuda}.0", choices))
+    if built_lines:
+        fix = _or("--cuda", _nearest(cuda if exact else f"{cuda}.0", built_lines))
     else:
         others = [r.version for r in route.released if python in r.python and r.version != rel.version
-                  and any(x == cuda or (not exact and _major(x) == cuda) for x in _cuda_choices(route.name, r, plats))]
+                  and any(x == cuda or (not exact and _major(x) == cuda) for x in route.cuda_choices(r, plats))]
         fix = (_or("--torch", _nearest(rel.version, others)) + " or " if others else "") + "--cuda cpu"
     raise UserError(f"{route.title} builds torch {rel.version} {built}; use {fix}")
 
@@ -288,7 +278,7 @@ def hardware_comment(channel: str, torch: str, cuda: str, platforms: list[str]) 
     assert rel is not None
     lines: list[str] = []
     for p in platforms:
-        built = build_line(channel, rel.cuda_on(p), cuda) or cuda
+        built = rel.build_line(p, cuda) or cuda
         arch = c.arch(channel, built, torch)
         gpus = arch.describe() if arch else f"sm_{(c.min_arch(built) or '?').replace('.', '')} and newer"
         tag = f"cuda{built.replace('.', '')}" if channel == compat.CONDA_FORGE else f"cuda{built}"

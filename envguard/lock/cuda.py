@@ -69,8 +69,7 @@ def from_spec(dependencies: Mapping[str, Iterable[Any]], where: str) -> tuple[st
     unnamed: list[str] = []
     cpu: list[str] = []
     for platform, deps in dependencies.items():
-        if not platform.startswith(CUDA_PLATFORM_PREFIXES):
-            continue
+        cuda_platform = platform.startswith(CUDA_PLATFORM_PREFIXES)
         for d in deps:
             if getattr(d, "manager", "conda") != "conda":
                 continue
@@ -79,6 +78,10 @@ def from_spec(dependencies: Mapping[str, Iterable[Any]], where: str) -> tuple[st
             build = str(getattr(d, "build", None) or "")
             shown = (version or "").removesuffix(".*")
             written = f"{name}{'=' + shown if shown and shown != '*' else ''}{'=' + build if build else ''}"
+            if not cuda_platform:  # no __cuda there: only a CPU guard counts
+                if name in CPU_GUARDS or (name in TORCH_BUILDS and "cpu" in build.lower()):
+                    cpu.append(written)
+                continue
             if name in LINE_PACKAGES:
                 line = _line_of(version)
                 if line:
