@@ -126,11 +126,10 @@ def cuda_from_packages(pkgs: Iterable[Package]) -> tuple[str | None, str]:
     wheel) or the legacy channel's selector ``pytorch-cuda``, never from ``cuda-version`` or ``cudatoolkit``
     alone: CUDA libraries beside a CPU torch are a choice (cupy, numba), not a wish for a CUDA torch."""
     pkgs = list(pkgs)
-    for p in pkgs:
-        if p.manager == "conda" and p.name in _TORCH_BUILDS and p.build:
-            c = cuda_from_build(p.build)
-            if c:
-                return c, f"{p.name} {p.version} build {p.build}"
+    builds = [(c, f"{p.name} {p.version} build {p.build}") for p in pkgs
+              if p.manager == "conda" and p.name in _TORCH_BUILDS and p.build and (c := cuda_from_build(p.build))]
+    if builds:  # a build that names its line over one that only says "cuda"
+        return next((b for b in builds if b[0] != "any"), builds[0])
     for p in pkgs:
         if p.manager == "pip" and p.key == "torch" and "+cu" in p.version:
             d = p.version.split("+cu", 1)[1]
@@ -393,7 +392,8 @@ def _pip_stack_layout(info: PrefixInfo, layout: list[Dist]) -> Finding:
     shown = ", ".join(f"{d.name} {d.version}" for d in layout if not d.key.startswith(("nvidia-", "cuda-")))
     if cuda_wheels:
         shown += f" and {len(cuda_wheels)} CUDA wheel{'s' * (len(cuda_wheels) != 1)}"
-    conda_cuda = sorted(f"{r.name} {r.version}" for r in info.conda if _matches(r.name, _CONDA_CUDA))
+    conda_cuda = sorted(f"{r.name} {r.version}" for r in info.conda
+                        if _matches(r.name, _CONDA_CUDA) and r.name != "cuda-version")  # a pin, not a library
     if cuda_wheels and conda_cuda:
         return Finding("EG520", W, f"the torch stack comes from pip ({shown}) while conda installed CUDA libraries "
                        f"too ({', '.join(conda_cuda[:3])}{' ...' if len(conda_cuda) > 3 else ''}): two CUDA "
