@@ -20,7 +20,6 @@ from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envguard.yamlio import load_fast
@@ -164,6 +163,8 @@ class Route:
 
     def arch(self, cuda: str, torch: str | None = None) -> ArchRange | None:
         """The architectures of this route's CUDA ``cuda`` build of torch ``torch``, when recorded."""
+        from packaging.specifiers import SpecifierSet
+
         for row in self.arch_rows:
             if not _line_matches(str(row["cuda"]), cuda):
                 continue
@@ -205,7 +206,7 @@ def _release(route: str, line: str, row: Mapping[str, Any], cuda_platforms: tupl
 
 @dataclass(frozen=True)
 class Compat:
-    raw: dict[str, Any]
+    raw: dict[str, Any]  # the first document; ``raw["routes"]`` is read from the second on first use
 
     # -- Python -----------------------------------------------------------------
     @property
@@ -222,6 +223,8 @@ class Compat:
     # -- routes and releases ------------------------------------------------------
     @cached_property
     def routes(self) -> dict[str, Route]:
+        if "routes" not in self.raw:
+            self.raw["routes"] = _routes_document()["routes"]
         out: dict[str, Route] = {}
         for name, data in self.raw["routes"].items():
             declared = tuple(str(p) for p in data.get("cuda_platforms") or ())
@@ -319,12 +322,29 @@ class Compat:
         return str(self.raw["lock_cuda_unnamed"])
 
 
+_SEPARATOR = "\n---\n"
+
+
 @lru_cache(maxsize=1)
 def load() -> Compat:
-    # Read at every command's start-up: the C loader (envguard.yamlio) keeps that cheap.
-    return Compat(load_fast("envguard/data/compat.yaml", text=data_text()))
+    # Read at every command's start-up: the C loader (envguard.yamlio) keeps that cheap, and only the first
+    # document (Python, drivers, channels) is parsed; the release rows follow when a rule needs them.
+    return Compat(dict(load_fast("envguard/data/compat.yaml", text=data_text().split(_SEPARATOR, 1)[0])))
 
 
+@lru_cache(maxsize=1)
+def _routes_document() -> dict[str, Any]:
+    return dict(load_fast("envguard/data/compat.yaml", text=data_text().split(_SEPARATOR, 1)[1]))
+
+
+def load_all() -> dict[str, Any]:
+    """Both documents as one mapping (what :func:`validate` checks)."""
+    first, _, second = data_text().partition(_SEPARATOR)
+    return {**load_fast("envguard/data/compat.yaml", text=first), **load_fast("envguard/data/compat.yaml",
+                                                                              text=second)}
+
+
+@lru_cache(maxsize=1)
 def data_text() -> str:
     return resources.files("envguard").joinpath("data/compat.yaml").read_text(encoding="utf-8")
 
@@ -393,7 +413,10 @@ _PLATFORM = re.compile(r"^(linux|osx|win)-[a-z0-9_]+$")
 
 
 def validate(raw: Any) -> list[str]:
-    """Every way ``raw`` (the parsed compat.yaml) breaks the schema, as ``key: problem`` lines."""
+    """Every way ``raw`` (both documents of compat.yaml, :func:`load_all`) breaks the schema, as ``key: problem``
+    lines."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     out: list[str] = []
 
     def need(cond: bool, where: str, what: str) -> bool:

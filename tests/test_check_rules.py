@@ -191,13 +191,3 @@ def test_fix_texts_never_offer_lock_cuda_as_a_way_to_pin_a_build() -> None:
     assert "pytorch=X.Y.*=cuda12*" in catalog.get("cpu-build").fix
     assert "cuda-version" in catalog.get("arch").fix
     assert "(e.g. `envguard lock --cuda" not in catalog.get("driver-old").fix
-
-
-def test_the_compat_data_passes_its_schema() -> None:
-    raw = compat.load().raw
-    assert compat.validate(raw) == []
-    broken = {**raw, "routes": {**raw["routes"], "pypi": {**raw["routes"]["pypi"], "releases": {
-        "2.16": {"status": "released", "python": ["3.12", "3.11"]}}}}}
-    problems = compat.validate(broken)
-    assert any("2.16.source" in p for p in problems) and any("2.16.python" in p for p in problems)
-    assert compat.validate({"schema": 1}) != []
