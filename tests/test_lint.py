@@ -600,3 +600,96 @@ def test_cli_subprocess_no_traceback(tmp_path: Path) -> None:
                           timeout=60)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "not UTF-8" in proc.stderr
+
+
+# ---------------------------------------------------------------- CUDA truth on conda-forge (issue #11)
+
+
+def test_pytorch_gpu_and_pytorch_cpu_are_build_guards() -> None:
+    """pytorch-gpu forces a CUDA build itself (pytorch-cpu a CPU one): the pytorch beside it is guarded."""
+    for guard in ("pytorch-gpu", "pytorch-cpu"):
+        fs = _lint(f"""
+            channels: [conda-forge]
+            dependencies:
+              - python=3.11
+              - pytorch=2.7.*
+              - {guard}
+              - cuda-version=12.6
+            """)
+        assert "EG112" not in _codes(fs), (guard, [(f.code, f.message) for f in fs])
+    # a guard for linux only does not guard a pytorch line that applies to win-64 too
+    assert "EG112" in _codes(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.7.*
+          - pytorch-gpu  # [linux]
+          - cuda-version=12.6
+        """))
+
+
+def test_cudatoolkit_with_conda_forges_own_cuda11_builds_is_fine() -> None:
+    """conda-forge built torch 2.0-2.5 for CUDA 11.x with cudatoolkit: that packaging is real, not a mistake."""
+    assert "EG109" not in _codes(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.1.*=cuda11*
+          - cudatoolkit=11.8
+        """))
+    # a line conda-forge never built torch 2.0 for, or torch >= 2.6 (no CUDA 11 builds at all): still errors
+    bad = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.0.*
+          - cudatoolkit=11.7
+        """), "EG109")
+    assert bad.severity is Severity.ERROR and "cuda-version=" in bad.fix
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.13.*=cuda12*
+          - cudatoolkit=11.8
+        """), "EG109")
+    assert "`pytorch=2.13.*=cuda12*` with `cuda-version=12.9`" in f.fix
+
+
+def test_cuda_version_rules_follow_conda_forges_real_builds() -> None:
+    """cuda-version=12.9 serves linux-64's cuda129 and win-64's cuda128 builds of 2.13; 12.6 serves neither."""
+    ok = """
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.13.*=cuda12*
+          - cuda-version={cv}
+        platforms: [linux-64, win-64]
+        """
+    assert "EG118" not in _codes(_lint(ok.format(cv="12.9")))
+    f = _one(_lint(ok.format(cv="12.6")), "EG118")
+    assert f.fix == "use `cuda-version=12.9`" and "12.9 and 13.0 on linux-64" in f.message
+    # a win-64-only file may ask for 12.8, a linux-64 one may not
+    assert "EG118" not in _codes(_lint(ok.format(cv="12.8").replace("linux-64, win-64", "win-64")))
+    assert "EG118" in _codes(_lint(ok.format(cv="12.8").replace("linux-64, win-64", "linux-64")))
+    # a build string naming a line conda-forge never built for that release
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.13.*=cuda126*
+        platforms: [linux-64]
+        """), "EG118")
+    assert "cuda126" in f.message and "cuda-version=12.9" in f.fix
+
+
+def test_pytorch_cuda_fix_names_lines_conda_forge_builds() -> None:
+    f = _one(_lint("""
+        channels: [pytorch, nvidia]
+        dependencies:
+          - python=3.11
+          - pytorch=2.6.*
+          - pytorch-cuda=12.4
+        """), "EG110")
+    # conda-forge built 2.6 for CUDA 12.6 only: the fix must name that, not a line it lacks
+    assert f.fix == "on conda-forge use `pytorch=2.6.*=cuda12*` with `cuda-version=12.6`"

@@ -537,8 +537,7 @@ class _EnvLinter:
             lacking = [p for p in plats if not any(c.split(".")[0] == line for c in rel.cuda_on(p))]
         if lacking:
             self.add("EG118", f"conda-forge builds torch {rel.version} {self._built_text(rel, lacking)}: no build "
-                     f"matches `{d.spec}`", f"write `{d.name}={rel.version}.*=cuda{rel.cuda[-1].split('.')[0]}*` "
-                     f"with `cuda-version={rel.cuda_choices(plats)[-1] if rel.cuda_choices(plats) else rel.cuda[-1]}`",
+                     f"matches `{d.spec}`", f"write {self._conda_forge_cuda_pins(line if '.' in line else None)}",
                      d.line, package=d.name)
 
     def _conda_forge_cuda_pins(self, line_hint: str | None) -> str:
@@ -550,9 +549,10 @@ class _EnvLinter:
         assert rel is not None
         plats = [p for p in self.platforms if rel.cuda_on(p)] or list(rel.cuda_platforms)
         choices = rel.cuda_choices(plats) or list(rel.cuda)
-        hint = next(iter(release_lines(line_hint, "conda", _CUDA_UNIVERSE) or ()), None) if line_hint else None
+        hints = sorted(release_lines(line_hint, "conda", _CUDA_UNIVERSE) or (), key=_vkey) if line_hint else []
+        hint = hints[0] if hints else (line_hint if line_hint and re.fullmatch(r"\d+\.\d+", line_hint) else None)
         same = [c for c in choices if hint and c.split(".")[0] == hint.split(".")[0]]
-        line = (same or choices)[-1]
+        line = same[-1] if same else (_nearest_line(hint, choices) if hint else choices[-1])
         return f"`pytorch={rel.version}.*=cuda{line.split('.')[0]}*` with `cuda-version={line}`"
 
     def _cudatoolkit(self, tk: _Dep) -> None:
