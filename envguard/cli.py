@@ -312,9 +312,11 @@ def diff_cmd(
 def init_cmd(
     python: Optional[str] = typer.Option(None, "--python", help="Python release: 3.11 (default) or 3.10 (legacy)."),
     torch: Optional[str] = typer.Option(None, "--torch", metavar="X.Y",
-                                        help="PyTorch release (default: the newest in the data for the channel)."),
-    cuda: Optional[str] = typer.Option(None, "--cuda", metavar="X.Y|cpu",
-                                       help="CUDA line such as 12.6 or 13.0, or cpu (default: cpu)."),
+                                        help="PyTorch release (default: the newest released one in the data for "
+                                        "the channel)."),
+    cuda: Optional[str] = typer.Option(None, "--cuda", metavar="X.Y|X|cpu",
+                                       help="CUDA line such as 12.9 or 13.0, a major line such as 12 (the newest "
+                                       "every platform's build accepts), or cpu (default: cpu)."),
     channel: Optional[str] = typer.Option(None, "--channel",
                                           help="conda-forge (default) or pytorch (legacy, torch <= 2.5)."),
     platforms: Optional[list[str]] = typer.Option(

@@ -393,6 +393,9 @@ class _EnvLinter:
                 self.add("EG105", f"{d.name} is not pinned to one release (`{d.spec}`)",
                          f"pin one release line, e.g. {pin}", d.line, package=d.name)
         rel = self.torch_release
+        frozen = self.c.route(self.route).frozen_at
+        if frozen and rel and _vkey(rel) > _vkey(frozen):
+            return  # past a frozen channel's last release: EG111 says so, and where to go instead
         if rel and self.c.torch(rel, self.route) is None and re.match(r"^\d+\.\d+$", rel):
             route = self.c.route(self.route)
             known = route.released
@@ -404,7 +407,8 @@ class _EnvLinter:
             else:
                 when = ("older than" if _vkey(rel) < _vkey(known[0].version) else
                         "newer than" if _vkey(rel) > _vkey(known[-1].version) else "missing from")
-                what = f"torch {rel} is {when} envguard's {route.title} data ({known[0].version}–{known[-1].version})"
+                what = (f"torch {rel} is {when} envguard's data for {route.title} "
+                        f"({known[0].version}–{known[-1].version})")
             self.add("EG106", f"{what}: its Python/CUDA/driver pairing is not checked",
                      f"use torch {known[-1].version}, or update envguard", d.line, package=d.name)
 
