@@ -89,7 +89,8 @@ def lock_cmd(
     misused_p: Optional[str] = typer.Option(None, "-p", "--prefix", hidden=True),
     cuda: Optional[str] = typer.Option(
         None, "--cuda", metavar="X.Y", help="Assume this CUDA driver version (__cuda) when solving. Default: the "
-        "assumption recorded in the existing lock, else conda-lock's default."),
+        "spec's CUDA line (cuda-version, a cudaXY build), none for a CPU build guard, else the lock's, else "
+        "conda-lock's default."),
     no_cuda: bool = typer.Option(False, "--no-cuda", help="Assume no CUDA driver (no __cuda)."),
     lockfile: Optional[Path] = typer.Option(
         None, "--lockfile", help="Lock file (default: conda-lock.yml beside the first file)."),
@@ -124,8 +125,8 @@ def lock_cmd(
         warn(w)
     counts = ", ".join(f"{p}: {n}" for p, n in result.packages.items())
     verb = "wrote" if result.changed else "unchanged:"
-    cuda_note = "no CUDA" if result.cuda == "none" else f"__cuda={result.cuda}"
-    render.out.print(f"{verb} {result.lockfile} ({counts} packages; {cuda_note}) in {result.seconds:.1f} s", markup=False)
+    cuda_note = f"; {result.cuda_note}" if result.cuda_note else ""
+    render.out.print(f"{verb} {result.lockfile} ({counts} packages{cuda_note}) in {result.seconds:.1f} s", markup=False)
 
 # ---------------------------------------------------------------- create (#3)
 
@@ -404,9 +405,11 @@ def init_cmd(
     python: Optional[str] = typer.Option(None, "--python", metavar="X.Y",
                                          help="Python release: 3.11 (default) or 3.10 (legacy)."),
     torch: Optional[str] = typer.Option(None, "--torch", metavar="X.Y",
-                                        help="PyTorch release (default: the newest in the data for the channel)."),
-    cuda: Optional[str] = typer.Option(None, "--cuda", metavar="X.Y|cpu",
-                                       help="CUDA line such as 12.6 or 13.0, or cpu (default: cpu)."),
+                                        help="PyTorch release (default: the newest released one in the data for "
+                                        "the channel)."),
+    cuda: Optional[str] = typer.Option(None, "--cuda", metavar="X.Y|X|cpu",
+                                       help="CUDA line such as 12.9 or 13.0, a major line such as 12 (the newest "
+                                       "every platform's build accepts), or cpu (default: cpu)."),
     channel: Optional[str] = typer.Option(None, "--channel",
                                           help="conda-forge (default) or pytorch (legacy, torch <= 2.5)."),
     platforms: Optional[list[str]] = typer.Option(
@@ -415,7 +418,8 @@ def init_cmd(
     misused_p: Optional[str] = typer.Option(None, "-p", "--prefix", hidden=True),
     name: Optional[str] = typer.Option(None, "--name", help="Environment name (default: the directory's name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
-    output: Path = typer.Option(Path("environment.yml"), "--output", "-o", metavar="FILE", help="File to write."),
+    output: Path = typer.Option(Path("environment.yml"), "--output", "-o", metavar="FILE",
+                                help="File to write; - prints it instead (nothing is written)."),
 ) -> None:
     """Write an environment.yml for PyTorch from templates; refuses combinations that do not exist."""
     from envguard.init import init
@@ -426,8 +430,13 @@ def init_cmd(
     for w in result.warnings:
         warn(w)
     build = "CPU" if result.cuda == "cpu" else f"CUDA {result.cuda}"
-    render.out.print(f"wrote {result.path}: Python {result.python}, torch {result.torch} ({build}) from "
-              f"{result.channel} for {', '.join(result.platforms)}", markup=False)
+    what = (f"Python {result.python}, torch {result.torch} ({build}) from {result.channel} for "
+            f"{', '.join(result.platforms)}")
+    if result.path is None:  # -o -: the file on stdout, the summary where it does not mix with it
+        sys.stdout.write(result.text)
+        render.err.print(f"printed: {what}; save it with -o environment.yml", markup=False)
+        return
+    render.out.print(f"wrote {result.path}: {what}", markup=False)
     render.out.print("next: envguard lock", markup=False)
 
 
@@ -499,6 +508,7 @@ def export_cmd(
     result = export(prefix, name=name, output=output, fmt=fmt, pinned=pinned, force=force, deep=deep,
                     index_urls=index_url or None, use_index=not no_index)
     print_export(result)
+    raise typer.Exit(result.exit_code)
 
 
 # ---------------------------------------------------------------- fleet (#17)

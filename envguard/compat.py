@@ -1,39 +1,214 @@
 """Read the compatibility data (``envguard/data/compat.yaml``).
 
 Pure: no processes, no network. Other modules ask questions here instead of
-hard-coding release facts.
+hard-coding release facts. Facts belong to a *route* (``conda-forge``, ``pypi``,
+the legacy ``pytorch`` channel), because the routes build different CUDA lines,
+Python versions and GPU architectures; where a route differs between platforms,
+the CUDA lines are kept per conda platform. Every release row carries a status
+(``released`` with evidence, ``announced``, ``unknown``) and its source.
+
+:func:`validate` checks the file's schema (tests/test_compat.py runs it); the
+commands trust the shipped file and read it without validating.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from envguard.yamlio import load_fast
+
+STATUSES = ("released", "announced", "unknown")
+CONDA_FORGE, PYPI, PYTORCH = "conda-forge", "pypi", "pytorch"
 
 
 def _key(v: str) -> tuple[int, ...]:
     return tuple(int(p) for p in v.split(".") if p.isdigit())
 
 
+def release_line(version: str) -> str | None:
+    """``2.13.0+cpu``, ``2.13.0a0`` and ``2.13`` -> ``2.13``; None when it is not a version."""
+    try:
+        rel = Version(version.split("+")[0].strip()).release
+    except InvalidVersion:
+        return None
+    return f"{rel[0]}.{rel[1] if len(rel) > 1 else 0}"
+
+
 @dataclass(frozen=True)
-class TorchRelease:
-    version: str  # "2.13"
-    python: tuple[str, ...]
-    cuda: tuple[str, ...]
-    channels: tuple[str, ...]
+class Release:
+    """One torch release line (``2.13``) on one route."""
+
+    route: str
+    version: str
+    status: str
+    source: str
+    python: tuple[str, ...] = ()
+    cuda_by_platform: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    cpu: tuple[str, ...] = ()  # platforms with CPU builds (conda routes)
+    experimental: tuple[str, ...] = ()
+    versions: tuple[str, ...] = ()
+
+    @property
+    def released(self) -> bool:
+        return self.status == "released"
+
+    def cuda_on(self, platform: str) -> tuple[str, ...]:
+        """The CUDA lines this release is built for on ``platform`` (empty: none there)."""
+        return dict(self.cuda_by_platform).get(platform, ())
+
+    @property
+    def cuda(self) -> tuple[str, ...]:
+        """Every CUDA line of the release, on any platform, oldest first."""
+        return tuple(sorted({c for _, lines in self.cuda_by_platform for c in lines}, key=_key))
+
+    @property
+    def cuda_platforms(self) -> tuple[str, ...]:
+        return tuple(p for p, lines in self.cuda_by_platform if lines)
+
+    def build_line(self, platform: str, cuda: str) -> str | None:
+        """The CUDA line of the build ``platform`` gets when the environment asks for CUDA ``cuda``.
+
+        On conda-forge that is ``cuda-version=cuda``: a ``cudaXYZ`` build depends on ``cuda-version >=X.Y,<X+1``,
+        so it runs on the libraries of any later minor of its major and the newest such build wins (real win-64
+        locks hold cuda128 builds beside cuda-version 12.9). On the legacy channel ``pytorch-cuda=cuda`` selects
+        exactly that line. None when no build there accepts ``cuda``."""
+        lines = self.cuda_on(platform)
+        if self.route == PYTORCH:
+            return cuda if cuda in lines else None
+        major = cuda.split(".")[0]
+        fits = [x for x in lines if x.split(".")[0] == major and _key(x) <= _key(cuda)]
+        return max(fits, key=_key) if fits else None
+
+    def cuda_choices(self, platforms: Iterable[str], toolkit_lines: Iterable[str] = ()) -> list[str]:
+        """The CUDA lines a build accepts on every one of ``platforms``, oldest first: the lines the release is
+        built for, plus any of ``toolkit_lines`` (the CUDA versions the route packages) that its builds accept."""
+        plats = list(platforms)
+        union = sorted({c for p in plats for c in self.cuda_on(p)} | set(toolkit_lines), key=_key)
+        return [c for c in union if all(self.build_line(p, c) for p in plats)]
+
+
+@dataclass(frozen=True)
+class ArchRange:
+    """The GPU architectures one build covers: ``sm_<oldest>`` to ``sm_<newest>``, PTX for newer ones."""
+
+    oldest: str  # compute capability "5.0"
+    newest: str | None  # None when not recorded
+    ptx: bool
+    source: str = ""
+
+    def covers(self, capability: tuple[int, int]) -> bool:
+        """Whether a GPU of ``capability`` runs this build: from the oldest architecture on (inclusive); past
+        the newest only within its major (a cubin runs on higher minors of its major) or through PTX."""
+        if capability < _cap(self.oldest):
+            return False
+        if self.newest is None or self.ptx:
+            return True
+        return capability[0] <= _cap(self.newest)[0]
+
+    def describe(self) -> str:
+        low = f"sm_{self.oldest.replace('.', '')}"
+        if self.newest is None:
+            return f"{low} and newer"
+        text = f"{low} to sm_{self.newest.replace('.', '')}"
+        return text + (" (PTX for newer GPUs)" if self.ptx else ", no newer architectures")
+
+
+def _cap(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return int(major), int(minor or 0)
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    title: str
+    manager: str  # "conda" or "pip"
+    source: str
+    releases: tuple[Release, ...]  # every row, oldest first, any status
+    arch_rows: tuple[Mapping[str, Any], ...] = ()
+    frozen_at: str | None = None
+    declared_cuda_platforms: tuple[str, ...] = ()
+    toolkit_lines: tuple[str, ...] = ()  # CUDA versions the route packages (cuda-version X.Y)
+
+    def cuda_choices(self, release: Release, platforms: Iterable[str]) -> list[str]:
+        """Every CUDA line an environment of ``release`` may ask for on all of ``platforms``."""
+        return release.cuda_choices(platforms, self.toolkit_lines)
+
+    def release(self, line: str) -> Release | None:
+        return next((r for r in self.releases if r.version == line), None)
+
+    @property
+    def released(self) -> list[Release]:
+        return [r for r in self.releases if r.released]
+
+    @property
+    def newest(self) -> str:
+        return self.released[-1].version
+
+    @property
+    def cuda_platforms(self) -> tuple[str, ...]:
+        """Platforms where the route has CUDA builds of some release."""
+        seen: dict[str, None] = dict.fromkeys(self.declared_cuda_platforms)
+        for r in self.released:
+            for p in r.cuda_platforms:
+                seen.setdefault(p, None)
+        return tuple(seen)
+
+    def arch(self, cuda: str, torch: str | None = None) -> ArchRange | None:
+        """The architectures of this route's CUDA ``cuda`` build of torch ``torch``, when recorded."""
+        from packaging.specifiers import SpecifierSet
+
+        for row in self.arch_rows:
+            if not _line_matches(str(row["cuda"]), cuda):
+                continue
+            if row.get("torch") and torch:
+                try:
+                    if Version(torch.split("+")[0]) not in SpecifierSet(str(row["torch"])):
+                        continue
+                except InvalidVersion:
+                    continue
+            elif row.get("torch"):
+                continue  # a row for some releases only, and the release is unknown
+            sm = row["sm"]
+            return ArchRange(str(sm[0]), str(sm[1]) if sm[1] is not None else None, bool(row.get("ptx")),
+                             str(row.get("source", "")))
+        return None
+
+
+def _line_matches(pattern: str, cuda: str) -> bool:
+    if pattern.endswith(".*"):
+        return cuda.split(".")[0] == pattern[:-2]
+    return _key(cuda)[:2] == _key(pattern)[:2]
+
+
+def _release(route: str, line: str, row: Mapping[str, Any], cuda_platforms: tuple[str, ...]) -> Release:
+    cuda = row.get("cuda") or {}
+    if isinstance(cuda, list):  # the same lines on every CUDA platform of the route
+        plats = cuda_platforms or ("linux-64", "win-64")
+        by_platform = tuple((p, tuple(str(c) for c in cuda)) for p in plats)
+    else:
+        by_platform = tuple((str(p), tuple(str(c) for c in lines)) for p, lines in cuda.items())
+    return Release(
+        route=route, version=line, status=str(row.get("status", "unknown")), source=str(row.get("source", "")),
+        python=tuple(str(p) for p in row.get("python") or ()), cuda_by_platform=by_platform,
+        cpu=tuple(str(p) for p in row.get("cpu") or ()),
+        experimental=tuple(str(c) for c in row.get("experimental") or ()),
+        versions=tuple(str(v) for v in row.get("versions") or ()),
+    )
 
 
 @dataclass(frozen=True)
 class Compat:
-    raw: dict[str, Any]
+    raw: dict[str, Any]  # the first document; ``raw["routes"]`` is read from the second on first use
 
+    # -- Python -----------------------------------------------------------------
     @property
     def supported_python(self) -> tuple[str, ...]:
         return tuple(self.raw["python"]["supported"])
@@ -45,30 +220,78 @@ class Compat:
     def python_legacy(self, python: str) -> dict[str, Any] | None:
         return self.raw["python"].get("legacy", {}).get(python)
 
-    @property
-    def torch_releases(self) -> list[TorchRelease]:
-        rels = [
-            TorchRelease(str(v), tuple(d["python"]), tuple(d["cuda"]), tuple(d["channels"]))
-            for v, d in self.raw["torch"].items()
-        ]
-        return sorted(rels, key=lambda r: _key(r.version))
+    # -- routes and releases ------------------------------------------------------
+    @cached_property
+    def routes(self) -> dict[str, Route]:
+        if "routes" not in self.raw:
+            self.raw["routes"] = _routes_document()["routes"]
+        out: dict[str, Route] = {}
+        for name, data in self.raw["routes"].items():
+            declared = tuple(str(p) for p in data.get("cuda_platforms") or ())
+            releases = sorted((_release(name, str(line), row, declared) for line, row in data["releases"].items()),
+                              key=lambda r: _key(r.version))
+            out[name] = Route(name, str(data.get("title", name)), str(data.get("manager", "conda")),
+                              str(data.get("source", "")), tuple(releases), tuple(data.get("arch") or ()),
+                              str(data["frozen_at"]) if data.get("frozen_at") else None, declared,
+                              tuple(str(v) for v in data.get("toolkit_lines") or ()))
+        return out
 
-    def torch(self, version: str) -> TorchRelease | None:
-        """The release line ``X.Y`` for any torch version string (``2.13.0+cpu`` -> 2.13)."""
-        mm = ".".join(str(Version(version.split("+")[0]).release[i]) for i in range(2)) if version else ""
-        return next((r for r in self.torch_releases if r.version == mm), None)
+    def route(self, name: str) -> Route:
+        return self.routes[name]
+
+    def release(self, version: str, route: str = CONDA_FORGE) -> Release | None:
+        """The row for any torch version string (``2.13.0+cpu`` -> 2.13) on ``route``, whatever its status."""
+        line = release_line(version) if version else None
+        r = self.routes.get(route)
+        return r.release(line) if r and line else None
+
+    def torch(self, version: str, route: str = CONDA_FORGE) -> Release | None:
+        """The *released* line ``X.Y`` of any torch version string on ``route``."""
+        rel = self.release(version, route)
+        return rel if rel is not None and rel.released else None
+
+    @property
+    def torch_releases(self) -> list[Release]:
+        """conda-forge's released lines, oldest first (envguard's default route)."""
+        return self.route(CONDA_FORGE).released
 
     @property
     def newest_torch(self) -> str:
-        return self.torch_releases[-1].version
+        return self.route(CONDA_FORGE).newest
 
-    def min_driver(self, cuda: str) -> str | None:
-        """Minimum driver for a CUDA runtime version such as ``12.6`` or ``12``."""
-        return self.raw["min_driver"].get(cuda.split(".")[0])
+    def releases_on(self, channel: str) -> list[Release]:
+        r = self.routes.get(channel)
+        return r.released if r else []
+
+    def releases_for_python(self, python: str, route: str = CONDA_FORGE) -> list[Release]:
+        return [r for r in self.releases_on(route) if python in r.python]
+
+    @property
+    def known_channels(self) -> tuple[str, ...]:
+        """The conda channel routes (those `envguard init` can write), in data order."""
+        return tuple(n for n, r in self.routes.items() if r.manager == "conda")
+
+    def cuda_platforms(self, channel: str) -> tuple[str, ...]:
+        """Conda subdirs with CUDA builds of pytorch on a channel route."""
+        r = self.routes.get(channel)
+        return r.cuda_platforms if r else ()
+
+    # -- drivers and architectures ------------------------------------------------------
+    def min_driver(self, cuda: str, platform: str | None = None) -> str | None:
+        """Minimum driver for a CUDA runtime such as ``12.6`` or ``12`` on ``platform``'s OS (Linux default)."""
+        row = self.raw["drivers"].get(cuda.split(".")[0]) or {}
+        os_name = "win" if (platform or "").startswith("win") else "linux"
+        value = row.get(os_name)
+        return str(value) if value else None
 
     def min_arch(self, cuda: str) -> str | None:
         return self.raw["min_arch"].get(cuda.split(".")[0])
 
+    def arch(self, route: str, cuda: str, torch: str | None = None) -> ArchRange | None:
+        r = self.routes.get(route)
+        return r.arch(cuda, torch) if r else None
+
+    # -- channels, packages --------------------------------------------------------------
     @property
     def pytorch_channel_frozen_at(self) -> str:
         return str(self.raw["channels"]["pytorch"]["frozen_at"])
@@ -81,7 +304,6 @@ class Compat:
     def legacy_packages(self) -> dict[str, str]:
         return dict(self.raw.get("legacy_packages", {}))
 
-    # -- added for init/lint (#7) -------------------------------------------
     @property
     def core_packages(self) -> tuple[str, ...]:
         """PyPI names of the packages one manager must own (torch, numpy, ...)."""
@@ -95,31 +317,36 @@ class Compat:
     def nightly_channels(self) -> tuple[str, ...]:
         return tuple(self.raw.get("nightly_channels", ()))
 
-    def cuda_platforms(self, channel: str) -> tuple[str, ...]:
-        """Conda subdirs with CUDA builds of pytorch on a channel route."""
-        return tuple(self.raw.get("cuda_platforms", {}).get(channel, ()))
-
-    def releases_on(self, channel: str) -> list[TorchRelease]:
-        return [r for r in self.torch_releases if channel in r.channels]
-
-    def releases_for_python(self, python: str) -> list[TorchRelease]:
-        return [r for r in self.torch_releases if python in r.python]
-
     @property
-    def known_channels(self) -> tuple[str, ...]:
-        """Channel routes named by at least one release, in data order."""
-        seen: dict[str, None] = {}
-        for r in self.torch_releases:
-            for c in r.channels:
-                seen.setdefault(c, None)
-        return tuple(seen)
+    def lock_cuda_unnamed(self) -> str:
+        return str(self.raw["lock_cuda_unnamed"])
+
+
+_SEPARATOR = "\n---\n"
 
 
 @lru_cache(maxsize=1)
 def load() -> Compat:
-    # Read at every command's start-up: the C loader (envguard.yamlio) keeps that cheap.
-    text = resources.files("envguard").joinpath("data/compat.yaml").read_text(encoding="utf-8")
-    return Compat(load_fast("envguard/data/compat.yaml", text=text))
+    # Read at every command's start-up: the C loader (envguard.yamlio) keeps that cheap, and only the first
+    # document (Python, drivers, channels) is parsed; the release rows follow when a rule needs them.
+    return Compat(dict(load_fast("envguard/data/compat.yaml", text=data_text().split(_SEPARATOR, 1)[0])))
+
+
+@lru_cache(maxsize=1)
+def _routes_document() -> dict[str, Any]:
+    return dict(load_fast("envguard/data/compat.yaml", text=data_text().split(_SEPARATOR, 1)[1]))
+
+
+def load_all() -> dict[str, Any]:
+    """Both documents as one mapping (what :func:`validate` checks)."""
+    first, _, second = data_text().partition(_SEPARATOR)
+    return {**load_fast("envguard/data/compat.yaml", text=first), **load_fast("envguard/data/compat.yaml",
+                                                                              text=second)}
+
+
+@lru_cache(maxsize=1)
+def data_text() -> str:
+    return resources.files("envguard").joinpath("data/compat.yaml").read_text(encoding="utf-8")
 
 
 def version_key(v: str) -> tuple[int, ...]:
@@ -129,6 +356,27 @@ def version_key(v: str) -> tuple[int, ...]:
 
 def driver_satisfies(driver: str, minimum: str) -> bool:
     return _key(driver) >= _key(minimum)
+
+
+_CUDA_IN_BUILD = re.compile(r"cuda_?(\d+)\.(\d+)|cuda(\d{2,3})(?!\d)")
+
+
+def cuda_in_build(build: str) -> str | None:
+    """The CUDA line a build string or build glob names.
+
+    ``cuda129_mkl_py311_h0_303`` -> ``12.9``; the legacy channel's ``py3.11_cuda12.1_cudnn8_0`` -> ``12.1``;
+    a guard ``cuda12*`` -> ``12`` (a major line: two digits starting with 1 are a major, ``cuda92`` is 9.2);
+    ``*cuda*`` or ``cuda_py311_0`` -> ``any``; a build without ``cuda`` -> None.
+    """
+    m = _CUDA_IN_BUILD.search(build)
+    if m:
+        if m.group(1):
+            return f"{m.group(1)}.{m.group(2)}"
+        digits = m.group(3)
+        if len(digits) == 2 and digits.startswith("1"):
+            return digits
+        return f"{digits[:-1]}.{digits[-1]}"
+    return "any" if "cuda" in build.lower() else None
 
 
 _ARCH = re.compile(r"(sm|compute)_(\d+)([a-z]?)")
@@ -155,3 +403,111 @@ def arch_covers(capability: tuple[int, int], arch_list: Iterable[str]) -> bool:
         if m.group(1) == "compute" and (am, an) <= (major, minor):
             return True
     return False
+
+
+# --------------------------------------------------------------------------- schema
+
+_VERSION = re.compile(r"^\d+\.\d+$")
+_DRIVER = re.compile(r"^\d+(\.\d+)+$")
+_PLATFORM = re.compile(r"^(linux|osx|win)-[a-z0-9_]+$")
+
+
+def validate(raw: Any) -> list[str]:
+    """Every way ``raw`` (both documents of compat.yaml, :func:`load_all`) breaks the schema, as ``key: problem``
+    lines."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    out: list[str] = []
+
+    def need(cond: bool, where: str, what: str) -> bool:
+        if not cond:
+            out.append(f"{where}: {what}")
+        return cond
+
+    def lines_ok(where: str, value: Any, pattern: re.Pattern[str] = _VERSION) -> bool:
+        ok = need(isinstance(value, list) and all(isinstance(v, str) and pattern.match(v) for v in value),
+                  where, f"must be a list of X.Y strings, got {value!r}")
+        return ok and need(sorted(value, key=_key) == value and len(set(value)) == len(value), where,
+                           "must be sorted and without repeats")
+
+    if not need(isinstance(raw, dict), "<top>", "must be a mapping"):
+        return out
+    need(raw.get("schema") == 2, "schema", "must be 2")
+    py = raw.get("python")
+    if need(isinstance(py, dict), "python", "must be a mapping"):
+        lines_ok("python.supported", py.get("supported"))
+        need(py.get("default") in (py.get("supported") or []), "python.default", "must be a supported version")
+    drivers = raw.get("drivers")
+    if need(isinstance(drivers, dict) and bool(drivers), "drivers", "must be a non-empty mapping"):
+        for major, row in drivers.items():
+            if need(isinstance(row, dict) and set(row) <= {"linux", "win"} and bool(row), f"drivers.{major}",
+                    "must map linux/win to a driver version"):
+                for os_name, v in row.items():
+                    need(isinstance(v, str) and bool(_DRIVER.match(v)), f"drivers.{major}.{os_name}",
+                         f"not a driver version: {v!r}")
+    need(isinstance(raw.get("min_arch"), dict), "min_arch", "must be a mapping")
+    need(isinstance(raw.get("lock_cuda_unnamed"), str) and bool(_VERSION.match(str(raw.get("lock_cuda_unnamed")))),
+         "lock_cuda_unnamed", "must be an X.Y string")
+    routes = raw.get("routes")
+    if not need(isinstance(routes, dict) and {CONDA_FORGE, PYPI, PYTORCH} <= set(routes or ()), "routes",
+                "must hold conda-forge, pypi and pytorch"):
+        return out
+    for name, route in routes.items():
+        where = f"routes.{name}"
+        if not need(isinstance(route, dict), where, "must be a mapping"):
+            continue
+        need(route.get("manager") in ("conda", "pip"), f"{where}.manager", "must be conda or pip")
+        need(isinstance(route.get("source"), str) and bool(route.get("source")), f"{where}.source",
+             "must name the evidence")
+        if route.get("toolkit_lines") is not None:
+            lines_ok(f"{where}.toolkit_lines", route.get("toolkit_lines"))
+        releases = route.get("releases")
+        if not need(isinstance(releases, dict) and bool(releases), f"{where}.releases", "must be a mapping"):
+            continue
+        for line, row in releases.items():
+            rw = f"{where}.releases.{line}"
+            if not (need(isinstance(line, str) and bool(_VERSION.match(line)), rw, "the key must be X.Y")
+                    and need(isinstance(row, dict), rw, "must be a mapping")):
+                continue
+            unknown = set(row) - {"status", "source", "python", "cuda", "cpu", "experimental", "versions"}
+            need(not unknown, rw, f"unknown keys {sorted(unknown)}")
+            need(row.get("status") in STATUSES, f"{rw}.status", f"must be one of {', '.join(STATUSES)}")
+            need(isinstance(row.get("source"), str) and bool(row.get("source")), f"{rw}.source",
+                 "every row names its evidence")
+            if row.get("status") != "released":
+                continue
+            lines_ok(f"{rw}.python", row.get("python"))
+            cuda = row.get("cuda", [])
+            if isinstance(cuda, dict):
+                for plat, lines in cuda.items():
+                    need(bool(_PLATFORM.match(str(plat))), f"{rw}.cuda", f"not a platform: {plat!r}")
+                    lines_ok(f"{rw}.cuda.{plat}", lines)
+            else:
+                lines_ok(f"{rw}.cuda", cuda)
+            for c in row.get("experimental") or []:
+                need(c in (cuda if isinstance(cuda, list) else [x for v in cuda.values() for x in v]),
+                     f"{rw}.experimental", f"{c} is not one of the release's CUDA lines")
+            if route.get("manager") == "conda":
+                need(isinstance(row.get("cpu"), list) and all(_PLATFORM.match(str(p)) for p in row["cpu"]),
+                     f"{rw}.cpu", "must list the platforms with CPU builds")
+                for v in row.get("versions") or []:
+                    need(release_line(str(v)) == line, f"{rw}.versions", f"{v} is not a {line} release")
+        for i, arow in enumerate(route.get("arch") or []):
+            aw = f"{where}.arch[{i}]"
+            if not need(isinstance(arow, dict), aw, "must be a mapping"):
+                continue
+            need(isinstance(arow.get("cuda"), str) and bool(re.match(r"^\d+\.(\d+|\*)$", arow["cuda"])),
+                 f"{aw}.cuda", "must be X.Y or X.*")
+            sm = arow.get("sm")
+            need(isinstance(sm, list) and len(sm) == 2 and isinstance(sm[0], str) and _VERSION.match(sm[0])
+                 is not None and (sm[1] is None or (isinstance(sm[1], str) and _VERSION.match(sm[1]) is not None)),
+                 f"{aw}.sm", "must be [oldest, newest or null] compute capabilities")
+            need(isinstance(arow.get("ptx"), bool), f"{aw}.ptx", "must be true or false")
+            need(isinstance(arow.get("source"), str) and bool(arow.get("source")), f"{aw}.source",
+                 "every row names its evidence")
+            if arow.get("torch") is not None:
+                try:
+                    SpecifierSet(str(arow["torch"]))
+                except InvalidSpecifier:
+                    need(False, f"{aw}.torch", f"not a version range: {arow['torch']!r}")
+    return out

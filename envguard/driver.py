@@ -1,6 +1,7 @@
 """Facts about the host's NVIDIA driver and GPUs.
 
-One entry point, :func:`get_driver_info`: NVML through ctypes when
+One entry point, :func:`get_driver_info`: NVML through NVIDIA's own Python
+binding (``nvidia-ml-py``, module ``pynvml``) when the driver's
 ``libnvidia-ml`` loads, else ``nvidia-smi`` from PATH. ``ENVGUARD_NVIDIA_SMI``
 names a specific ``nvidia-smi`` executable and then NVML is not consulted, so
 tests (and users with an odd install) get exactly the answer of that program.
@@ -9,13 +10,13 @@ A missing driver is ``None``, never an exception.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
 SMI_ENV = "ENVGUARD_NVIDIA_SMI"
 _SMI_TIMEOUT = 15.0
@@ -33,81 +34,80 @@ class DriverInfo:
                 "gpus": [list(g) for g in self.gpus], "source": self.source}
 
 
-def get_driver_info() -> DriverInfo | None:
-    """The driver's version, its CUDA level and the GPUs; None when there is no driver."""
+def get_driver_info(nvml: ModuleType | None = None) -> DriverInfo | None:
+    """The driver's version, its CUDA level and the GPUs; None when there is no driver.
+
+    ``nvml`` replaces the ``pynvml`` module (tests inject a compatible fake)."""
     smi = os.environ.get(SMI_ENV)
     if smi is not None:
         return from_nvidia_smi(smi) if smi else None
-    info = from_nvml()
+    info = from_nvml(nvml)
     if info is not None:
         return info
     found = shutil.which("nvidia-smi")
     return from_nvidia_smi(found) if found else None
 
 
-# ---------------------------------------------------------------- NVML
+# ---------------------------------------------------------------- NVML (nvidia-ml-py)
 
 
-def _nvml_names() -> list[str]:
-    if sys.platform == "win32":
-        base = os.environ.get("ProgramFiles", r"C:\Program Files")
-        return ["nvml.dll", os.path.join(base, "NVIDIA Corporation", "NVSMI", "nvml.dll")]
-    return ["libnvidia-ml.so.1", "libnvidia-ml.so"]
-
-
-def from_nvml(library: str | None = None) -> DriverInfo | None:
-    """Ask NVML directly (no process); None when the library or the driver is absent."""
-    lib = None
-    for name in [library] if library else _nvml_names():
-        try:
-            lib = ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
-    if lib is None:
-        return None
+def _import_nvml() -> ModuleType | None:
     try:
-        init = getattr(lib, "nvmlInit_v2", None) or lib.nvmlInit
-        if init() != 0:
-            return None
-    except (AttributeError, OSError):
+        import pynvml  # nvidia-ml-py: NVIDIA's binding; it loads libnvidia-ml itself (nvml.dll on Windows)
+    except ImportError:
         return None
+    return pynvml
+
+
+def _text(value: Any) -> str:
+    return (value.decode(errors="replace") if isinstance(value, bytes) else str(value)).strip()
+
+
+def from_nvml(nvml: ModuleType | None = None) -> DriverInfo | None:
+    """Ask NVML (no process) through ``pynvml``, or the compatible module ``nvml``; None when the binding, the
+    library or the driver is absent."""
+    nvml = nvml or _import_nvml()
+    if nvml is None:
+        return None
+    errors: tuple[type[BaseException], ...] = (getattr(nvml, "NVMLError", OSError), OSError, AttributeError)
     try:
-        buf = ctypes.create_string_buffer(96)
-        if lib.nvmlSystemGetDriverVersion(buf, ctypes.c_uint(len(buf))) != 0:
-            return None
-        driver = buf.value.decode(errors="replace").strip()
+        nvml.nvmlInit()
+    except errors:
+        return None  # NVML_ERROR_LIBRARY_NOT_FOUND, DRIVER_NOT_LOADED, ...
+    try:
+        driver = _text(nvml.nvmlSystemGetDriverVersion())
         cuda = None
-        cv = ctypes.c_int(0)
-        getter = getattr(lib, "nvmlSystemGetCudaDriverVersion_v2", None) or getattr(
-            lib, "nvmlSystemGetCudaDriverVersion", None)
-        if getter is not None and getter(ctypes.byref(cv)) == 0 and cv.value > 0:
-            cuda = f"{cv.value // 1000}.{(cv.value % 1000) // 10}"  # 12040 -> "12.4"
+        for getter in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
+            try:
+                v = int(getattr(nvml, getter)())
+            except errors:
+                continue
+            if v > 0:
+                cuda = f"{v // 1000}.{(v % 1000) // 10}"  # 12040 -> "12.4"
+                break
         gpus: list[tuple[str, str]] = []
-        count = ctypes.c_uint(0)
-        count_fn = getattr(lib, "nvmlDeviceGetCount_v2", None) or lib.nvmlDeviceGetCount
-        if count_fn(ctypes.byref(count)) == 0:
-            by_index = getattr(lib, "nvmlDeviceGetHandleByIndex_v2", None) or lib.nvmlDeviceGetHandleByIndex
-            for i in range(count.value):
-                handle = ctypes.c_void_p()
-                if by_index(ctypes.c_uint(i), ctypes.byref(handle)) != 0:
-                    continue
-                name = ctypes.create_string_buffer(96)
-                lib.nvmlDeviceGetName(handle, name, ctypes.c_uint(96))  # left empty on failure
-                gpu = name.value.decode(errors="replace")
-                major, minor = ctypes.c_int(0), ctypes.c_int(0)
+        for i in range(int(nvml.nvmlDeviceGetCount())):
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            except errors:
+                continue  # a GPU NVML cannot open (lost, or no permission): the others still count
+            try:
+                name = _text(nvml.nvmlDeviceGetName(handle))
+            except errors:
+                name = ""
+            try:
+                major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+                cap = f"{int(major)}.{int(minor)}"
+            except errors:
                 cap = ""
-                cc = getattr(lib, "nvmlDeviceGetCudaComputeCapability", None)
-                if cc is not None and cc(handle, ctypes.byref(major), ctypes.byref(minor)) == 0:
-                    cap = f"{major.value}.{minor.value}"
-                gpus.append((gpu, cap))
-        return DriverInfo(driver, cuda, gpus, "nvml")
-    except (AttributeError, OSError, UnicodeDecodeError):
+            gpus.append((name, cap))
+        return DriverInfo(driver, cuda, gpus, "nvml") if driver else None
+    except errors:
         return None
     finally:
         try:
-            lib.nvmlShutdown()
-        except (AttributeError, OSError):
+            nvml.nvmlShutdown()
+        except errors:
             pass
 
 

@@ -3,7 +3,9 @@
 Session-scoped (built once): ``standard_channel`` (StandardChannel), ``test_channel`` (Path),
 ``channel_url`` (file:// URL), ``http_channel`` (http://127.0.0.1:<port>/channel serving the same directory;
 the HttpServer itself is ``http_channel_server``), ``python312_available`` (bool), ``host_python_pkg_available``
-(bool), ``pypi_index`` (PypiIndex served over HTTP; ``.url`` is the simple index URL).
+(bool), ``pypi_index`` (PypiIndex served over HTTP; ``.url`` is the simple index URL), ``realdata_channel``
+(a metadata-only channel of conda-forge's real records from ../shared/realworld's locks) and
+``realdata_environments`` (the real solutions it was drawn from).
 Function-scoped: ``channel_factory`` (ChannelFactory: ``channel_factory(packages, name=None) -> Path`` builds and
 indexes a channel in tmp_path; ``.copy(src)``, ``.package(dir, name, version, build, ...)``, ``.tamper(pkg_path)``,
 ``.reindex(dir)``, ``.serve(dir, **kw) -> HttpServer``), ``pkg_cache`` (an empty package cache dir in tmp_path).
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 
 import channels
+import metadata_channel
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +59,20 @@ def python312_available(standard_channel: channels.StandardChannel) -> bool:
 def host_python_pkg_available(standard_channel: channels.StandardChannel) -> bool:
     """True when the standard channel's python for the host platform is a working interpreter (Linux/macOS)."""
     return standard_channel.host_platform in ("linux-64", "osx-arm64")
+
+
+@pytest.fixture(scope="session")
+def realdata_channel(realworld: Path, session_tmp: Path) -> metadata_channel.MetadataChannel:
+    """conda-forge's real records from every lock of ../shared/realworld, as a metadata-only file:// channel
+    (tests/metadata_channel.py). It solves and locks; it cannot install."""
+    return metadata_channel.build_metadata_channel(metadata_channel.realworld_locks(realworld),
+                                                   session_tmp / "channels" / "realdata")
+
+
+@pytest.fixture(scope="session")
+def realdata_environments(realworld: Path) -> list[metadata_channel.SampledEnvironment]:
+    """The real solutions that channel was drawn from: what it covers in full."""
+    return metadata_channel.sampled_environments(metadata_channel.realworld_locks(realworld))
 
 
 @pytest.fixture(scope="session")

@@ -45,6 +45,10 @@ Public functions
                                                        much of it. About 1 s per 1,000 packages on our machines.
 ``generate_repodata(dir, n_records, platforms=...)``    Write repodata.json directly (no package files), e.g. 30,000
                                                        records for solver benchmarks. Fake hashes: solve-only.
+(tests/metadata_channel.py)                            ``build_metadata_channel(locks, root)``: a metadata-only
+                                                       channel from the package records of REAL lock files (pixi.lock,
+                                                       conda-lock.yml), to ask "does this solve on conda-forge" of
+                                                       conda-forge's own records; fixture ``realdata_channel``.
 ``run(coro)``                                           Run a coroutine from sync code, even inside a running loop.
 =====================================================  ==========================================================
 
@@ -70,7 +74,9 @@ do packages actually work; on the other platforms python/pytorch/numpy are metad
   real torch, torchgen, functorch and torch's runtime requirements, with their dist-infos; not numpy, not
   torch's own dist-info). ``import torch`` gives the REAL torch (``torch.__version__`` is the dev venv's, e.g.
   2.13.0+cpu, even for the 2.12.0 or cuda records; ``torch.version.cuda`` is None).
-* ``cuda-version 12.6 / 12.8 / 13.0`` noarch generic, no files, constrains ``__cuda >=X.Y`` and cudatoolkit.
+* ``cuda-version 12.6 / 12.8 / 13.0`` noarch generic, no files, constrains ``__cuda >=X`` (the major line only,
+  as conda-forge's real records do: ``cuda-version 12.9`` constrains ``__cuda >=12``) and ``cudatoolkit X.Y``.
+  So ``__cuda=12.6`` admits the cuda128 build (minor-version compatibility); ``cuda-version`` picks the line.
 * ``pip <real pip version>`` noarch python: ``pip-X.dist-info`` + ``_envguard_pip.pth`` -> ``shims/pip``, entry
   points ``pip``/``pip3``. ``<prefix>/bin/python -m pip install ...`` works and installs into the prefix.
 * ``egtool 1.0.0`` noarch python: ``site-packages/egtool/__init__.py`` + dist-info; entry point ``egtool =
@@ -722,10 +728,12 @@ def standard_packages(shims: Path) -> tuple[list[PackageSpec], dict[str, Any]]:
                 files=_dist_info_files("torch", version, site, {"_envguard_torch.pth": f"{shims / 'torch'}\n"}),
             ))
 
-    for cuda, nxt in (("12.6", "13"), ("12.8", "13"), ("13.0", "14")):
+    for cuda in ("12.6", "12.8", "13.0"):
+        # As conda-forge's real cuda-version records do: the driver must support the major line only
+        # (minor-version compatibility), and cudatoolkit follows the exact line.
         pkgs.append(PackageSpec(
             name="cuda-version", version=cuda, build="h0_3", build_number=3, noarch="generic",
-            constrains=[f"__cuda >={cuda}", f"cudatoolkit {cuda}|{cuda}.*"],
+            constrains=[f"__cuda >={cuda.split('.')[0]}", f"cudatoolkit {cuda}|{cuda}.*"],
         ))
     pkgs.append(PackageSpec(
         name="pip", version=pip_version, build="pyh0_0", noarch="python", depends=["python >=3.9"],

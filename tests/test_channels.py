@@ -162,17 +162,23 @@ def test_standard_channel_solves_on_every_platform(channel_url: str, platform: s
     assert records["python"].subdir == platform and records["egtool"].subdir == "noarch"
 
 
-@pytest.mark.parametrize(("platform", "cuda", "build_prefix", "cuda_version"), [
-    ("linux-64", None, "cpu_", None),
-    ("linux-64", "12.6", "cuda126_", "12.6"),
-    ("linux-64", "12.8", "cuda128_", "12.8"),
-    ("win-64", "12.6", "cuda126_", "12.6"),
-    ("osx-arm64", None, "cpu_", None),
+@pytest.mark.parametrize(("platform", "cuda", "extra", "build_prefix", "cuda_version"), [
+    ("linux-64", None, [], "cpu_", None),
+    # cuda-version constrains __cuda to the major line only (as on conda-forge): a 12.6 driver takes the newest
+    # CUDA 12 build; cuda-version picks the line
+    ("linux-64", "12.6", [], "cuda128_", "12.8"),
+    ("linux-64", "12.0", ["cuda-version 12.6.*"], "cuda126_", "12.6"),
+    ("linux-64", "12.8", [], "cuda128_", "12.8"),
+    # win-64 has the cuda126 build only; it runs on the newest 12.x libraries (real win-64 locks show cuda128
+    # builds beside cuda-version 12.9)
+    ("win-64", "12.6", [], "cuda126_", "12.8"),
+    ("osx-arm64", None, [], "cpu_", None),
 ])
 def test_cuda_build_only_with_cuda_virtual_package(
-    channel_url: str, tmp_path: Path, platform: str, cuda: str | None, build_prefix: str, cuda_version: str | None
+    channel_url: str, tmp_path: Path, platform: str, cuda: str | None, extra: list[str], build_prefix: str,
+    cuda_version: str | None
 ) -> None:
-    records = _solve(channel_url, ["python 3.11.*", "pytorch 2.13.*"], platform, cuda, tmp_path / "cache")
+    records = _solve(channel_url, ["python 3.11.*", "pytorch 2.13.*", *extra], platform, cuda, tmp_path / "cache")
     assert str(records["pytorch"].build).startswith(build_prefix)
     assert (str(records["cuda-version"].version) if "cuda-version" in records else None) == cuda_version
 
@@ -180,6 +186,11 @@ def test_cuda_build_only_with_cuda_virtual_package(
 def test_cuda_version_constrains_the_driver(channel_url: str, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="cuda"):
         _solve(channel_url, ["pytorch 2.13.*", "cuda-version 13.0.*"], "linux-64", "12.6", tmp_path / "cache")
+    with pytest.raises(Exception, match="cuda"):  # a CUDA 12 build needs a CUDA 12 driver
+        _solve(channel_url, ["pytorch 2.13.* cuda*"], "linux-64", "11.4", tmp_path / "cache")
+    # ... of any minor: the major line is all cuda-version asks of the driver
+    records = _solve(channel_url, ["pytorch 2.13.*", "cuda-version 12.8.*"], "linux-64", "12.0", tmp_path / "cache")
+    assert str(records["pytorch"].build).startswith("cuda128_")
     older = _solve(channel_url, ["pytorch 2.12.*"], "linux-64", None, tmp_path / "cache")
     assert str(older["pytorch"].version) == "2.12.0"
 

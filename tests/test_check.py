@@ -76,12 +76,13 @@ def test_pip_install_over_conda_pytorch(env: Path, tmp_path: Path) -> None:
     rc, rep = check_json("-p", str(env), "--lockfile", str(tmp_path / "conda-lock.yml"), "--no-smoke")
     assert rc == 1
     errors = codes(rep, "error")
-    assert {"EG520", "EG521", "EG522"} <= errors  # core by pip; two claims on torch; conda's dist-info gone
+    assert {"EG521", "EG522"} <= errors  # two claims on torch; conda's dist-info gone
+    assert "EG520" not in codes(rep)  # the shadowing copy is reported once, as what it is
+    f521 = next(f for f in rep["findings"] if f["code"] == "EG521")
+    assert f521["package"] == "torch" and f521["file"].endswith("torch-2.13.1.dist-info")
     # pip's torch over conda's pytorch: a change of its own against the lock (as `envguard diff` says too)
     f512 = next(f for f in rep["findings"] if f["code"] == "EG512")
     assert "pip-over-conda" in f512["message"] and "pip torch 2.13.1" in f512["message"]
-    f520 = next(f for f in rep["findings"] if f["code"] == "EG520")
-    assert f520["package"] == "torch" and f520["file"].endswith("torch-2.13.1.dist-info")
     assert {"name": "torch", "version": "2.13.1", "manager": "pip"}.items() <= next(
         p for p in rep["packages"] if p["manager"] == "pip").items()
     # --files sees pip's removal of conda's files: an integrity failure naming pytorch
@@ -347,7 +348,7 @@ def test_smoke_failure_in_the_checked_env(env: Path, tmp_path: Path) -> None:
     check_envs.pip_install(env, channels.build_wheel(tmp_path / "wheels", "torch", "2.13.1"))
     rc, rep = check_json("-p", str(env), env={"ENVGUARD_NVIDIA_SMI": ""})
     assert rc == 7 and rep["smoke"]["exit_code"] == 7
-    assert {"EG520", "EG521", "EG522", "EG523"} <= codes(rep, "error")
+    assert {"EG521", "EG522", "EG523"} <= codes(rep, "error")
 
 
 def test_named_env_from_envguard_create_and_its_fingerprint(env: Path, tmp_path: Path) -> None:
@@ -379,3 +380,91 @@ def test_check_imports_stay_lazy(env: Path, tmp_path: Path) -> None:
         "print('RESULT', code, 'conda_lock' in sys.modules, 'rattler' in sys.modules)\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.stdout.strip().splitlines()[-1] == "RESULT 0 False False", out.stderr
+
+
+# ---------------------------------------------------------------- pip torch stacks and CUDA wishes (issue #11)
+
+
+def _pip_install_all(prefix: Path, wheels: list[Path]) -> None:
+    import subprocess
+    import sys as _sys
+
+    proc = subprocess.run([str(prefix / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-index",
+                           "--disable-pip-version-check", "-q", *map(str, wheels)],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr + _sys.executable
+
+
+PIP_STACK = [("torch", "2.13.0"), ("torchvision", "0.28.0"), ("triton", "3.7.0"), ("numpy", "2.3.5"),
+             ("nvidia-cudnn-cu12", "9.10.2.21"), ("nvidia-cuda-runtime-cu12", "12.8.90")]
+
+
+def test_a_pip_torch_stack_on_conda_python_is_a_supported_layout(py311, channel_url: str, channel_factory,
+                                                                 cache: Path, tmp_path: Path) -> None:
+    """Only Python (and pip) from conda, the torch stack from pip: PyPI's own install. No conda package is
+    shadowed, so no error: one info line names the layout (the old rules gave one error per wheel)."""
+    wheels = [channels.build_wheel(tmp_path / "wheels", n, v) for n, v in PIP_STACK]
+    prefix, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pip"], tmp_path / "env", cache)
+    _pip_install_all(prefix, wheels)
+    rc, rep = check_json("-p", str(prefix), "--no-smoke")
+    assert rc == 0, rep["findings"]
+    assert codes(rep, "error") == set() and codes(rep, "warning") == set()
+    layout = [f for f in rep["findings"] if f["code"] == "EG520"]
+    assert len(layout) == 1 and layout[0]["severity"] == "info" and "supported layout" in layout[0]["message"]
+    assert "torch 2.13.0" in layout[0]["message"] and "2 CUDA wheels" in layout[0]["message"]
+
+    # the real risk of that layout: conda CUDA libraries beside the wheels' own runtime
+    cudart = channel_factory([{"name": "cuda-cudart", "version": "12.9.79", "build": "h0_0",
+                               "subdir": channels.host_platform()}], name="cudalibs")
+    mixed, _ = check_envs.make_env([channel_url, channels.channel_url(cudart)],
+                                   ["python 3.11.*", "pip", "cuda-cudart"], tmp_path / "mixed", cache)
+    _pip_install_all(mixed, wheels)
+    rc, rep = check_json("-p", str(mixed), "--no-smoke")
+    f = next(f for f in rep["findings"] if f["code"] == "EG520")
+    assert rc == 0 and f["severity"] == "warning" and "cuda-cudart 12.9.79" in f["message"], rep["findings"]
+
+
+def test_pip_torchvision_in_condas_torch_stack_is_still_an_error(env: Path, tmp_path: Path) -> None:
+    _pip_install_all(env, [channels.build_wheel(tmp_path / "wheels", "torchvision", "0.28.0")])
+    rc, rep = check_json("-p", str(env), "--no-smoke")
+    f = next(f for f in rep["findings"] if f["code"] == "EG520")
+    assert rc == 1 and f["severity"] == "error" and "pytorch" in f["message"]
+
+
+def test_cuda_version_beside_a_cpu_torch_is_not_a_wish_for_cuda(py311, channel_url: str, cache: Path,
+                                                                tmp_path: Path) -> None:
+    """cupy/numba users pin cuda-version next to a deliberate CPU torch: no EG550 (the old rule read any
+    cuda-version in the lock as "wants CUDA")."""
+    specs = ["python 3.11.*", "pytorch 2.13.0 *cpu*", "cuda-version 12.8.*", "pip"]
+    prefix, records = check_envs.make_env(channel_url, specs, tmp_path / "env", cache)
+    check_envs.write_lock(tmp_path / "conda-lock.yml", records)
+    (tmp_path / "environment.yml").write_text("name: t\nchannels: [conda-forge]\ndependencies:\n"
+                                              "  - python=3.11\n  - pytorch=2.13.*=cpu*\n  - cuda-version=12.8\n")
+    rc, rep = check_json("-p", str(prefix), "--no-smoke", cwd=tmp_path)
+    assert rc == 0 and "EG550" not in codes(rep), rep["findings"]
+    assert rep["lockfile"] == str(tmp_path / "conda-lock.yml") and rep["torch"]["cpu"] is True
+
+
+def test_import_of_a_file_no_installer_recorded_is_an_error(env: Path, tmp_path: Path) -> None:
+    """A stray torch/ package in site-packages, written by no installer, shadows conda's pytorch."""
+    from envguard.check import run_check
+
+    stray = env / "lib/python3.11/site-packages/torch/__init__.py"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("__version__ = 'stray'\n")
+    rep = run_check(env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path)
+    f = next(f for f in rep.findings if f.code == "EG523" and f.package == "torch")
+    assert f.severity.value == "error" and "a file no installer recorded" in f.message
+    assert f.file == str(stray) and "conda's pytorch 2.13.0" in f.message
+
+
+def test_a_core_package_from_an_unknown_installer_is_a_warning(env: Path) -> None:
+    """A torchvision dist-info without an INSTALLER file (a copied tree, `setup.py install`): nothing records
+    which files it owns. It shadows nothing conda installed, so EG524 warns."""
+    meta = env / "lib/python3.11/site-packages/torchvision-0.28.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n")
+    rc, rep = check_json("-p", str(env), "--no-smoke")
+    f = next(f for f in rep["findings"] if f["code"] == "EG524")
+    assert rc == 0 and f["severity"] == "warning" and f["package"] == "torchvision", rep["findings"]
+    assert "no INSTALLER file" in f["message"]

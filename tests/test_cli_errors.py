@@ -249,8 +249,8 @@ def test_brackets_in_a_findings_table_survive_rich_markup(here: Path, monkeypatc
     screen = io.StringIO()
     monkeypatch.setattr(render, "out", Console(file=screen, width=400))  # wide: one table row per finding
     lint_env = here / "pipextra.yml"
-    lint_env.write_text("name: x\nchannels: [conda-forge]\ndependencies:\n  - python=3.11\n  - pip\n  - pip:\n"
-                        "    - torch[cuda]==2.1\n")
+    lint_env.write_text("name: x\nchannels: [conda-forge]\ndependencies:\n  - python=3.11\n  - pytorch=2.13.*=cpu*\n"
+                        "  - pip\n  - pip:\n    - torch[cuda]==2.1\n")
     assert cli.run(["lint", str(lint_env)]) == 1
     assert "EG107" in screen.getvalue() and "torch[cuda]==2.1" in screen.getvalue(), screen.getvalue()
 

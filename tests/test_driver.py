@@ -1,5 +1,6 @@
-"""Driver facts: a fake `nvidia-smi` (real subprocess) and a fake libnvidia-ml built with the C compiler
-(real ctypes calls), since this machine has no NVIDIA driver."""
+"""Driver facts, on a machine without an NVIDIA driver: a fake `nvidia-smi` (real subprocess), a fake
+`pynvml`-compatible module injected into envguard.driver, and NVIDIA's real binding (nvidia-ml-py) loading a fake
+libnvidia-ml built with the C compiler."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import json
+import os
+import types
 
 from envguard import driver
 from envguard.driver import DriverInfo, from_nvml, get_driver_info
@@ -86,6 +91,7 @@ def test_nvidia_smi_found_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 FAKE_NVML = r"""
 #include <string.h>
 static int inited = 0;
+int nvmlInitWithFlags(unsigned int flags) { inited = 1; return 0; }
 int nvmlInit_v2(void) { inited = 1; return 0; }
 int nvmlShutdown(void) { inited = 0; return 0; }
 int nvmlSystemGetDriverVersion(char *buf, unsigned int n) {
@@ -101,16 +107,99 @@ int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) {
 
 
 @pytest.mark.skipif(not shutil.which("cc") or not sys.platform.startswith("linux"), reason="needs a C compiler")
-def test_nvml_through_ctypes_with_a_fake_library(tmp_path: Path) -> None:
+def test_nvidia_ml_py_with_a_fake_library(tmp_path: Path) -> None:
+    """NVIDIA's real binding (pynvml from nvidia-ml-py) loads libnvidia-ml.so.1 by name: a fake one on
+    LD_LIBRARY_PATH answers it, in a fresh interpreter (the loader reads LD_LIBRARY_PATH at start)."""
+    pytest.importorskip("pynvml")
     src = tmp_path / "nvml.c"
     src.write_text(FAKE_NVML)
     lib = tmp_path / "libnvidia-ml.so.1"
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, timeout=60)
-    info = from_nvml(str(lib))
-    assert info == DriverInfo("550.54.15", "12.4",
-                              [("NVIDIA A100-SXM4-80GB", "8.0"), ("Tesla V100-SXM2-16GB", "7.0")], "nvml")
+    script = tmp_path / "ask.py"
+    script.write_text("import json\nfrom envguard.driver import from_nvml\n"
+                      "info = from_nvml()\nprint(json.dumps(info.to_dict() if info else None))\n")
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == DriverInfo(
+        "550.54.15", "12.4", [("NVIDIA A100-SXM4-80GB", "8.0"), ("Tesla V100-SXM2-16GB", "7.0")], "nvml").to_dict()
+    # without the library the same binding answers "no driver", not an exception
+    env["LD_LIBRARY_PATH"] = str(tmp_path / "empty")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "null", proc.stderr
 
 
-def test_nvml_absent_is_none() -> None:
-    assert from_nvml("/nonexistent/libnvidia-ml.so.1") is None
-    assert driver.SMI_ENV == "ENVGUARD_NVIDIA_SMI"
+class _NVMLError(Exception):
+    pass
+
+
+def fake_pynvml(*, init_error: bool = False, driver: str | bytes = "575.51.03", cuda: int = 12090,
+                gpus: list[tuple[str, tuple[int, int] | None]] | None = None, lost: set[int] | None = None,
+                no_v2: bool = False) -> types.ModuleType:
+    """A module with pynvml's functions and error class, recording the calls made to it."""
+    gpus = [("NVIDIA GeForce RTX 5090", (12, 0)), ("NVIDIA H100 80GB HBM3", (9, 0))] if gpus is None else gpus
+    mod = types.ModuleType("pynvml")
+    mod.NVMLError = _NVMLError  # type: ignore[attr-defined]
+    mod.calls = []  # type: ignore[attr-defined]
+
+    def call(name: str, result=None, fail: bool = False):
+        def fn(*args):
+            mod.calls.append(name)  # type: ignore[attr-defined]
+            if fail:
+                raise _NVMLError(name)
+            return result(*args) if callable(result) else result
+        return fn
+
+    mod.nvmlInit = call("nvmlInit", fail=init_error)  # type: ignore[attr-defined]
+    mod.nvmlShutdown = call("nvmlShutdown")  # type: ignore[attr-defined]
+    mod.nvmlSystemGetDriverVersion = call("nvmlSystemGetDriverVersion", driver)  # type: ignore[attr-defined]
+    mod.nvmlSystemGetCudaDriverVersion_v2 = call("v2", cuda, fail=no_v2)  # type: ignore[attr-defined]
+    mod.nvmlSystemGetCudaDriverVersion = call("v1", cuda)  # type: ignore[attr-defined]
+    mod.nvmlDeviceGetCount = call("count", len(gpus))  # type: ignore[attr-defined]
+
+    def handle(i: int) -> int:
+        if i in (lost or set()):
+            raise _NVMLError("GPU is lost")
+        return i
+
+    mod.nvmlDeviceGetHandleByIndex = call("handle", handle)  # type: ignore[attr-defined]
+    mod.nvmlDeviceGetName = call("name", lambda h: gpus[h][0])  # type: ignore[attr-defined]
+
+    def capability(h: int) -> tuple[int, int]:
+        if gpus[h][1] is None:
+            raise _NVMLError("not supported")
+        return gpus[h][1]
+
+    mod.nvmlDeviceGetCudaComputeCapability = call("cap", capability)  # type: ignore[attr-defined]
+    return mod
+
+
+def test_nvml_binding_facts_from_an_injected_module() -> None:
+    nvml = fake_pynvml(driver=b"575.51.03")
+    assert from_nvml(nvml) == DriverInfo("575.51.03", "12.9", [("NVIDIA GeForce RTX 5090", "12.0"),
+                                                               ("NVIDIA H100 80GB HBM3", "9.0")], "nvml")
+    assert nvml.calls[0] == "nvmlInit" and nvml.calls[-1] == "nvmlShutdown"
+    # an older binding without the _v2 call, a lost GPU and one without a capability: the rest still counts
+    nvml = fake_pynvml(no_v2=True, lost={1}, gpus=[("Tesla K80", None), ("lost", (9, 0)), ("NVIDIA A10", (8, 6))])
+    assert from_nvml(nvml) == DriverInfo("575.51.03", "12.9", [("Tesla K80", ""), ("NVIDIA A10", "8.6")], "nvml")
+    assert nvml.calls[-1] == "nvmlShutdown"
+
+
+def test_no_driver_through_the_binding_falls_back_to_nvidia_smi(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvmlInit fails (no libnvidia-ml: NVML_ERROR_LIBRARY_NOT_FOUND) -> nvidia-smi on PATH answers; neither -> None.
+    The same holds when nvidia-ml-py is not installed at all."""
+    monkeypatch.delenv("ENVGUARD_NVIDIA_SMI", raising=False)
+    failing = fake_pynvml(init_error=True)
+    assert from_nvml(failing) is None and failing.calls == ["nvmlInit"]
+    if sys.platform != "win32":
+        _script(tmp_path / "bin" / "nvidia-smi", H200_SMI)
+        monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+        info = get_driver_info(fake_pynvml(init_error=True))
+        assert info is not None and info.source == "nvidia-smi" and info.gpus[0] == ("NVIDIA H200", "9.0")
+        # NVML answering wins over nvidia-smi
+        assert get_driver_info(fake_pynvml()).source == "nvml"
+        monkeypatch.setattr(driver, "_import_nvml", lambda: None)  # nvidia-ml-py absent
+        assert get_driver_info().source == "nvidia-smi"
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert get_driver_info(fake_pynvml(init_error=True)) is None

@@ -5,6 +5,7 @@ templates ship in the wheel."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,16 +24,21 @@ from envguard.lint import lint_file
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _combos() -> list[tuple[str, str, str, str]]:
+def _combos() -> list[tuple[str, str, str, str, list[str]]]:
+    """(python, torch, CUDA line or cpu, channel, platforms): every released combination in the data, each CUDA
+    line on the platforms whose builds accept it."""
     c = compat.load()
     out = []
-    for rel in c.torch_releases:
-        for channel in rel.channels:
+    for channel in c.known_channels:
+        route = c.route(channel)
+        for rel in route.released:
             for py in c.supported_python:
                 if py not in rel.python:
                     continue
-                for cuda in (CPU, *rel.cuda):
-                    out.append((py, rel.version, cuda, channel))
+                out.append((py, rel.version, CPU, channel, []))
+                for cuda in rel.cuda:
+                    plats = [p for p in rel.cuda_platforms if rel.build_line(p, cuda)]
+                    out.append((py, rel.version, cuda, channel, plats))
     return out
 
 
@@ -43,15 +49,16 @@ def test_combos_cover_every_route() -> None:
     channels = {c[3] for c in COMBOS}
     assert channels == {"conda-forge", "pytorch"}
     assert any(c[2] == CPU for c in COMBOS) and any(c[2] != CPU for c in COMBOS)
-    assert ("3.10", "2.15", CPU, "conda-forge") not in COMBOS  # 2.15 dropped 3.10 (data)
+    assert not any(c[1] in ("2.14", "2.15") for c in COMBOS)  # no release evidence on conda-forge (data)
+    assert ("3.11", "2.13", "12.8", "conda-forge", ["win-64"]) in COMBOS  # a line of one platform only
 
 
 def test_every_combination_lints_without_errors(tmp_path: Path) -> None:
     from envguard.lock.spec import read_spec
 
-    for i, (py, torch, cuda, channel) in enumerate(COMBOS):
+    for i, (py, torch, cuda, channel, plats) in enumerate(COMBOS):
         out = tmp_path / f"{i}" / "environment.yml"
-        result = init(python=py, torch=torch, cuda=cuda, channel=channel, output=out)
+        result = init(python=py, torch=torch, cuda=cuda, channel=channel, platforms=plats or None, output=out)
         findings = lint_file(out)
         errors = [(f.code, f.message) for f in findings if f.severity is Severity.ERROR]
         assert not errors, f"{(py, torch, cuda, channel)}: {errors}"
@@ -68,6 +75,10 @@ def test_every_combination_lints_without_errors(tmp_path: Path) -> None:
             assert data["channels"][0] == "pytorch"
             assert (f"pytorch-cuda={cuda}" in deps) == (cuda != CPU)
             assert ("cpuonly" in deps) == (cuda == CPU)
+        if cuda != CPU:  # the comment names each platform's build, driver and GPUs
+            text = out.read_text()
+            for p in result.platforms:
+                assert re.search(rf"^# {p}: the cuda\S+ build.*NVIDIA driver .*GPU sm_\d+", text, re.M), (p, text)
         # the lock engineer's parser accepts it too (the same one `envguard lock` uses)
         spec = read_spec([out])
         assert spec.platforms == result.platforms
@@ -81,7 +92,7 @@ def test_generated_files_parse_with_conda_lock(tmp_path: Path) -> None:
 
     from envguard.lock.pypi import mapping_path
 
-    for cuda, channel, torch in ((CPU, "conda-forge", None), ("12.6", "conda-forge", None), ("12.4", "pytorch", "2.5")):
+    for cuda, channel, torch in ((CPU, "conda-forge", None), ("12.9", "conda-forge", None), ("12.4", "pytorch", "2.5")):
         out = tmp_path / channel / cuda / "environment.yml"
         result = init(cuda=cuda, channel=channel, torch=torch, output=out)
         spec = make_lock_spec(src_files=[out], mapping_url=str(mapping_path()))
@@ -99,6 +110,10 @@ def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.path == Path("environment.yml") and result.path.exists()
     assert (result.python, result.torch, result.cuda, result.channel) == (
         c.default_python, c.newest_torch, CPU, "conda-forge")
+    # the default release is one conda-forge really builds, with its evidence named
+    default = c.route("conda-forge").release(result.torch)
+    assert default is not None and default.status == "released" and "feedstock" in default.source
+    assert set(result.platforms) <= set(default.cpu)
     assert result.platforms == ["linux-64", "osx-arm64", "win-64"]
     data = yaml.safe_load(result.path.read_text())
     assert data["name"] == "my-project"
@@ -108,11 +123,11 @@ def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_refusals_name_the_nearest_valid_choices() -> None:
     with pytest.raises(UserError) as e:
         resolve(python="3.10", torch="2.15")
-    assert e.value.message == "torch 2.15 needs Python ≥ 3.11; use --python 3.11 or --torch 2.14"
+    assert e.value.message.startswith("torch 2.15 has no release evidence on conda-forge") and \
+        e.value.message.endswith("use --torch 2.13")
     with pytest.raises(UserError) as e:
-        resolve(torch="2.15", cuda="12.8")
-    assert "no CUDA 12.8 build" in e.value.message and "--cuda 12.6 or --cuda 13.0" in e.value.message
-    assert "--torch 2.11" in e.value.message
+        resolve(cuda="12.6", platforms=["linux-64"])
+    assert e.value.message == "conda-forge builds torch 2.13 for CUDA 12.9 and 13.0 on linux-64; use --cuda 12.9"
     with pytest.raises(UserError) as e:
         resolve(channel="pytorch", torch="2.6")
     assert "frozen at 2.5" in e.value.message and "--channel conda-forge or --torch 2.5" in e.value.message
@@ -120,19 +135,33 @@ def test_refusals_name_the_nearest_valid_choices() -> None:
         resolve(python="3.12")
     assert "use --python 3.11" in e.value.message
     with pytest.raises(UserError) as e:
-        resolve(torch="2.4")
-    assert "use --torch 2.5" in e.value.message
+        resolve(torch="1.13")
+    assert "use --torch 2.0" in e.value.message
     with pytest.raises(UserError) as e:
-        resolve(cuda="12.6", platforms=["osx-arm64"])
+        resolve(cuda="12.9", platforms=["osx-arm64"])
     assert "drop --platform osx-arm64" in e.value.message
+    with pytest.raises(UserError) as e:
+        resolve(channel="pytorch", torch="2.4", cuda="12.6")
+    assert e.value.message == ("the legacy pytorch/nvidia channels builds torch 2.4 for CUDA 11.8, 12.1 and 12.4 on "
+                               "linux-64 and win-64; use --cuda 12.4")
     with pytest.raises(UserError):
         resolve(channel="defaults")
     with pytest.raises(UserError):
         resolve(platforms=["linux-99"])
 
 
+def test_cuda_major_picks_the_newest_line_every_platform_accepts() -> None:
+    """`--cuda 12` on linux-64 + win-64: conda-forge builds 2.13 for 12.9 on linux-64 and 12.8 on win-64; the
+    win-64 cuda128 build runs on the 12.9 libraries (real locks hold exactly that), so 12.9 serves both."""
+    assert resolve(cuda="12")[2] == "12.9"
+    assert resolve(cuda="12", platforms=["win-64"])[2] == "12.8"
+    assert resolve(cuda="13")[2] == "13.0"
+    assert resolve(torch="2.7", cuda="12.6")[2] == "12.6"  # 2.7.x still has cuda126 builds on both
+    assert resolve(torch="2.1", cuda="12.5", platforms=["linux-64"])[2] == "12.5"  # the cuda120 build accepts it
+
+
 def test_python_310_is_allowed_with_a_warning(tmp_path: Path) -> None:
-    result = init(python="3.10", torch="2.14", output=tmp_path / "environment.yml")
+    result = init(python="3.10", torch="2.13", output=tmp_path / "environment.yml")
     assert any(w.startswith("EG103") for w in result.warnings)
 
 
@@ -153,34 +182,36 @@ def test_never_overwrites_without_force(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_cli_refusal_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "env.yml"
-    assert cli.run(["init", "--python", "3.10", "--torch", "2.15", "-o", str(out)]) == 2
+    assert cli.run(["init", "--cuda", "12.6", "--platform", "linux-64", "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "error: torch 2.15 needs Python ≥ 3.11; use --python 3.11 or --torch 2.14"
+    assert err == "error: conda-forge builds torch 2.13 for CUDA 12.9 and 13.0 on linux-64; use --cuda 12.9"
     assert not out.exists()
-    assert cli.run(["init", "--platform", "linux-64", "--platform", "linux-aarch64", "--cuda", "12.6", "-o", str(out)]) == 0
+    assert cli.run(["init", "--platform", "linux-64", "--platform", "linux-aarch64", "--cuda", "12.9", "-o", str(out)]) == 0
     assert yaml.safe_load(out.read_text())["platforms"] == ["linux-64", "linux-aarch64"]
 
 
-@pytest.mark.parametrize("cuda,expect_build", [(CPU, "cpu_"), ("12.6", "cuda126_")])
-def test_build_guard_picks_the_intended_build(tmp_path: Path, channel_url: str, cuda: str,
+@pytest.mark.parametrize("cuda,expect_build", [(CPU, "cpu_"), ("12.9", "cuda129_")])
+def test_build_guard_picks_the_intended_build(tmp_path: Path, realdata_channel, cuda: str,
                                               expect_build: str) -> None:
-    """Lock a generated file for real (rattler) against the test channel, which carries CPU and CUDA builds."""
+    """Lock a generated file for real (rattler) against conda-forge's real records, CPU and CUDA builds both."""
     from envguard.lock import lock
     from envguard.yamlio import load_fast
 
     env = tmp_path / "environment.yml"
-    init(torch="2.13", cuda=cuda, platforms=["linux-64"], output=env)
-    env.write_text(env.read_text().replace("  - conda-forge\n", f"  - {channel_url}\n"), encoding="utf-8")
-    # a machine whose driver supports CUDA 12.8: without the guard the CPU file could get a CUDA build
-    lock([env], cuda="12.8", lockfile=tmp_path / "conda-lock.yml")
+    init(torch="2.12", cuda=cuda, platforms=["linux-64"], output=env)
+    env.write_text(env.read_text().replace("  - conda-forge\n", f"  - {realdata_channel.url}\n"), encoding="utf-8")
+    # a machine whose driver supports CUDA 12.9: without the guard the CPU file could get a CUDA build
+    lock([env], cuda="12.9", lockfile=tmp_path / "conda-lock.yml")
     data = load_fast(tmp_path / "conda-lock.yml")
     torch = [p for p in data["package"] if p["name"] == "pytorch"]
     assert len(torch) == 1
     assert Path(torch[0]["url"]).name.split("-", 2)[2].startswith(expect_build)
     if cuda != CPU:
         cv = next(p for p in data["package"] if p["name"] == "cuda-version")
-        assert str(cv["version"]) == "12.6"
-    assert not [f for f in lint_file(tmp_path / "conda-lock.yml") if f.severity is Severity.ERROR]
+        assert str(cv["version"]) == "12.9"
+    # EG152 aside: the lock lists the local copy of conda-forge while its URLs are conda-forge's own
+    assert not [f for f in lint_file(tmp_path / "conda-lock.yml") if f.severity is Severity.ERROR
+                and f.code != "EG152"]
 
 
 @pytest.mark.slow
@@ -210,7 +241,7 @@ def test_templates_ship_in_the_wheel(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
-    proc = subprocess.run([sys.executable, "-m", "envguard", "init", "--cuda", "12.6"], cwd=work, env=env,
+    proc = subprocess.run([sys.executable, "-m", "envguard", "init", "--cuda", "12.9"], cwd=work, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "pytorch=" in (work / "environment.yml").read_text()
@@ -222,14 +253,29 @@ def test_templates_ship_in_the_wheel(tmp_path: Path) -> None:
     assert where.stdout.strip() == str(site / "envguard" / "templates"), where.stderr
 
 
-def test_cuda_file_fails_loudly_without_a_driver(tmp_path: Path, channel_url: str) -> None:
+def test_cuda_file_fails_loudly_without_a_driver(tmp_path: Path, realdata_channel) -> None:
     """No __cuda on the solving machine: the guard turns a silent CPU fallback into a solve error."""
     from envguard.errors import EnvguardError
     from envguard.lock import lock
 
     env = tmp_path / "environment.yml"
-    init(torch="2.13", cuda="12.6", platforms=["linux-64"], output=env)
-    env.write_text(env.read_text().replace("  - conda-forge\n", f"  - {channel_url}\n"), encoding="utf-8")
+    init(torch="2.12", cuda="12.9", platforms=["linux-64"], output=env)
+    env.write_text(env.read_text().replace("  - conda-forge\n", f"  - {realdata_channel.url}\n"),
+                   encoding="utf-8")
     with pytest.raises(EnvguardError):
         lock([env], cuda=False, lockfile=tmp_path / "conda-lock.yml")
     assert not (tmp_path / "conda-lock.yml").exists()
+
+
+def test_output_dash_prints_the_file_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-o -` answers "which lines exist?" in a project that already has an environment.yml (fix texts use it)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "environment.yml").write_text("name: mine\n")
+    assert cli.run(["init", "--cuda", "12", "--platform", "linux-64", "-o", "-"]) == 0
+    captured = capsys.readouterr()
+    data = yaml.safe_load(captured.out)
+    assert "cuda-version=12.9" in data["dependencies"] and data["platforms"] == ["linux-64"]
+    assert captured.err.startswith("printed: Python 3.11, torch 2.13 (CUDA 12.9)")
+    assert (tmp_path / "environment.yml").read_text() == "name: mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["environment.yml"]

@@ -36,8 +36,8 @@ channels:
   - nodefaults
 dependencies:
   - python=3.11
-  - pytorch=2.15.*=cuda12*
-  - cuda-version=12.6
+  - pytorch=2.13.*=cuda12*
+  - cuda-version=12.9
   - numpy
   - pip
   - pip:
@@ -80,14 +80,14 @@ def test_python_missing_and_unpinned() -> None:
     f = _one(_lint("""
         channels: [conda-forge]
         dependencies:
-          - pytorch=2.15.*=cpu*
+          - pytorch=2.13.*=cpu*
         """), "EG101")
     assert f.severity is Severity.ERROR and f.line == 2 and "python=3.11" in f.fix
     f = _one(_lint("""
         channels: [conda-forge]
         dependencies:
           - python>=3.10
-          - pytorch=2.15.*=cpu*
+          - pytorch=2.13.*=cpu*
         """), "EG101")
     assert f.line == 3 and "python>=3.10" in f.message
 
@@ -104,28 +104,38 @@ def test_python_unsupported_and_legacy() -> None:
         channels: [conda-forge]
         dependencies:
           - python=3.12
-          - pytorch=2.15.*=cpu*
+          - pytorch=2.13.*=cpu*
         """), "EG102")
     assert new.severity is Severity.WARNING
     legacy = _one(_lint("""
         channels: [conda-forge]
         dependencies:
           - python=3.10
-          - pytorch=2.14.*=cpu*
+          - pytorch=2.13.*=cpu*
         """), "EG103")
     assert legacy.severity is Severity.WARNING and "2026-10-31" in legacy.message
 
 
 def test_torch_python_mismatch_names_nearest_choices() -> None:
-    f = _one(_lint("""
+    """PyPI's torch 2.15 wheels need Python >= 3.11 (conda-forge still builds 2.13 for 3.10: routes differ)."""
+    fs = _lint("""
         channels: [conda-forge]
         dependencies:
           - python=3.10
-          - pytorch=2.15.*=cpu*
-        """), "EG104")
+          - pip
+          - pip:
+            - torch==2.15.*
+        """)
+    f = _one(fs, "EG104")
     assert f.severity is Severity.ERROR and f.line == 3
     assert "needs Python ≥ 3.11" in f.message
     assert "python=3.11" in f.fix and "torch 2.14" in f.fix
+    assert "EG104" not in _codes(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.10
+          - pytorch=2.13.*=cpu*
+        """))
 
 
 def test_torch_not_pinned_and_unknown_release() -> None:
@@ -161,8 +171,10 @@ def test_core_packages_under_pip() -> None:
         """)
     hits = {f.package: f for f in fs if f.code == "EG107"}
     assert set(hits) == {"torch", "numpy"}
-    assert hits["torch"].line == 8 and "pytorch=2.13.*" in hits["torch"].fix
-    assert hits["numpy"].line == 10
+    # numpy from both managers is an error; torch from pip alone is the pip-stack layout, named in one info line
+    assert hits["numpy"].line == 10 and hits["numpy"].severity is Severity.ERROR
+    assert "numpy=2.0.*" in hits["numpy"].fix
+    assert hits["torch"].line == 8 and hits["torch"].severity is Severity.INFO
 
 
 def test_core_package_through_requirements_include(tmp_path: Path) -> None:
@@ -178,7 +190,7 @@ def test_core_package_through_requirements_include(tmp_path: Path) -> None:
         """), encoding="utf-8")
     fs = lint_file(env)
     f = _one(fs, "EG107")
-    assert f.line == 6 and "requirements file" in f.message
+    assert f.line == 6 and "requirements file" in f.message and f.severity is Severity.INFO
     assert "EG124" in _codes(fs)  # and conda-lock cannot follow -r (spec.validate's rule)
 
 
@@ -252,24 +264,24 @@ def test_cuda_without_build_guard() -> None:
         channels: [conda-forge]
         dependencies:
           - python=3.11
-          - pytorch=2.15.*
-          - cuda-version=12.6
+          - pytorch=2.13.*
+          - cuda-version=12.9
         """), "EG112")
-    assert f.line == 4 and "pytorch=2.15.*=cuda12*" in f.fix
+    assert f.line == 4 and "pytorch=2.13.*=cuda12*" in f.fix
     # an "# [osx]" line needs no CUDA guard; a CPU-only file has no CUDA to guard
     assert "EG112" not in _codes(_lint("""
         channels: [conda-forge]
         dependencies:
           - python=3.11
-          - pytorch=2.15.*  # [osx]
-          - pytorch=2.15.*=cuda12*  # [linux]
-          - cuda-version=12.6  # [linux]
+          - pytorch=2.13.*  # [osx]
+          - pytorch=2.13.*=cuda12*  # [linux]
+          - cuda-version=12.9  # [linux]
         """))
     assert "EG112" not in _codes(_lint("""
         channels: [conda-forge]
         dependencies:
           - python=3.11
-          - pytorch=2.15.*
+          - pytorch=2.13.*
         """))
 
 
@@ -282,7 +294,7 @@ def test_channels_defaults_http_nightly() -> None:
           - pytorch-nightly
         dependencies:
           - python=3.11
-          - pytorch=2.15.*=cpu*
+          - pytorch=2.13.*=cpu*
         """)
     assert _one(fs, "EG113").line == 3
     assert _one(fs, "EG114").line == 4
@@ -345,10 +357,11 @@ def test_torch_cuda_major_not_built() -> None:
         channels: [conda-forge]
         dependencies:
           - python=3.11
-          - pytorch=2.15.*=cuda*
+          - pytorch=2.13.*=cuda*
           - cuda-version=11.8
         """), "EG118")
-    assert f.line == 5 and "cuda-version=12.6" in f.fix
+    assert f.line == 5 and "cuda-version=12.9" in f.fix
+    assert "for CUDA 12.9 and 13.0 on linux-64" in f.message and "12.8 and 13.0 on win-64" in f.message
 
 
 def test_invalid_spec_and_exact_build_pin() -> None:
@@ -356,11 +369,11 @@ def test_invalid_spec_and_exact_build_pin() -> None:
         channels: [conda-forge]
         dependencies:
           - python=3.11
-          - pytorch=2.15=cuda12*
+          - pytorch=2.13=cuda12*
           - numpy>=>2
         """)
     exact = _one(fs, "EG122")
-    assert exact.line == 4 and "pytorch=2.15.*=cuda12*" in exact.fix
+    assert exact.line == 4 and "pytorch=2.13.*=cuda12*" in exact.fix
     assert _one(fs, "EG121").line == 5
 
 
@@ -561,7 +574,7 @@ def test_cli_exit_codes_and_formats(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert "`EG105`" in capsys.readouterr().out
     # warnings alone do not fail
     warn_only = tmp_path / "warn.yml"
-    warn_only.write_text("channels: [conda-forge]\ndependencies:\n  - python=3.10\n  - pytorch=2.14.*=cpu*\n",
+    warn_only.write_text("channels: [conda-forge]\ndependencies:\n  - python=3.10\n  - pytorch=2.13.*=cpu*\n",
                          encoding="utf-8")
     assert cli.run(["lint", str(warn_only)]) == 0
     assert cli.run(["lint", "--format", "yaml", str(warn_only)]) == 2
@@ -587,3 +600,96 @@ def test_cli_subprocess_no_traceback(tmp_path: Path) -> None:
                           timeout=60)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "not UTF-8" in proc.stderr
+
+
+# ---------------------------------------------------------------- CUDA truth on conda-forge (issue #11)
+
+
+def test_pytorch_gpu_and_pytorch_cpu_are_build_guards() -> None:
+    """pytorch-gpu forces a CUDA build itself (pytorch-cpu a CPU one): the pytorch beside it is guarded."""
+    for guard in ("pytorch-gpu", "pytorch-cpu"):
+        fs = _lint(f"""
+            channels: [conda-forge]
+            dependencies:
+              - python=3.11
+              - pytorch=2.7.*
+              - {guard}
+              - cuda-version=12.6
+            """)
+        assert "EG112" not in _codes(fs), (guard, [(f.code, f.message) for f in fs])
+    # a guard for linux only does not guard a pytorch line that applies to win-64 too
+    assert "EG112" in _codes(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.7.*
+          - pytorch-gpu  # [linux]
+          - cuda-version=12.6
+        """))
+
+
+def test_cudatoolkit_with_conda_forges_own_cuda11_builds_is_fine() -> None:
+    """conda-forge built torch 2.0-2.5 for CUDA 11.x with cudatoolkit: that packaging is real, not a mistake."""
+    assert "EG109" not in _codes(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.1.*=cuda11*
+          - cudatoolkit=11.8
+        """))
+    # a line conda-forge never built torch 2.0 for, or torch >= 2.6 (no CUDA 11 builds at all): still errors
+    bad = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.0.*
+          - cudatoolkit=11.7
+        """), "EG109")
+    assert bad.severity is Severity.ERROR and "cuda-version=" in bad.fix
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.13.*=cuda12*
+          - cudatoolkit=11.8
+        """), "EG109")
+    assert "`pytorch=2.13.*=cuda12*` with `cuda-version=12.9`" in f.fix
+
+
+def test_cuda_version_rules_follow_conda_forges_real_builds() -> None:
+    """cuda-version=12.9 serves linux-64's cuda129 and win-64's cuda128 builds of 2.13; 12.6 serves neither."""
+    ok = """
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.13.*=cuda12*
+          - cuda-version={cv}
+        platforms: [linux-64, win-64]
+        """
+    assert "EG118" not in _codes(_lint(ok.format(cv="12.9")))
+    f = _one(_lint(ok.format(cv="12.6")), "EG118")
+    assert f.fix == "use `cuda-version=12.9`" and "12.9 and 13.0 on linux-64" in f.message
+    # a win-64-only file may ask for 12.8, a linux-64 one may not
+    assert "EG118" not in _codes(_lint(ok.format(cv="12.8").replace("linux-64, win-64", "win-64")))
+    assert "EG118" in _codes(_lint(ok.format(cv="12.8").replace("linux-64, win-64", "linux-64")))
+    # a build string naming a line conda-forge never built for that release
+    f = _one(_lint("""
+        channels: [conda-forge]
+        dependencies:
+          - python=3.11
+          - pytorch=2.13.*=cuda126*
+        platforms: [linux-64]
+        """), "EG118")
+    assert "cuda126" in f.message and "cuda-version=12.9" in f.fix
+
+
+def test_pytorch_cuda_fix_names_lines_conda_forge_builds() -> None:
+    f = _one(_lint("""
+        channels: [pytorch, nvidia]
+        dependencies:
+          - python=3.11
+          - pytorch=2.6.*
+          - pytorch-cuda=12.4
+        """), "EG110")
+    # conda-forge built 2.6 for CUDA 12.6 only: the fix must name that, not a line it lacks
+    assert f.fix == "on conda-forge use `pytorch=2.6.*=cuda12*` with `cuda-version=12.6`"

@@ -124,12 +124,15 @@ def test_cuda_assumption_selects_builds_and_is_recorded(tmp_path: Path, channel_
     r = lock([env], cuda="12.8")
     assert r.cuda == "12.8" and torch_build().startswith("cuda128")
     assert _meta(lockfile)["custom_metadata"][META_CUDA] == "12.8"
-    # without --cuda the recorded assumption is kept
-    assert lock([env]).cuda == "12.8" and torch_build().startswith("cuda128")
-    r = lock([env], cuda="12.6")
-    assert torch_build().startswith("cuda126")
+    assert r.cuda_note == "__cuda=12.8, from --cuda 12.8"
+    # without --cuda the assumption given with --cuda is kept
+    again = lock([env])
+    assert again.cuda == "12.8" and torch_build().startswith("cuda128") and "given earlier" in again.cuda_note
+    # cuda-version asks the driver for its major line only: a 12.0 driver still gets the newest CUDA 12 build
+    r = lock([env], cuda="12.0")
+    assert torch_build().startswith("cuda128")
     r = lock([env], cuda=False)
-    assert r.cuda == "none" and torch_build().startswith("cpu_generic")
+    assert r.cuda == "none" and torch_build().startswith("cpu_generic") and r.cuda_note == ""
     assert _meta(lockfile)["custom_metadata"][META_CUDA] == "none"
     # a CUDA build asked for explicitly cannot be solved without a driver: exit 6, with rattler's reason
     cuda_only = write_env(tmp_path / "gpu.yml", channels=[channel_url],
@@ -137,7 +140,59 @@ def test_cuda_assumption_selects_builds_and_is_recorded(tmp_path: Path, channel_
     with pytest.raises(BackendError) as e:
         lock([cuda_only], cuda=False, lockfile=tmp_path / "gpu.lock.yml")
     assert e.value.exit_code == ExitCode.BACKEND and "__cuda" in e.value.message
+    assert "no __cuda, from --no-cuda" in e.value.message
     assert not (tmp_path / "gpu.lock.yml").exists()
+
+
+def test_cuda_assumption_comes_from_the_spec(tmp_path: Path, channel_url: str) -> None:
+    """No --cuda: cuda-version or a cudaXY build in the spec sets __cuda (conda-lock's default 11.4 would make
+    every CUDA 12 build unsolvable); a CPU build guard needs none; only a spec that says nothing gets 11.4."""
+    lockfile = tmp_path / "conda-lock.yml"
+
+    def locked(deps: list[str]):
+        write_env(tmp_path / "environment.yml", channels=[channel_url], deps=["python=3.11", *deps],
+                  platforms=["linux-64", "osx-arm64"])
+        result = lock([tmp_path / "environment.yml"])
+        torch = next(e.build for e in host_records(read_lock(lockfile), "linux-64") if e.name == "pytorch")
+        return result, torch, _meta(lockfile)["custom_metadata"]
+
+    r, torch, meta = locked(["pytorch=2.13=cuda12*  # [linux]", "pytorch=2.13=cpu*  # [osx]", "cuda-version=12.6"])
+    assert (r.cuda, meta[META_CUDA], torch[:8]) == ("12.6", "12.6", "cuda126_")
+    assert r.cuda_note == "__cuda=12.6, from cuda-version=12.6 in " + str(tmp_path / "environment.yml")
+    assert "envguard.cuda-from" not in meta  # the spec's, not a flag's: a changed spec changes it
+    r, torch, meta = locked(["pytorch=2.13=cuda12*  # [linux]", "pytorch=2.13=cpu*  # [osx]", "cuda-version=12.8"])
+    assert (r.cuda, torch[:8]) == ("12.8", "cuda128_")
+    r, torch, meta = locked(["pytorch=2.13=*cuda126*  # [linux]", "pytorch=2.13  # [osx]"])
+    assert (r.cuda, torch[:8]) == ("12.6", "cuda126_")
+    # a CUDA build without a line: the data's default major
+    r, torch, meta = locked(["pytorch=2.13=cuda*  # [linux]", "pytorch=2.13=cpu*  # [osx]"])
+    assert r.cuda == "12.0" and torch.startswith("cuda128_") and "without naming a line" in r.cuda_note
+    # an explicit CPU build: no __cuda at all, and the summary says nothing about it
+    r, torch, meta = locked(["pytorch=2.13=cpu*"])
+    assert (r.cuda, meta[META_CUDA], r.cuda_note) == ("none", "none", "")
+    proc = envguard(["lock"], cwd=tmp_path)
+    assert proc.returncode == 0 and "__cuda" not in proc.stdout and "CUDA" not in proc.stdout, proc.stdout
+    # cuda-version beside a CPU pytorch (a cupy user): the driver assumption follows cuda-version
+    r, torch, meta = locked(["pytorch=2.13=cpu*", "cuda-version=12.8"])
+    assert r.cuda == "12.8" and torch.startswith("cpu_")
+    # a spec that says nothing, and no lock: conda-lock's default, and the summary says so
+    lockfile.unlink()
+    r, torch, meta = locked(["pytorch=2.13"])
+    assert r.cuda == "11.4" and torch.startswith("cpu_") and "conda-lock's default" in r.cuda_note
+    lockfile.unlink()
+    proc = envguard(["lock"], cwd=tmp_path)
+    assert proc.returncode == 0 and "__cuda=11.4, conda-lock's default" in proc.stdout, proc.stdout
+    proc = envguard(["lock"], cwd=tmp_path)  # relocking keeps what the lock recorded, and says so
+    assert proc.returncode == 0 and "__cuda=11.4, kept from conda-lock.yml" in proc.stdout, proc.stdout
+
+
+def test_an_explicit_cuda_flag_outlives_the_spec(tmp_path: Path, channel_url: str) -> None:
+    env = write_env(tmp_path / "environment.yml", channels=[channel_url],
+                    deps=["python=3.11", "pytorch=2.13=cuda12*", "cuda-version=12.6"], platforms=["linux-64"])
+    assert lock([env], cuda="12.0").cuda == "12.0"
+    assert _meta(tmp_path / "conda-lock.yml")["custom_metadata"]["envguard.cuda-from"] == "flag"
+    kept = lock([env])
+    assert kept.cuda == "12.0" and "from --cuda given earlier" in kept.cuda_note
 
 
 def test_unsatisfiable_spec_exits_6_and_keeps_the_old_lock(env_file: Path, tmp_path: Path, channel_url: str) -> None:

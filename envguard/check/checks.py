@@ -59,6 +59,7 @@ class TorchBuild:
     cpu: bool = False  # known to be a CPU-only build
     arch_list: tuple[str, ...] = ()
     evidence: str = ""
+    route: str = ""  # compat route of the build: "conda-forge", "pytorch" (legacy channel) or "pypi"
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "version": self.version, "cuda": self.cuda, "cpu": self.cpu,
@@ -120,37 +121,37 @@ def _vkey(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v)[:4])
 
 
-_CUDA_IN_BUILD = re.compile(r"cuda_?(\d+)\.(\d+)|cuda(\d{2,3})(?!\d)")
-
-
 def cuda_from_build(build: str) -> str | None:
-    """``cuda126_...`` -> 12.6; pytorch-channel ``py3.11_cuda12.1_cudnn...`` -> 12.1; ``cuda_...`` -> any."""
-    m = _CUDA_IN_BUILD.search(build)
-    if m:
-        if m.group(1):
-            return f"{m.group(1)}.{m.group(2)}"
-        digits = m.group(3)
-        return f"{digits[:-1]}.{digits[-1]}"
-    return "any" if "cuda" in build.lower() else None
+    """``cuda126_...`` -> 12.6; pytorch-channel ``py3.11_cuda12.1_cudnn...`` -> 12.1; ``cuda12*`` -> 12;
+    ``cuda_...`` -> any (envguard.compat.cuda_in_build)."""
+    from envguard.compat import cuda_in_build
+
+    return cuda_in_build(build)
+
+
+# conda packages that are a torch build (their build string says CPU or CUDA) or select one
+_TORCH_BUILDS = ("pytorch", "pytorch-gpu", "libtorch")
 
 
 def cuda_from_packages(pkgs: Iterable[Package]) -> tuple[str | None, str]:
-    """The CUDA line a package list asks for (lock or installed), and why."""
+    """The CUDA line a package list (a lock) asks for, and why.
+
+    "Wants CUDA" comes from the torch build itself (a ``cudaXYZ`` conda build, ``pytorch-gpu``, a ``+cuXYZ``
+    wheel) or the legacy channel's selector ``pytorch-cuda``, never from ``cuda-version`` or ``cudatoolkit``
+    alone: CUDA libraries beside a CPU torch are a choice (cupy, numba), not a wish for a CUDA torch."""
     pkgs = list(pkgs)
-    for p in pkgs:
-        if p.manager == "conda" and p.key == "torch" and p.build:
-            c = cuda_from_build(p.build)
-            if c:
-                return c, f"{p.name} {p.version} build {p.build}"
+    builds = [(c, f"{p.name} {p.version} build {p.build}") for p in pkgs
+              if p.manager == "conda" and p.name in _TORCH_BUILDS and p.build and (c := cuda_from_build(p.build))]
+    if builds:  # a build that names its line over one that only says "cuda"
+        return next((b for b in builds if b[0] != "any"), builds[0])
     for p in pkgs:
         if p.manager == "pip" and p.key == "torch" and "+cu" in p.version:
             d = p.version.split("+cu", 1)[1]
             if d.isdigit():
                 return f"{d[:-1]}.{d[-1]}", f"torch {p.version}"
     for p in pkgs:
-        if p.manager == "conda" and p.name in ("pytorch-cuda", "cuda-version", "cudatoolkit") and \
-                any(q.key == "torch" for q in pkgs):
-            return _mm(p.version) or "any", f"{p.name} {p.version}"
+        if p.manager == "conda" and p.name in ("pytorch-gpu", "pytorch-cuda") and any(q.key == "torch" for q in pkgs):
+            return (_mm(p.version) if p.name == "pytorch-cuda" else None) or "any", f"{p.name} {p.version}"
     return None, ""
 
 
@@ -159,25 +160,24 @@ _SPEC_VERSION = re.compile(r"(\d+(?:\.\d+)?)")
 
 
 def cuda_from_spec(conda_deps: Iterable[str], pip_deps: Iterable[str], where: str) -> tuple[str | None, str]:
-    """The CUDA line an environment file asks for: ``pytorch=*=cuda*``, pytorch-cuda, cuda-version, ..."""
+    """The CUDA line an environment file asks for: a ``pytorch=*=cuda*`` build guard, ``pytorch-gpu``, the legacy
+    ``pytorch-cuda``, a ``+cuXYZ`` wheel. ``cuda-version`` alone is not a wish for a CUDA torch."""
     for dep in conda_deps:
         m = _SPEC_NAME.match(dep)
         if not m:
             continue
         name, rest = m.group(1).lower(), dep[m.end():]
-        if name in ("pytorch", "pytorch-gpu") and ("cuda" in rest.lower() or name == "pytorch-gpu"):
+        if name in _TORCH_BUILDS and ("cuda" in rest.lower() or name == "pytorch-gpu"):
             c = cuda_from_build(rest)
             return (c if c and c != "any" else "any"), f"{where} ({dep.strip()})"
-        if name in ("pytorch-cuda", "cuda-version", "cudatoolkit"):
+        if name == "pytorch-cuda":
             v = _SPEC_VERSION.search(rest)
             return (v.group(1) if v else "any"), f"{where} ({dep.strip()})"
     for dep in pip_deps:
         low = dep.lower()
-        if "+cu" in low:
+        if low.startswith("torch") and "+cu" in low:
             d = re.search(r"\+cu(\d{3})", low)
             return (f"{d.group(1)[:-1]}.{d.group(1)[-1]}" if d else "any"), f"{where} ({dep.strip()})"
-        if low.startswith("nvidia-cuda-runtime"):
-            return "any", f"{where} ({dep.strip()})"
     return None, ""
 
 
@@ -188,7 +188,8 @@ def torch_build(info: PrefixInfo, probe: Mapping[str, Any] | None = None) -> Tor
         arch = probe.get("arch_list") or probe.get("arch_flags") or ()
         return TorchBuild("probe", str(probe["version"]), str(cuda) if cuda else None,
                           cpu=not cuda and not probe.get("hip"), arch_list=tuple(arch),
-                          evidence=f"torch.version.cuda = {cuda!r} in the environment's interpreter")
+                          evidence=f"torch.version.cuda = {cuda!r} in the environment's interpreter",
+                          route=torch_build(info).route)
     rec = next((r for r in info.conda if canonical_name(r.name) == "torch" and r.name != "torch"), None) \
         or next((r for r in info.conda if r.name == "torch"), None)
     if rec is not None:
@@ -197,20 +198,23 @@ def torch_build(info: PrefixInfo, probe: Mapping[str, Any] | None = None) -> Tor
             cv = info.record("cuda-version") or info.record("pytorch-cuda")
             c = _mm(cv.version) if cv else "any"
         cpu = c is None and ("cpu" in rec.build.lower() or not rec.build.startswith(("cuda", "py")))
+        route = "pytorch" if rec.channel_name == "pytorch" or rec.build.startswith("py3") else "conda-forge"
         return TorchBuild("conda", rec.version, c if c != "any" else None, cpu=cpu and c is None,
-                          evidence=f"conda record {rec.name} {rec.version} {rec.build}")
+                          evidence=f"conda record {rec.name} {rec.version} {rec.build}", route=route)
     dist = next((d for d in info.dists if d.key == "torch"), None)
     if dist is not None:
         v = dist.version
         if "+cpu" in v:
-            return TorchBuild("pip", v, None, cpu=True, evidence=f"pip dist torch {v}")
+            return TorchBuild("pip", v, None, cpu=True, evidence=f"pip dist torch {v}", route="pypi")
         if "+cu" in v:
             d = v.split("+cu", 1)[1]
-            return TorchBuild("pip", v, f"{d[:-1]}.{d[-1]}" if d.isdigit() else None, evidence=f"pip dist torch {v}")
+            return TorchBuild("pip", v, f"{d[:-1]}.{d[-1]}" if d.isdigit() else None, evidence=f"pip dist torch {v}",
+                              route="pypi")
         rt = next((x for x in info.dists if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", x.key)), None)
         if rt is not None:
-            return TorchBuild("pip", v, _mm(rt.version), evidence=f"pip dist torch {v} with {rt.name} {rt.version}")
-        return TorchBuild("pip", v, None, evidence=f"pip dist torch {v} (build not recorded)")
+            return TorchBuild("pip", v, _mm(rt.version), evidence=f"pip dist torch {v} with {rt.name} {rt.version}",
+                              route="pypi")
+        return TorchBuild("pip", v, None, evidence=f"pip dist torch {v} (build not recorded)", route="pypi")
     return TorchBuild("none")
 
 
@@ -330,13 +334,33 @@ def _import_key(dist: Dist) -> set[str]:
     return set(dist.import_names) | {dist.key.replace("-", "_")}
 
 
+# What a pip torch stack brings: torch and the packages built for it, their CUDA wheels, numpy.
+_PIP_STACK = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "numpy", "nvidia-*", "cuda-*")
+# Conda packages that carry CUDA libraries of their own.
+_CONDA_CUDA = ("cudatoolkit", "pytorch-cuda", "cuda-*", "libcublas*", "libcudnn*", "cudnn", "libnccl*", "nccl",
+               "libcufft*", "libcusparse*", "libcurand*", "libcusolver*")
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
 def rule_pip_over_conda(inp: CheckInput) -> list[Finding]:
+    """pip over conda, as errors only where it breaks something conda installed.
+
+    Errors: a pip dist that shadows or replaces a conda package (EG521: two dist-infos for one import name, or
+    two managers claiming one package), a conda dist-info pip overwrote (EG522), and a torch, torchvision,
+    torchaudio or numpy from pip mixed into conda's torch stack (EG520). A torch stack that comes from pip
+    alone, on conda's Python, is PyTorch's own recommended install since the pytorch channel ended: one info
+    line (EG520) names it, a warning when conda also installed CUDA libraries beside the wheels' own."""
     info = inp.info
     if not info.is_conda:
         return []
     out: list[Finding] = []
     fix = _fix("pip-over-conda")
     conda_by_key: dict[str, CondaRecord] = {canonical_name(r.name): r for r in info.conda}
+    conda_stack = sorted(r.name for r in info.conda
+                         if canonical_name(r.name) in ("torch", "torchvision", "torchaudio") or r.name == "libtorch")
     # conda-owned dists by project name and by import name (namespace packages are already left out
     # of import_names by envguard.prefix, so nvidia-* or google-* siblings do not collide).
     conda_by_dist: dict[str, Dist] = {}
@@ -347,6 +371,7 @@ def rule_pip_over_conda(inp: CheckInput) -> list[Finding]:
             for n in _import_key(c):
                 conda_by_import.setdefault(n, c)
     flagged: set[str] = set()
+    layout: list[Dist] = []
     for d in info.dists:
         if d.owner == "conda":
             continue
@@ -364,17 +389,49 @@ def rule_pip_over_conda(inp: CheckInput) -> list[Finding]:
                                f"{rec.name} {rec.version}, which conda-meta still records: two managers claim "
                                f"{d.key}", fix, file=d.path, package=d.name))
             flagged.add(d.path)
-        if is_core(d.name, inp.core, "pip"):
-            if d.owner == "pip":
-                out.append(Finding("EG520", E, f"core package {d.name} {d.version} was installed by pip into "
-                                   "a conda environment", fix, file=d.path, package=d.name))
-            elif d.path not in flagged:
-                out.append(Finding("EG524", W, f"core package {d.name} {d.version} was installed by {who}, not "
-                                   "by conda", fix, file=d.path, package=d.name))
+        if d.path in flagged or not is_core(d.name, inp.core, "pip"):
+            continue
+        if d.owner != "pip":
+            out.append(Finding("EG524", W, f"core package {d.name} {d.version} was installed by {who}, not by conda "
+                               "or pip: nothing records which files it owns", fix, file=d.path, package=d.name))
+        elif conda_stack and d.key in ("torch", "torchvision", "torchaudio", "numpy"):
+            out.append(Finding("EG520", E, f"{d.name} {d.version} was installed by pip into conda's torch stack "
+                               f"({', '.join(conda_stack)}): two managers' binaries built against different "
+                               "torch and numpy ABIs", fix, file=d.path, package=d.name))
+        elif not conda_stack and _matches(d.key, _PIP_STACK):
+            layout.append(d)
+        else:
+            out.append(Finding("EG520", W, f"core package {d.name} {d.version} was installed by pip into a conda "
+                               "environment" + (f" beside conda's torch stack ({', '.join(conda_stack)})"
+                                                if conda_stack else ""), fix, file=d.path, package=d.name))
+    if layout:
+        out.append(_pip_stack_layout(info, layout))
     for ow in info.overwritten:
         out.append(Finding("EG522", E, f"conda package {ow.package}'s dist-info was overwritten: {ow.reason}",
                            fix, file=ow.metadata_path, package=ow.package))
     return out
+
+
+def _pip_stack_layout(info: PrefixInfo, layout: list[Dist]) -> Finding:
+    """One line for a torch stack from pip on conda's Python; a warning when conda brings CUDA libraries too."""
+    torch = next((d for d in layout if d.key == "torch"), layout[0])
+    cuda_wheels = [d for d in layout if d.key.startswith(("nvidia-", "cuda-"))]
+    shown = ", ".join(f"{d.name} {d.version}" for d in layout if not d.key.startswith(("nvidia-", "cuda-")))
+    if cuda_wheels:
+        shown += f" and {len(cuda_wheels)} CUDA wheel{'s' * (len(cuda_wheels) != 1)}"
+    conda_cuda = sorted(f"{r.name} {r.version}" for r in info.conda
+                        if _matches(r.name, _CONDA_CUDA) and r.name != "cuda-version")  # a pin, not a library
+    if cuda_wheels and conda_cuda:
+        return Finding("EG520", W, f"the torch stack comes from pip ({shown}) while conda installed CUDA libraries "
+                       f"too ({', '.join(conda_cuda[:3])}{' ...' if len(conda_cuda) > 3 else ''}): two CUDA "
+                       "runtimes in one environment, and what loads first decides which one a library gets",
+                       "keep CUDA in one manager: remove the conda CUDA packages (the wheels bring their own), or "
+                       "install the whole torch stack from conda-forge", file=torch.path, package=torch.name)
+    py = info.record("python")
+    return Finding("EG520", I, f"the torch stack comes from pip ({shown}) on conda's Python"
+                   f"{' ' + py.version if py else ''}: a supported layout (PyTorch's own install since the pytorch "
+                   "channel ended): nothing pip installed shadows a conda package", "",
+                   file=torch.path, package=torch.name)
 
 
 def _origin_owner(inp: CheckInput, module: str, origin: str) -> tuple[str, str]:
@@ -495,22 +552,34 @@ def rule_cuda(inp: CheckInput) -> list[Finding]:
                                "driver and GPU architecture checks skipped", ""))
         return out
     c = compat.load()
-    minimum = c.min_driver(build.cuda)
+    minimum = c.min_driver(build.cuda, inp.platform)
     if minimum and not compat.driver_satisfies(inp.gpu.driver_version, minimum):
         out.append(Finding("EG551", E, f"NVIDIA driver {inp.gpu.driver_version} is older than {minimum}, the "
                            f"minimum for the CUDA {build.cuda} runtime of torch ({build.evidence})",
                            _fix("driver-old"), package="torch"))
+    arch_range = c.arch(build.route, build.cuda, build.version) if build.route else None
     for name, cap in inp.gpu.gpus:
-        ok, why = arch_supported(cap, build.arch_list, c.min_arch(build.cuda))
+        ok, why = arch_supported(cap, build.arch_list, c.min_arch(build.cuda), arch_range,
+                                 _build_label(build))
         if not ok:
             out.append(Finding("EG552", E, f"GPU {name} (compute capability {cap}) is not covered by this torch "
                                f"build: {why}", _fix("arch"), package="torch"))
     return out
 
 
-def arch_supported(capability: str, arch_list: Sequence[str], min_arch: str | None) -> tuple[bool, str]:
-    """Whether a GPU of ``capability`` ("8.6") runs this build (envguard.compat.arch_covers), and why not.
-    Without an arch list (no probe ran) the CUDA line's oldest architecture ``min_arch`` decides."""
+def _build_label(build: TorchBuild) -> str:
+    where = {"conda-forge": "conda-forge's", "pypi": "PyPI's", "pytorch": "the pytorch channel's"}.get(build.route, "")
+    return f"{where} CUDA {build.cuda} build of torch {build.version}".strip()
+
+
+def arch_supported(capability: str, arch_list: Sequence[str], min_arch: str | None,
+                   arch_range: Any = None, label: str = "this build") -> tuple[bool, str]:
+    """Whether a GPU of ``capability`` ("8.6") runs this build, and why not.
+
+    The build's own arch list decides when the probe read it (envguard.compat.arch_covers); otherwise the
+    compatibility data's architectures for that route, CUDA line and release (``arch_range``, an
+    envguard.compat.ArchRange); otherwise the CUDA line's oldest architecture ``min_arch``. A GPU exactly at a
+    build's oldest architecture is covered."""
     from envguard.compat import arch_covers
 
     try:
@@ -521,6 +590,10 @@ def arch_supported(capability: str, arch_list: Sequence[str], min_arch: str | No
         if arch_covers((major, minor), arch_list):
             return True, ""
         return False, f"arch list {' '.join(arch_list)} has no sm_{major}{minor}"
+    if arch_range is not None:
+        if arch_range.covers((major, minor)):
+            return True, ""
+        return False, f"{label} covers {arch_range.describe()} ({arch_range.source})"
     if min_arch and _vkey(capability) < _vkey(min_arch):
         return False, f"this CUDA line builds for sm_{min_arch.replace('.', '')} and newer"
     return True, ""

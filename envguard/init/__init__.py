@@ -1,15 +1,24 @@
 """``envguard init``: write an environment.yml from templates/.
 
 The combination asked for (Python, torch release, CUDA line or CPU, channel
-route, platforms) is checked against the compatibility data
+route, platforms) is checked against the compatibility data of that route
 (``envguard/data/compat.yaml``) before anything is written; an impossible one
-is refused with the nearest valid choices, e.g. "torch 2.15 needs Python ≥
-3.11; use --python 3.11 or --torch 2.14". The generated text is linted before
-it is written, and an existing file is never replaced without ``force``.
+is refused with the nearest valid choices, e.g. "conda-forge builds torch 2.13
+for CUDA 12.9 and 13.0 on linux-64; use --cuda 12.9". Only releases with
+evidence (status ``released``) are offered. The generated text is linted
+before it is written, and an existing file is never replaced without ``force``.
 
-Defaults: Python 3.11 (compat data), the newest torch of the chosen channel,
-conda-forge, and a CPU build. CPU is the default because it is the one choice
-that solves on every default platform (linux-64, osx-arm64, win-64) and
+CUDA on conda-forge: a ``cudaXYZ`` build depends on ``cuda-version >=X.Y,<X+1``,
+and conda-forge builds different lines per platform (2.13: 12.9 and 13.0 on
+linux-64, 12.8 and 13.0 on win-64). ``--cuda X.Y`` is written as
+``cuda-version=X.Y`` when a build on every chosen platform accepts it (the
+win-64 cuda128 build runs on the 12.9 libraries, as real locks show);
+``--cuda 12`` picks the newest such line of the major. The file's comment names
+each platform's build, its minimum driver and its GPU architectures.
+
+Defaults: Python 3.11 (compat data), the newest released torch of the chosen
+channel, conda-forge, and a CPU build. CPU is the default because it is the one
+choice that solves on every default platform (linux-64, osx-arm64, win-64) and
 assumes no driver; a CUDA line must be asked for, since it fixes the minimum
 NVIDIA driver and GPU generation.
 """
@@ -34,7 +43,7 @@ DEFAULT_CHANNEL = "conda-forge"
 
 @dataclass
 class InitResult:
-    path: Path
+    path: Path | None  # None: printed to standard output (-o -)
     text: str
     python: str
     torch: str
@@ -75,65 +84,123 @@ def _vkey(v: str) -> tuple[int, ...]:
     return compat.version_key(v)
 
 
+def _flat(v: str) -> int:
+    k = _vkey(v) + (0, 0)
+    return k[0] * 1000 + k[1]
+
+
 def _nearest(value: str, options: list[str], n: int = 1) -> list[str]:
     """The ``n`` options closest to ``value`` by version order (ties to the newer)."""
-    def flat(v: str) -> int:
-        k = _vkey(v) + (0, 0)
-        return k[0] * 1000 + k[1]
-
-    target = flat(value)
-    chosen = sorted(options, key=lambda o: (abs(flat(o) - target), -flat(o)))[:n]
-    return sorted(chosen, key=flat)
+    target = _flat(value)
+    chosen = sorted(options, key=lambda o: (abs(_flat(o) - target), -_flat(o)))[:n]
+    return sorted(chosen, key=_flat)
 
 
 def _or(flag: str, values: list[str]) -> str:
     return " or ".join(f"{flag} {v}" for v in values)
 
 
+def _and(values: list[str] | tuple[str, ...]) -> str:
+    values = list(values)
+    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
+
+
 def _release_line(torch: str) -> str:
     m = re.match(r"^(\d+)\.(\d+)(?:\.\d+)?$", torch.strip())
     if not m:
-        raise UserError(f"--torch {torch!r} is not a release; give X.Y or X.Y.Z, e.g. --torch 2.15")
+        raise UserError(f"--torch {torch!r} is not a release; give X.Y or X.Y.Z, e.g. --torch 2.13")
     return f"{m.group(1)}.{m.group(2)}"
+
+
+def _major(line: str) -> str:
+    return line.split(".")[0]
+
+
+def _pick_cuda(route: compat.Route, rel: compat.Release, cuda: str, plats: list[str], python: str) -> str:
+    """The CUDA line to write for ``--cuda cuda`` (X.Y, or X for the newest line of that major), or refuse,
+    naming the lines the route builds on the platforms that lack it."""
+    choices = route.cuda_choices(rel, plats)
+    built_lines = rel.cuda_choices(plats)  # `--cuda 12` picks among the lines torch itself was built for
+    exact = "." in cuda
+    if exact and cuda in choices:
+        return cuda
+    if not exact and any(_major(x) == cuda for x in built_lines):
+        return [x for x in built_lines if _major(x) == cuda][-1]
+    lacking = [p for p in plats if not exact or rel.build_line(p, cuda) is None]
+    if exact and not lacking and route.toolkit_lines:  # every build would accept it: no such CUDA release
+        same = [v for v in route.toolkit_lines if _major(v) == _major(cuda)] or list(route.toolkit_lines)
+        raise UserError(f"{route.title} packages no CUDA {cuda} (its CUDA {_major(cuda)} lines: {_and(same)}); "
+                        f"use {_or('--cuda', _nearest(cuda, [c for c in choices if c in same] or same))}")
+    lacking = lacking or plats
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for p in lacking:
+        groups.setdefault(rel.cuda_on(p), []).append(p)
+    built = ", ".join(f"for CUDA {_and(lines)} on {_and(ps)}" for lines, ps in groups.items())
+    if built_lines:
+        fix = _or("--cuda", _nearest(cuda if exact else f"{cuda}.0", built_lines))
+    else:
+        others = [r.version for r in route.released if python in r.python and r.version != rel.version
+                  and any(x == cuda or (not exact and _major(x) == cuda) for x in route.cuda_choices(r, plats))]
+        fix = (_or("--torch", _nearest(rel.version, others)) + " or " if others else "") + "--cuda cpu"
+    raise UserError(f"{route.title} builds torch {rel.version} {built}; use {fix}")
+
+
+def _check_release(route: compat.Route, torch: str) -> tuple[compat.Release, str]:
+    line = _release_line(torch)
+    rel = route.release(line)
+    released = [r.version for r in route.released]
+    if rel is None:
+        c = compat.load()
+        elsewhere = [r.name for r in c.routes.values() if r.manager == "conda" and r.name != route.name
+                     and r.release(line) is not None and r.release(line).released]  # type: ignore[union-attr]
+        if route.frozen_at and _vkey(line) > _vkey(route.frozen_at):
+            fixes = [_or("--channel", elsewhere)] if elsewhere else []
+            fixes.append(_or("--torch", _nearest(line, released)))
+            raise UserError(f"torch {line} is not on the {route.name} channel (frozen at {route.frozen_at}); use "
+                            + " or ".join(fixes))
+        where = "envguard's compatibility data" if not elsewhere else f"{route.title}'s releases in envguard's data"
+        inside = _vkey(released[0]) < _vkey(line) < _vkey(released[-1])
+        fixes = [_or("--torch", _nearest(line, released, 2 if inside else 1))]
+        if elsewhere:
+            fixes.insert(0, _or("--channel", elsewhere))
+        raise UserError(f"torch {line} is not in {where} ({route.title}: {released[0]}–{released[-1]}); use "
+                        + " or ".join(fixes))
+    if not rel.released:
+        raise UserError(f"torch {line} has no release evidence on {route.title} in envguard's data "
+                        f"(status {rel.status}: {rel.source}); use {_or('--torch', [released[-1]])}")
+    if torch.strip() != line and rel.versions and torch.strip() not in rel.versions:
+        raise UserError(f"torch {torch.strip()} is not a {route.title} release in envguard's data "
+                        f"(torch {line}: {_and(rel.versions)}); use --torch {line}")
+    return rel, line
 
 
 def resolve(python: str | None = None, torch: str | None = None, cuda: str | None = None,
             channel: str | None = None, platforms: list[str] | None = None) -> tuple[str, str, str, str, list[str]]:
     """Fill in defaults and refuse combinations that do not exist.
 
-    Returns (python, torch as given or X.Y, cuda or "cpu", channel, platforms).
+    Returns (python, torch as given or X.Y, the CUDA line to write or "cpu", channel, platforms).
     """
+    from envguard.platforms import LOCKABLE_PLATFORMS
+
     c = compat.load()
     channel = channel or DEFAULT_CHANNEL
     if channel not in c.known_channels:
         raise UserError(f"unknown channel {channel!r}; use {_or('--channel', list(c.known_channels))}")
-    on_channel = [r.version for r in c.releases_on(channel)]
+    route = c.route(channel)
 
     python = python or c.default_python
     if python not in c.supported_python:
         raise UserError(f"Python {python} has no envguard template (supported: {', '.join(c.supported_python)}); "
                         f"use {_or('--python', _nearest(python, list(c.supported_python)))}")
 
-    torch = torch or on_channel[-1]
-    line = _release_line(torch)
-    rel = c.torch(line + ".0")
-    if rel is None:
-        known = [r.version for r in c.torch_releases]
-        raise UserError(f"torch {line} is not in envguard's compatibility data ({known[0]}–{known[-1]}); "
-                        f"use {_or('--torch', _nearest(line, known))}")
-    if channel not in rel.channels:
-        frozen = c.pytorch_channel_frozen_at
-        why = f" (frozen at {frozen})" if channel == "pytorch" else f" (envguard uses it from {on_channel[0]})"
-        other = [ch for ch in rel.channels]
-        fixes = [_or("--channel", other)] if other else []
-        fixes.append(_or("--torch", _nearest(line, on_channel)))
-        raise UserError(f"torch {line} is not on the {channel} channel{why}; use " + " or ".join(fixes))
+    torch = (torch or route.newest).strip()
+    rel, line = _check_release(route, torch)
 
     if python not in rel.python:
         relation = (f"needs Python ≥ {rel.python[0]}" if _vkey(python) < _vkey(rel.python[0])
                     else f"supports Python ≤ {rel.python[-1]}")
         ok_py = [p for p in c.supported_python if p in rel.python]
-        ok_torch = [r.version for r in c.releases_for_python(python) if channel in r.channels]
+        ok_torch = [r.version for r in c.releases_for_python(python, channel)]
         fixes = []
         if ok_py:
             fixes.append(_or("--python", _nearest(python, ok_py)))
@@ -141,37 +208,32 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
             fixes.append(_or("--torch", _nearest(line, ok_torch)))
         raise UserError(f"torch {line} {relation}; use " + " or ".join(fixes))
 
-    cuda = (cuda or DEFAULT_CUDA).lower()
-    if cuda != CPU:
-        if cuda not in rel.cuda:
-            others = [r.version for r in c.releases_on(channel) if cuda in r.cuda and python in r.python]
-            fix = _or("--cuda", _nearest(cuda, list(rel.cuda), 2)) + " or --cuda cpu"
-            if others:
-                fix += f", or {_or('--torch', _nearest(line, others))}"
-            raise UserError(f"torch {line} has no CUDA {cuda} build (its CUDA lines: {', '.join(rel.cuda)}); "
-                            f"use {fix}")
-
-    from envguard.platforms import LOCKABLE_PLATFORMS
-
-    cuda_plats = c.cuda_platforms(channel)
-    if platforms:
-        for p in platforms:
-            if p not in LOCKABLE_PLATFORMS:
-                raise UserError(f"unknown platform {p!r}; use one of {', '.join(LOCKABLE_PLATFORMS)}")
-        restricted = cuda_plats if (cuda != CPU or channel == "pytorch") else None
-        bad = [p for p in platforms if restricted is not None and p not in restricted]
-        if bad:
-            what = (f"CUDA builds of pytorch on {channel} exist" if cuda != CPU
-                    else "the legacy pytorch-channel templates are written")
-            alt = ", or use --cuda cpu" if channel != "pytorch" else ", or use --channel conda-forge"
-            raise UserError(f"{what} for {', '.join(restricted or ())} only, not {', '.join(bad)}; "
-                            f"drop --platform {' --platform '.join(bad)}{alt}")
-        plats = list(dict.fromkeys(platforms))
-    elif cuda != CPU or channel == "pytorch":
-        plats = [p for p in DEFAULT_PLATFORMS if p in cuda_plats] or list(cuda_plats)
+    cuda = (cuda or DEFAULT_CUDA).strip().lower()
+    if cuda != CPU and not re.fullmatch(r"\d+(\.\d+)?", cuda):
+        raise UserError(f"--cuda {cuda!r} is not a CUDA line; give X.Y such as 12.9, a major line such as 12, "
+                        "or cpu")
+    for p in platforms or []:
+        if p not in LOCKABLE_PLATFORMS:
+            raise UserError(f"unknown platform {p!r}; use one of {', '.join(LOCKABLE_PLATFORMS)}")
+    # The legacy templates pin mkl (x86 only) and pytorch-cuda: they are written for the CUDA platforms.
+    if cuda != CPU or route.name == compat.PYTORCH:
+        allowed = [p for p in rel.cuda_platforms if rel.cuda_on(p)]
+        what = (f"{route.title} builds torch {line} for CUDA" if cuda != CPU
+                else "the legacy pytorch-channel templates are written")
+        alt = ", or use --cuda cpu" if route.name != compat.PYTORCH else ", or use --channel conda-forge"
     else:
-        plats = list(DEFAULT_PLATFORMS)
-    return python, torch.strip(), cuda, channel, plats
+        allowed = list(rel.cpu)
+        what, alt = f"{route.title} builds torch {line} for CPU", ""
+    if platforms:
+        bad = [p for p in platforms if p not in allowed]
+        if bad:
+            raise UserError(f"{what} on {_and(allowed)} only, not {_and(bad)}; drop --platform {' --platform '.join(bad)}{alt}")
+        plats = list(dict.fromkeys(platforms))
+    else:
+        plats = [p for p in DEFAULT_PLATFORMS if p in allowed] or allowed
+    if cuda != CPU:
+        cuda = _pick_cuda(route, rel, cuda, plats, python)
+    return python, torch, cuda, channel, plats
 
 
 def _umask() -> int:
@@ -200,13 +262,31 @@ def render(python: str, torch: str, cuda: str, channel: str, platforms: list[str
         "torch_spec": torch_spec,
         "cuda": cuda,
         "cuda_major": cuda.split(".")[0],
-        "min_driver": c.min_driver(cuda) or "?" if cuda != CPU else "",
-        "min_arch": c.min_arch(cuda) or "?" if cuda != CPU else "",
+        "hardware": hardware_comment(channel, line, cuda, platforms) if cuda != CPU else "",
         "frozen_at": c.pytorch_channel_frozen_at,
         "mkl_max": c.pytorch_mkl_max,
         "platforms": "\n".join(f"  - {p}" for p in platforms),
     }
     return template, _read_template(template).substitute(values)
+
+
+def hardware_comment(channel: str, torch: str, cuda: str, platforms: list[str]) -> str:
+    """Comment lines naming, per platform, the build that CUDA line selects, its minimum driver and GPUs."""
+    c = compat.load()
+    route = c.route(channel)
+    rel = route.release(torch)
+    assert rel is not None
+    lines: list[str] = []
+    for p in platforms:
+        built = rel.build_line(p, cuda) or cuda
+        arch = c.arch(channel, built, torch)
+        gpus = arch.describe() if arch else f"sm_{(c.min_arch(built) or '?').replace('.', '')} and newer"
+        tag = f"cuda{built.replace('.', '')}" if channel == compat.CONDA_FORGE else f"cuda{built}"
+        on = f" on the CUDA {cuda} libraries" if built != cuda else ""
+        minimum = c.min_driver(built, p)
+        driver = f">= {minimum}" if minimum else f"supporting CUDA {built.split('.')[0]} (minimum not recorded)"
+        lines.append(f"# {p}: the {tag} build{on}; NVIDIA driver {driver}, GPU {gpus}.")
+    return "\n".join(lines)
 
 
 def _yaml_scalar(text: str) -> str:
@@ -226,17 +306,20 @@ def _command_line(python: str, torch: str, cuda: str, channel: str, platforms: l
 def init(python: str | None = None, torch: str | None = None, cuda: str | None = None,
          channel: str | None = None, platforms: list[str] | None = None, name: str | None = None,
          output: str | Path = "environment.yml", force: bool = False) -> InitResult:
-    """Write an environment.yml; see the module docstring for the rules."""
-    out = Path(output)
+    """Write an environment.yml (``output`` "-": return its text, written nowhere); see the module docstring
+    for the rules."""
+    to_stdout = str(output) == "-"
+    out = Path("environment.yml" if to_stdout else output)
     python, torch, cuda, channel, plats = resolve(python, torch, cuda, channel, platforms)
-    if out.is_dir():
-        raise UserError("is a directory", file=str(out), fix="give a file path with -o")
-    if any(p.exists() and not p.is_dir() for p in out.parents):
-        raise UserError("a parent of the output is not a directory", file=str(out), key="--output",
-                        fix="give a path inside an existing directory with -o")
-    if out.exists() and not force:
-        raise UserError("already exists; envguard init never overwrites a file", file=str(out),
-                        fix="pass --force to replace it, or -o to write elsewhere")
+    if not to_stdout:
+        if out.is_dir():
+            raise UserError("is a directory", file=str(out), fix="give a file path with -o")
+        if any(p.exists() and not p.is_dir() for p in out.parents):
+            raise UserError("a parent of the output is not a directory", file=str(out), key="--output",
+                            fix="give a path inside an existing directory with -o")
+        if out.exists() and not force:
+            raise UserError("already exists; envguard init never overwrites a file", file=str(out),
+                            fix="pass --force to replace it, -o to write elsewhere, or -o - to print it")
     name = name or _default_name(out)
     if not re.match(r"^[A-Za-z0-9_.-]+$", name):
         raise UserError(f"environment name {name!r} has characters conda does not accept; "
@@ -254,6 +337,8 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
         raise BackendError(f"template {template} produced a file that fails lint ({errors[0].code}: "
                            f"{errors[0].message}); this is a bug in envguard")
     warnings = [f"{f.code}: {f.message}" for f in findings if f.severity is Severity.WARNING]
+    if to_stdout:
+        return InitResult(None, text, python, torch, cuda, channel, plats, template, warnings)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=str(out.parent))

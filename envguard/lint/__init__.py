@@ -22,9 +22,10 @@ from typing import Any, Callable, Iterable
 from envguard import compat
 from envguard.errors import UserError
 from envguard.findings import Finding, Severity
+from envguard.platforms import DEFAULT_PLATFORMS
 from envguard.redact import has_credentials, redact
 
-E, W = Severity.ERROR, Severity.WARNING
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ _RULE_LIST = [
     Rule("EG104", "torch-python-mismatch", E, "the pinned torch has no builds for the pinned Python"),
     Rule("EG105", "torch-not-pinned", E, "torch/pytorch is not pinned to one release line"),
     Rule("EG106", "torch-unknown-release", W, "the pinned torch release is not in the compatibility data"),
-    Rule("EG107", "core-package-under-pip", E, "torch, torchvision, torchaudio or numpy installed by pip"),
+    Rule("EG107", "core-package-under-pip", E, "torch, torchvision, torchaudio or numpy from pip beside conda's torch "
+         "stack or the same conda package (info for a pip-only torch stack, warning beside conda CUDA libraries)"),
     Rule("EG108", "pytorch-cuda-with-pip-torch", E, "conda's pytorch-cuda next to a torch from pip"),
     Rule("EG109", "cudatoolkit-with-torch2", E, "cudatoolkit (CUDA <= 11 packaging) with torch >= 2"),
     Rule("EG110", "pytorch-cuda-legacy", E, "pytorch-cuda: legacy pytorch/nvidia channels (error for torch >= 2.6)"),
@@ -157,6 +159,15 @@ def _vkey(v: str) -> tuple[int, ...]:
 
 def _lines_text(lines: Iterable[str]) -> str:
     return ", ".join(sorted(lines, key=_vkey))
+
+
+def _nearest_line(line: str, choices: list[str]) -> str:
+    """The choice closest to ``line`` in version order (ties to the newer)."""
+    def flat(v: str) -> int:
+        k = _vkey(v) + (0, 0)
+        return k[0] * 1000 + k[1]
+
+    return min(choices, key=lambda c: (abs(flat(c) - flat(line)), -flat(c)))
 
 
 # ---------------------------------------------------------------- environment files
@@ -290,6 +301,23 @@ class _EnvLinter:
         self.torch_conda = [d for d in self.conda if d.name in TORCH_CONDA_NAMES]
         self.torch_pip = [d for d in self.pip if d.name == "torch"]
         self.torch_lines = self._torch_lines()
+        self.route = self._route()
+        plats = self.data.get("platforms")
+        self.platforms: list[str] = ([str(p) for p in plats if isinstance(p, str)] if isinstance(plats, list)
+                                     else list(DEFAULT_PLATFORMS))
+
+    def _route(self) -> str:
+        """Where the file's torch comes from: the legacy pytorch channel, conda-forge, or PyPI wheels."""
+        if self.torch_conda:
+            if any((d.channel or "").lower() == "pytorch" for d in self.torch_conda):
+                return compat.PYTORCH
+            order = [n for n in (_channel_name(ch) for ch, _ in self.channels) if n in ("pytorch", "conda-forge")]
+            return compat.PYTORCH if order[:1] == ["pytorch"] else compat.CONDA_FORGE
+        return compat.PYPI if self.torch_pip else compat.CONDA_FORGE
+
+    def _release(self) -> Any:
+        """The released row of the pinned torch on the file's route, or None."""
+        return self.c.torch(self.torch_release, self.route) if self.torch_release else None
 
     def _first_pip_include_line(self) -> int | None:
         for i, dep in enumerate(self.data.get("dependencies") or []):
@@ -341,9 +369,9 @@ class _EnvLinter:
         if legacy:
             self.add("EG103", f"Python {py} is legacy: {legacy.get('note', 'end of life')}",
                      f"move to `python={self.c.default_python}`", d.line, package="python")
-        rel = self.c.torch(self.torch_release) if self.torch_release else None
+        rel = self._release()
         if rel and py not in rel.python:
-            newest_for_py = [r.version for r in self.c.releases_for_python(py)]
+            newest_for_py = [r.version for r in self.c.releases_for_python(py, self.route)]
             pys_ok = [p for p in supported if p in rel.python]
             fix_parts = []
             if pys_ok:
@@ -365,33 +393,70 @@ class _EnvLinter:
                 self.add("EG105", f"{d.name} is not pinned to one release (`{d.spec}`)",
                          f"pin one release line, e.g. {pin}", d.line, package=d.name)
         rel = self.torch_release
-        if rel and self.c.torch(rel) is None and re.match(r"^\d+\.\d+$", rel):
-            known = self.c.torch_releases
-            when = "older than" if _vkey(rel) < _vkey(known[0].version) else "newer than"
+        frozen = self.c.route(self.route).frozen_at
+        if frozen and rel and _vkey(rel) > _vkey(frozen):
+            return  # past a frozen channel's last release: EG111 says so, and where to go instead
+        if rel and self.c.torch(rel, self.route) is None and re.match(r"^\d+\.\d+$", rel):
+            route = self.c.route(self.route)
+            known = route.released
+            row = route.release(rel)
             d = (self.torch_conda + self.torch_pip)[0]
-            self.add("EG106", f"torch {rel} is {when} envguard's compatibility data "
-                     f"({known[0].version}–{known[-1].version}): its Python/CUDA/driver pairing is not checked",
+            if row is not None:
+                what = (f"torch {rel} has no release evidence on {route.title} in envguard's data "
+                        f"(status {row.status}: {row.source})")
+            else:
+                when = ("older than" if _vkey(rel) < _vkey(known[0].version) else
+                        "newer than" if _vkey(rel) > _vkey(known[-1].version) else "missing from")
+                what = (f"torch {rel} is {when} envguard's data for {route.title} "
+                        f"({known[0].version}–{known[-1].version})")
+            self.add("EG106", f"{what}: its Python/CUDA/driver pairing is not checked",
                      f"use torch {known[-1].version}, or update envguard", d.line, package=d.name)
 
     def pip_rules(self) -> None:
+        """EG107: a core package from pip is an error where conda provides the torch stack or the same package
+        (two owners, mismatched binaries). A torch stack from pip on conda's Python alone is PyTorch's own
+        recommended install since the pytorch channel ended: one info line names that layout."""
         core = set(self.c.core_packages)
         conda_keys = {self._key(d) for d in self.conda}
+        conda_stack = [d for d in self.conda if self._key(d) in ("torch", "torchvision", "torchaudio")
+                       or d.name in TORCH_CONDA_NAMES + ("libtorch",)]
+        layout: list[_Dep] = []
         for d in self.pip:
             key = self._key(d)
             via = f" (through {d.via})" if d.via else ""
-            if key in core:
+            if key in core and (conda_stack or key in conda_keys):
                 conda_name = "pytorch" if key == "torch" else key
                 pin = ""
                 lines = release_lines(d.version, "pip", _TORCH_UNIVERSE if key == "torch" else _universe((0, 1, 2), 40))
                 if lines and len(lines) == 1:
                     pin = f"={next(iter(lines))}.*"
-                self.add("EG107", f"{key} is installed by pip (`{d.spec}`{via}); conda provides it, and a pip copy "
-                         "beside conda's packages breaks the environment (two owners, mismatched binaries)",
-                         f"move it to the conda dependencies as `{conda_name}{pin}` and delete the pip line",
-                         d.line, package=key)
+                beside = (f"conda's `{conda_stack[0].spec}`" if conda_stack and key not in conda_keys
+                          else f"conda's {conda_name}")
+                self.add("EG107", f"{key} is installed by pip (`{d.spec}`{via}) beside {beside}: two managers for "
+                         "one torch stack (two owners, mismatched binaries)",
+                         f"move it to the conda dependencies as `{conda_name}{pin}` and delete the pip line, or "
+                         "move the whole torch stack to pip", d.line, package=key)
+            elif key in core:
+                layout.append(d)
             elif key in conda_keys:
                 self.add("EG123", f"{d.name} is requested from both conda and pip (`{d.spec}`)",
                          "keep one: delete the pip line or the conda one", d.line, package=key)
+        if layout:
+            names = ", ".join(self._key(d) + (f" through {d.via}" if d.via else "") for d in layout)
+            cuda_libs = [d.name for d in self.conda if d.name in ("cudatoolkit", "pytorch-cuda", "cudnn", "nccl")
+                         or d.name.startswith(("cuda-", "libcublas", "libcudnn", "libnccl"))]
+            if cuda_libs:
+                self.add("EG107", f"the torch stack comes from pip ({names}) but conda installs CUDA libraries too "
+                         f"({', '.join(cuda_libs[:3])}): the wheels bring their own CUDA runtime, so the environment "
+                         "holds two, and what loads first decides which one a library gets",
+                         f"drop {', '.join(cuda_libs[:3])} from the conda dependencies (the pip-only torch stack needs "
+                         "none), or install the whole torch stack from conda-forge", layout[0].line, W,
+                         package=self._key(layout[0]))
+            else:
+                self.add("EG107", f"the torch stack comes from pip ({names}) on conda's Python: a supported layout "
+                         "(PyTorch's own install since the pytorch channel ended) as long as conda installs no "
+                         "torch, numpy or CUDA libraries of its own", "", layout[0].line, I,
+                         package=self._key(layout[0]))
 
     @staticmethod
     def _key(d: _Dep) -> str:
@@ -412,39 +477,110 @@ class _EnvLinter:
                      "with `cuda-version`), or drop pytorch-cuda", pcuda.line, package="pytorch-cuda")
         tk = names.get("cudatoolkit")
         if tk and (self.torch_conda or self.torch_pip):
-            if self.torch_lines and all(_vkey(v) >= (2,) for v in self.torch_lines):
-                rel = self.torch_release or min(self.torch_lines, key=_vkey)
-                self.add("EG109", f"`{tk.spec}` with torch {rel}: cudatoolkit is CUDA ≤ 11 packaging that torch 2 "
-                         "builds do not use, so the solver can pick a CPU build or a mismatched CUDA runtime",
-                         "drop cudatoolkit; on conda-forge pin `cuda-version` and `pytorch=X.Y.*=cuda*`",
-                         tk.line, package="cudatoolkit")
-            elif self.torch_lines is None:
-                self.add("EG109", f"`{tk.spec}` with an unpinned torch: the solver picks torch 2, which does not "
-                         "use cudatoolkit (CUDA ≤ 11 packaging)",
-                         "pin torch and replace cudatoolkit with `cuda-version`", tk.line, W, package="cudatoolkit")
+            self._cudatoolkit(tk)
         if pcuda:
             after = self._torch_all_after(frozen)
             self.add("EG110", f"`{pcuda.spec}` only exists on the pytorch/nvidia channels, which stopped at "
                      f"torch {frozen}" + (f"; torch {_lines_text(self.torch_lines or ())} cannot use it"
                                           if after else ""),
-                     "on conda-forge use `pytorch=X.Y.*=cuda12*` with `cuda-version=12.6`",
+                     f"on conda-forge use {self._conda_forge_cuda_pins(pcuda.version)}",
                      pcuda.line, E if after else W, package="pytorch-cuda")
-            rel = self.c.torch(self.torch_release) if self.torch_release else None
+            rel = self.c.torch(self.torch_release, compat.PYTORCH) if self.torch_release else None
             cl = release_lines(pcuda.version, "conda", _CUDA_UNIVERSE)
-            if rel and cl and len(cl) == 1 and next(iter(cl)) not in rel.cuda and "pytorch" in rel.channels:
-                self.add("EG118", f"torch {rel.version} has no CUDA {next(iter(cl))} build "
+            if rel and cl and len(cl) == 1 and next(iter(cl)) not in rel.cuda:
+                self.add("EG118", f"the pytorch channel has no CUDA {next(iter(cl))} build of torch {rel.version} "
                          f"(its CUDA lines: {', '.join(rel.cuda)})",
                          f"use `pytorch-cuda={rel.cuda[-1]}`", pcuda.line, package="pytorch-cuda")
         cv = names.get("cuda-version")
-        rel = self.c.torch(self.torch_release) if self.torch_release else None
-        if cv and rel:
-            cl = release_lines(cv.version, "conda", _CUDA_UNIVERSE)
-            majors = {c.split(".")[0] for c in rel.cuda}
-            if cl and len(cl) == 1 and next(iter(cl)).split(".")[0] not in majors:
-                self.add("EG118", f"torch {rel.version} has no CUDA {next(iter(cl)).split('.')[0]}.x builds "
-                         f"(its CUDA lines: {', '.join(rel.cuda)})",
-                         f"use `cuda-version={rel.cuda[0]}`", cv.line, package="cuda-version")
+        if cv and self.route == compat.CONDA_FORGE:
+            self._cuda_version_line(cv)
+        for d in self.torch_conda:
+            if self.route == compat.CONDA_FORGE and d.build:
+                self._build_line(d)
         self._build_guard(names)
+
+    def _cuda_platforms(self, dep: _Dep, rel: Any) -> list[str]:
+        """The file's platforms where ``dep`` applies and the release has CUDA builds."""
+        plats = [p for p in self.platforms if dep.platforms is None or p in dep.platforms]
+        return [p for p in plats if rel.cuda_on(p)]
+
+    def _built_text(self, rel: Any, plats: list[str]) -> str:
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for p in plats:
+            groups.setdefault(rel.cuda_on(p), []).append(p)
+        return ", ".join(f"for CUDA {' and '.join(lines)} on {', '.join(ps)}" for lines, ps in groups.items())
+
+    def _cuda_version_line(self, cv: _Dep) -> None:
+        """EG118: ``cuda-version X.Y`` that no conda-forge build of the pinned torch accepts on some platform (a
+        ``cudaXYZ`` build depends on ``cuda-version >=X.Y,<X+1``)."""
+        rel = self._release()
+        cl = release_lines(cv.version, "conda", _CUDA_UNIVERSE)
+        if rel is None or not cl or len(cl) != 1:
+            return
+        line = next(iter(cl))
+        plats = self._cuda_platforms(cv, rel)
+        lacking = [p for p in plats if rel.build_line(p, line) is None]
+        if not lacking:
+            return
+        choices = rel.cuda_choices(plats)
+        fix = (f"use `cuda-version={_nearest_line(line, choices)}`" if choices
+               else "pin the platforms' lines with selectors, e.g. `cuda-version=12.9  # [linux]`")
+        self.add("EG118", f"conda-forge builds torch {rel.version} {self._built_text(rel, lacking)}: no build there "
+                 f"accepts `{cv.spec}`", fix, cv.line, package="cuda-version")
+
+    def _build_line(self, d: _Dep) -> None:
+        """EG118: a build string that names a CUDA line conda-forge never built for the pinned torch."""
+        rel = self._release()
+        line = compat.cuda_in_build(d.build or "")
+        if rel is None or not line or line == "any":
+            return
+        plats = self._cuda_platforms(d, rel)
+        if "." in line:
+            lacking = [p for p in plats if line not in rel.cuda_on(p)]
+        else:
+            lacking = [p for p in plats if not any(c.split(".")[0] == line for c in rel.cuda_on(p))]
+        if lacking:
+            self.add("EG118", f"conda-forge builds torch {rel.version} {self._built_text(rel, lacking)}: no build "
+                     f"matches `{d.spec}`", f"write {self._conda_forge_cuda_pins(line if '.' in line else None)}",
+                     d.line, package=d.name)
+
+    def _conda_forge_cuda_pins(self, line_hint: str | None) -> str:
+        """`pytorch=X.Y.*=cudaN*` with a `cuda-version` that conda-forge builds for the file's torch."""
+        cf = self.c.route(compat.CONDA_FORGE)
+        rel = (cf.release(self.torch_release) if self.torch_release else None) or cf.release(cf.newest)
+        if rel is None or not rel.released:
+            rel = cf.release(cf.newest)
+        assert rel is not None
+        plats = [p for p in self.platforms if rel.cuda_on(p)] or list(rel.cuda_platforms)
+        choices = rel.cuda_choices(plats) or list(rel.cuda)
+        hints = sorted(release_lines(line_hint, "conda", _CUDA_UNIVERSE) or (), key=_vkey) if line_hint else []
+        hint = hints[0] if hints else (line_hint if line_hint and re.fullmatch(r"\d+\.\d+", line_hint) else None)
+        same = [c for c in choices if hint and c.split(".")[0] == hint.split(".")[0]]
+        line = same[-1] if same else (_nearest_line(hint, choices) if hint else choices[-1])
+        return f"`pytorch={rel.version}.*=cuda{line.split('.')[0]}*` with `cuda-version={line}`"
+
+    def _cudatoolkit(self, tk: _Dep) -> None:
+        """EG109: cudatoolkit is CUDA 11 packaging. conda-forge's torch 2.0-2.5 CUDA 11.x builds really use it;
+        every other torch 2 build does not, so the solver may pick a CPU build or a mismatched runtime."""
+        if self.torch_lines is None:
+            self.add("EG109", f"`{tk.spec}` with an unpinned torch: the solver picks the newest torch 2, which does "
+                     "not use cudatoolkit (CUDA 11 packaging)",
+                     f"pin torch and use {self._conda_forge_cuda_pins(None)}", tk.line, W, package="cudatoolkit")
+            return
+        if not self.torch_lines or not all(_vkey(v) >= (2,) for v in self.torch_lines):
+            return
+        tk_lines = release_lines(tk.version, "conda", _CUDA_UNIVERSE)
+        if self.route == compat.CONDA_FORGE and self.torch_conda:
+            rels = [self.c.torch(v, compat.CONDA_FORGE) for v in self.torch_lines]
+            cuda11 = [r for r in rels if r is not None and any(c.startswith("11.") for c in r.cuda)]
+            if len(cuda11) == len(rels) and (tk_lines is None or all(
+                    any(line in r.cuda for r in cuda11) for line in tk_lines)):
+                return  # conda-forge's own CUDA 11 packaging of torch 2.0-2.5
+        rel = self.torch_release or min(self.torch_lines, key=_vkey)
+        self.add("EG109", f"`{tk.spec}` with torch {rel}: cudatoolkit is CUDA 11 packaging that this torch's builds "
+                 "do not use, so the solver can pick a CPU build or a mismatched CUDA runtime",
+                 f"drop cudatoolkit and use {self._conda_forge_cuda_pins(tk.version)}", tk.line,
+                 package="cudatoolkit")
 
     def _build_guard(self, names: dict[str, _Dep]) -> None:
         if "pytorch-cuda" in names:
@@ -455,11 +591,16 @@ class _EnvLinter:
             signals.append("the nvidia channel")
         if not signals:
             return
+        # pytorch-gpu and pytorch-cpu force the build variant themselves: they are build guards
+        guards = [d for d in self.torch_conda if d.name in ("pytorch-gpu", "pytorch-cpu")]
         for d in self.torch_conda:
             if d.name != "pytorch" or d.build:
                 continue
             if d.platforms is not None and not any(p.startswith(("linux", "win")) for p in d.platforms):
                 continue  # an "# [osx]" line: no CUDA there
+            if any(g.platforms is None or d.platforms is not None and set(d.platforms) <= set(g.platforms)
+                   for g in guards):
+                continue
             cv = names.get("cuda-version")
             major = ""
             if cv is not None:
@@ -467,9 +608,10 @@ class _EnvLinter:
                 if cl and len({c.split(".")[0] for c in cl}) == 1:
                     major = next(iter(cl)).split(".")[0]
             ver = f"{self.torch_release}.*" if self.torch_release else "*"
-            self.add("EG112", f"`{d.spec}` has no build guard, yet the file asks for CUDA ({', '.join(signals[:3])}): "
-                     "when no CUDA build fits, the solver silently installs a CPU build",
-                     f"write `pytorch={ver}=cuda{major}*`", d.line, package="pytorch")
+            self.add("EG112", f"`{d.spec}` has no build guard, yet the file names CUDA ({', '.join(signals[:3])}): "
+                     "whether the solver installs a CUDA or a CPU build then depends on the machine that locks",
+                     f"write `pytorch={ver}=cuda{major}*` for a CUDA build (or `pytorch={ver}=cpu*` for a CPU one)",
+                     d.line, package="pytorch")
 
     def channel_rules(self) -> None:
         frozen = self.c.pytorch_channel_frozen_at

@@ -21,6 +21,7 @@ from envguard.errors import UserError
 from envguard.redact import redact
 from envguard.lock.lockfile import (
     META_CUDA,
+    META_CUDA_FROM,
     META_FINGERPRINT,
     fast_path_possible,
     fingerprint,
@@ -49,7 +50,7 @@ def __getattr__(name: str) -> Any:
 DEFAULT_FILE = "environment.yml"
 DEFAULT_LOCKFILE = "conda-lock.yml"
 
-CudaArg = str | None | bool  # None: keep the lock's assumption (else conda-lock's default), False: no CUDA
+CudaArg = str | None | bool  # None: from the spec or the lock (envguard.lock.cuda), False: no CUDA
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,15 @@ class LockResult:
     content_hash: dict[str, str]
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    cuda_why: str = ""  # where the assumption came from: "cuda-version=12.9 in environment.yml"
+
+    @property
+    def cuda_note(self) -> str:
+        """What a summary line says about ``__cuda``: nothing for a lock without one (a CPU build guard,
+        --no-cuda) or without a platform that has CUDA (osx only)."""
+        if self.cuda in ("none", "default") or not any(p.startswith(("linux-", "win-")) for p in self.platforms):
+            return ""
+        return f"__cuda={self.cuda}, {self.cuda_why}" if self.cuda_why else f"__cuda={self.cuda}"
 
 
 @dataclass
@@ -119,11 +129,11 @@ def _cuda_record(cuda_arg: str, vpr: Any, platform_hint: str | None = None) -> s
     return "default"
 
 
-def _recorded_cuda(meta: dict[str, Any] | None) -> str | None:
+def _recorded_cuda(meta: dict[str, Any] | None, key: str = META_CUDA) -> str | None:
     custom = (meta or {}).get("custom_metadata") or {}
     if not isinstance(custom, dict):  # a damaged lock: no recorded assumption
         return None
-    v = custom.get(META_CUDA)
+    v = custom.get(key)
     return str(v) if v is not None else None
 
 
@@ -133,16 +143,13 @@ def _cuda_from_record(recorded: str | None) -> str | bool | None:
     return False if recorded == "none" else recorded
 
 
-def _resolve_cuda(cuda: CudaArg, lockfile: Path) -> str | bool | None:
-    """An explicit --cuda/--no-cuda wins; otherwise the assumption recorded in the existing lock."""
-    if cuda is not None:
-        return cuda
-    if lockfile.exists():
-        try:
-            return _cuda_from_record(_recorded_cuda(read_metadata(lockfile)))
-        except UserError:
-            return None
-    return None
+def _existing_meta(lockfile: Path) -> dict[str, Any] | None:
+    if not lockfile.exists():
+        return None
+    try:
+        return read_metadata(lockfile)
+    except UserError:
+        return None
 
 
 def lock(
@@ -187,9 +194,14 @@ def lock(
     lock_spec = spec.lock_spec(mapping)
     plats = list(lock_spec.platforms)
 
-    effective_cuda = _resolve_cuda(cuda, lockfile)
-    carg = cuda_arg(effective_cuda)
-    vpr = virtual_package_repo(effective_cuda)
+    from envguard.lock import cuda as cuda_assumption
+
+    meta = _existing_meta(lockfile)
+    assumption = cuda_assumption.resolve(
+        cuda, _recorded_cuda(meta), _recorded_cuda(meta, META_CUDA_FROM),
+        cuda_assumption.from_spec(lock_spec.dependencies, ", ".join(str(f) for f in files)), str(lockfile))
+    carg = cuda_arg(assumption.value)
+    vpr = virtual_package_repo(assumption.value)
     cuda_rec = _cuda_record(carg, vpr)
 
     from conda_lock.lockfile import apply_categories
@@ -210,7 +222,9 @@ def lock(
         report(Progress("solve", p, i, total))
 
     solved = solve_platforms(channels=real_channels, dependencies=deps, virtual_packages=vps,
-                             on_platform=on_platform, cuda_note=f"__cuda={cuda_rec}")
+                             on_platform=on_platform,
+                             cuda_note=("no __cuda" if cuda_rec == "none" else f"__cuda={cuda_rec}")
+                             + f", {assumption.why}")
 
     packages: list[Any] = []
     counts: dict[str, int] = {}
@@ -234,6 +248,8 @@ def lock(
 
     report(Progress("write", detail=str(lockfile)))
     content_hash, custom = lock_metadata(files, lock_spec, vpr, cuda_rec)
+    if assumption.source == cuda_assumption.FROM_FLAG:
+        custom[META_CUDA_FROM] = cuda_assumption.FROM_FLAG
     lf = build_lockfile(
         packages=packages,
         lock_spec=lock_spec,
@@ -252,7 +268,7 @@ def lock(
     report(Progress("done", detail=str(lockfile)))
     return LockResult(lockfile=lockfile, platforms=plats, packages=counts, cuda=cuda_rec, changed=changed,
                       content_hash={p: content_hash[p] for p in plats}, warnings=list(spec.warnings),
-                      seconds=time.perf_counter() - started)
+                      seconds=time.perf_counter() - started, cuda_why=assumption.why)
 
 
 def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str) -> tuple[dict[str, str], dict[str, str]]:

@@ -61,6 +61,12 @@ def write_adopted(spec_file: Path, packages: Sequence[AdoptedPackage], *, lockfi
     from envguard.redact import redact
 
     lock_spec = read_spec([spec_file], [platform]).lock_spec(str(mapping_path()))
+    if cuda is None:  # what `envguard lock` would assume for this spec (envguard.lock.cuda), so both agree
+        from envguard.lock import cuda as cuda_assumption
+
+        cuda = cuda_assumption.resolve(None, None, None, cuda_assumption.from_spec(lock_spec.dependencies,
+                                                                                   spec_file.name),
+                                       str(lockfile)).value
     vpr = virtual_package_repo(cuda)
     cuda_rec = _cuda_record(cuda_arg(cuda), vpr, platform)
     content_hash, meta = lock_metadata([spec_file], lock_spec, vpr, cuda_rec)

@@ -51,6 +51,7 @@ from envguard.yamlio import read_text
 
 FINGERPRINT_TAG = "envguard-lock-fingerprint/1"
 META_CUDA = "envguard.cuda"
+META_CUDA_FROM = "envguard.cuda-from"  # "flag" when --cuda/--no-cuda chose the assumption
 META_FINGERPRINT = "envguard.create.fingerprint."  # + platform
 _EXTENSIONS = (".conda", ".tar.bz2")
 

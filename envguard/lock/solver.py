@@ -145,7 +145,7 @@ def solve_platforms(
                 if kind == "SolverError":
                     hint = ""
                     if "__cuda" in str(e) and cuda_note:
-                        hint = f" (the solve assumed {cuda_note}; pass --cuda X.Y to change it)"
+                        hint = f" (the solve assumed {cuda_note}; pass --cuda X.Y to assume another driver)"
                     raise BackendError(f"cannot solve for {platform}{hint}:\n{_explain(e)}") from None
                 # one line: rattler chains its causes as "\nCaused by: ..." lines
                 cause = "; ".join(line.strip() for line in _explain(e).splitlines() if line.strip())
