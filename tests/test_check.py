@@ -441,7 +441,9 @@ def test_cuda_version_beside_a_cpu_torch_is_not_a_wish_for_cuda(py311, channel_u
     (tmp_path / "environment.yml").write_text("name: t\nchannels: [conda-forge]\ndependencies:\n"
                                               "  - python=3.11\n  - pytorch=2.13.*=cpu*\n  - cuda-version=12.8\n")
     rc, rep = check_json("-p", str(prefix), "--no-smoke", cwd=tmp_path)
-    assert rc == 0 and "EG550" not in codes(rep), rep["findings"]
+    errors = {f["code"] for f in rep["findings"] if f["severity"] == "error"}
+    # the hand-made lock was not made from this spec, so it is also stale (EG516): that is all
+    assert "EG550" not in codes(rep) and errors <= {"EG516"}, rep["findings"]
     assert rep["lockfile"] == str(tmp_path / "conda-lock.yml") and rep["torch"]["cpu"] is True
 
 
