@@ -356,17 +356,18 @@ def lint_cmd(
     for message in result.unreadable:
         render.err.print(f"[red]error:[/red] {_escape(_lint_redact(message))}", markup=True)
     if fmt == "json":
-        from envguard.report import findings_to_json, summary_line
+        from envguard.report import findings_to_json
 
         doc = {"files": [_lint_redact(f) for f in result.files], "findings": findings_to_json(result.findings),
-               "unreadable": [_lint_redact(m) for m in result.unreadable], "summary": summary_line(result.findings)}
+               "unreadable": [_lint_redact(m) for m in result.unreadable], "summary": result.summary}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "markdown":
         from envguard.report import findings_to_markdown
 
-        sys.stdout.write(findings_to_markdown(f"envguard lint: {', '.join(result.files)}", result.findings))
+        sys.stdout.write(findings_to_markdown(f"envguard lint: {', '.join(result.files)}", result.findings,
+                                              summary=result.summary))
     else:
-        print_findings(result.findings, title=f"envguard lint: {', '.join(result.files)}")
+        print_findings(result.findings, title=f"envguard lint: {', '.join(result.files)}", summary=result.summary)
     if result.unreadable:
         raise typer.Exit(int(ExitCode.USAGE))
     raise typer.Exit(int(ExitCode.PROBLEMS) if has_errors(result.findings) else int(ExitCode.OK))
