@@ -256,30 +256,29 @@ def _mixing_rules(g: _Group, col: _Collector) -> None:
         col.add(MIX_CODES[m.rule], Severity(m.severity), m.message, m.fix, g.label, m.records[0])
 
 
-def _unused_channels(g: _Group, unused: dict[str, list[str]]) -> None:
-    """Channels the lock lists for a group that no package of the group is locked from."""
-    if g.listed is None or not g.packages:
+def _channel_use(g: _Group, listed: dict[str, list[Package | None]], used: set[str]) -> None:
+    """Gather, over the whole lock, the channels listed and those packages are locked from."""
+    if g.listed is None:
         return
-    used = {(p.channel or "").rstrip("/").lower() for p in g.packages if p.manager == "conda"}
-    via_defaults = "defaults" in g.listed
-    for ch in sorted(g.listed):
-        if ch in _DEFAULTS and via_defaults:
-            continue  # judged as `defaults`, which is used when any of its members is
-        if ch == "defaults" and used & set(_DEFAULTS):
-            continue
-        if ch != "defaults" and ch.lower() in used:
-            continue
-        groups = unused.setdefault(ch, [])
-        if g.label not in groups:
-            groups.append(g.label)
+    for ch in g.listed:
+        listed.setdefault(ch, [])
+    used.update((p.channel or "").rstrip("/").lower() for p in g.packages if p.manager == "conda")
 
 
-def _report_unused(unused: dict[str, list[str]], col: _Collector) -> None:
-    for ch, groups in unused.items():
-        for label in groups:
-            col.add("EG130", Severity.WARNING,
-                    f"channel `{ch}` is listed but nothing is locked from it",
-                    f"remove `{ch}` from the environment's channels and re-lock", label, None)
+def _report_unused(listed: dict[str, list[Package | None]], used: set[str], col: _Collector) -> None:
+    """A channel the lock lists that no package of any platform (or pixi environment) is locked from.
+
+    Judged over the whole file: the nvidia channel serves linux-64 and win-64 only, and a pixi workspace's
+    channels serve every environment, so a channel idle on one platform or in one environment is not unused.
+    """
+    via_defaults = "defaults" in listed
+    for ch in sorted(listed):
+        if ch == "nodefaults" or (ch in _DEFAULTS and via_defaults):
+            continue  # nodefaults is no channel; the members of `defaults` are judged as `defaults`
+        if (ch == "defaults" and used & set(_DEFAULTS)) or (ch != "defaults" and ch.lower() in used):
+            continue
+        col.add("EG130", Severity.WARNING, f"channel `{ch}` is listed but nothing is locked from it",
+                f"remove `{ch}` from the environment's channels and re-lock", "every platform", None)
 
 
 def credential_lines(text: str) -> list[int]:
@@ -310,16 +309,17 @@ def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
     col = _Collector(shown, _line_index(text))
     runtime = tuple(n for n in c.cuda_runtime_packages)
     unlisted: dict[str, dict[str, Any]] = {}
-    unused: dict[str, list[str]] = {}
+    listed: dict[str, list[Package | None]] = {}
+    used: set[str] = set()
     for g in _groups(kind, shown, text, data):
         _cuda_rules(g, col, runtime)
         _pip_conda_rules(g, col)
         _channel_rules(g, unlisted)
-        _unused_channels(g, unused)
+        _channel_use(g, listed, used)
         _torch_rules(g, col, c)
         _mixing_rules(g, col)
     _report_unlisted(unlisted, col)
-    _report_unused(unused, col)
+    _report_unused(listed, used, col)
     return col.findings() + _credential_rule(shown, text)
 
 

@@ -58,7 +58,14 @@ class _ManifestEnvLinter(_EnvLinter):
         return f'`{name} = "{spec}.*"`'
 
     def spec_fix(self, name: str, version: str, build: str) -> str:
-        return f'`{name} = {{ version = "{version}", build = "{build}" }}`'
+        table = f'`{name} = {{ version = "{version}", build = "{build}" }}`'
+        cuda_subdirs = [p for p in self.env.platforms
+                        if self.manifest.platforms.get(p, p).startswith(("linux", "win"))]
+        if len(cuda_subdirs) == len(self.env.platforms):
+            return table
+        # macOS has no CUDA build: guard only the platforms that have one, the way pixi's docs do
+        where = ", ".join(f"[target.{p}.dependencies]" for p in cuda_subdirs[:2]) or "[target.linux-64.dependencies]"
+        return f'{table} under {where} (macOS has no CUDA build), or `pytorch-gpu = "*"` there'
 
     def gather(self) -> None:
         self.conda = [x for x in (_dep(d, self.env) for d in self.env.deps if d.manager == "conda") if x]
@@ -119,7 +126,7 @@ class _ManifestEnvLinter(_EnvLinter):
 
 def _structure(m: Manifest, text: str) -> list[Finding]:
     """What the manifest's shape gets wrong before any rule: no channels, specs conda/rattler cannot read."""
-    from envguard.lock.matchspec import version_problem
+    from envguard.lock import version_problem
 
     out: list[Finding] = []
     if not m.channels and not any(f.channels for f in m.features.values()):

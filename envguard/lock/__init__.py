@@ -34,7 +34,8 @@ from envguard.yamlio import load_fast
 
 # The wing's public API beyond the command itself: what other wings may use (docs/architecture.md).
 # The spec reader is imported on first use: `lock --check` answers without it.
-_LAZY = {"read_spec": "spec", "validate": "spec", "SpecIssue": "spec", "EnvSpec": "spec"}
+_LAZY = {"read_spec": "spec", "validate": "spec", "SpecIssue": "spec", "EnvSpec": "spec",
+         "match_spec_problem": "matchspec", "version_problem": "matchspec"}
 
 
 def __getattr__(name: str) -> Any:
