@@ -365,14 +365,14 @@ def test_pixi_reader_agrees_with_rattler(realworld: Path) -> None:
                 theirs: set[tuple[str, ...]] = set()
                 for p in env.packages(lp):
                     rec = getattr(p, "package_record", None)
-                    if rec is not None:
-                        theirs.add(("conda", str(p.name), str(rec.build), str(p.location)))
+                    if rec is not None:  # versions too (#14): a YAML float such as 1.10 must not become 1.1
+                        theirs.add(("conda", str(p.name), str(rec.version), str(rec.build), str(p.location)))
                     elif type(p).__name__ == "CondaLockedSourcePackage":  # v7 source build: no record
-                        theirs.add(("conda", str(p.name), "", str(p.location)))
+                        theirs.add(("conda", str(p.name), "", "", str(p.location)))
                     else:
                         theirs.add(("pip", str(p.name), str(p.version)))
-                mine = {("conda", q.name, q.build or "", q.url or "") if q.manager == "conda"
-                        else ("pip", q.name, q.version) for q in ours.packages[lp.name]}
+                mine = {("conda", q.name, q.version if q.build else "", q.build or "", q.url or "")
+                        if q.manager == "conda" else ("pip", q.name, q.version) for q in ours.packages[lp.name]}
                 dynamic = {t for t in theirs if t[-1] == "<dynamic>"}  # rattler leaves editable versions open
                 mine = {m for m in mine if not any(m[:2] == d[:2] for d in dynamic)}
                 assert mine == theirs - dynamic, (f.name, env_name, lp.name)
