@@ -725,6 +725,8 @@ def _raw_credentials(path: str, text: str, kind: str | None, found: list[Finding
     """The credential scan of the raw text, for lines no other finding already named (EG115 for a spec)."""
     from envguard.lint.locks import credential_finding, credential_lines
 
+    if kind in ("conda-lock", "pixi", "explicit"):
+        return []  # lint_lock scanned the same raw text (EG155)
     code = "EG115" if kind in ("environment", "pixi-manifest") else "EG155"
     named = {f.line for f in found if f.code in ("EG115", "EG155")}
     if not any(n not in named for n in credential_lines(text)):
