@@ -14,7 +14,7 @@ import channels
 import check_envs
 from envguard.diff import SideArgs, compare
 from envguard.findings import Severity
-from envguard.lint import lint_file
+from envguard.lint import lint_file, lint_text
 
 CF = "https://conda.anaconda.org/conda-forge"
 MAIN = "https://repo.anaconda.com/pkgs/main"
@@ -221,6 +221,10 @@ def test_spec_level_rules(tmp_path: Path) -> None:
     fs = _by_code(lint_file(p))
     assert fs["EG157"][0].line == 10 and "cudatoolkit" in fs["EG157"][0].message
     assert "EG158" not in fs and "EG107" in fs  # pytorch on linux, pip torch on osx: never both on one platform
+    # torch from both in an environment file: EG107 (move it to conda) says it; EG158 is for what is locked
+    both = p.read_text().replace("torch==2.6.0  # [osx]", "torch==2.6.0")
+    codes = [f.code for f in lint_text(both, "environment.yml")]
+    assert codes.count("EG107") == 1 and "EG158" not in codes
 
 
 # --------------------------------------------------------------------------- a live prefix

@@ -419,8 +419,6 @@ class _EnvLinter:
             key = self._key(d)
             via = f" (through {d.via})" if d.via else ""
             both = [c for c in conda_by_key.get(key, []) if _overlap(c.platforms, d.platforms)]
-            if key == "torch" and any(c.name == "pytorch" for c in both):
-                continue  # torch from conda and from pip: EG158 says which one is imported
             if key in core:
                 conda_name = "pytorch" if key == "torch" else key
                 pin = ""
@@ -601,6 +599,8 @@ class _EnvLinter:
                 code = MIX_CODES[m.rule]
                 if (code == "EG113" and list_level) or (code, m.message) in seen:
                     continue  # the channels list already says so / another platform did
+                if code == "EG158" and any(f.code == "EG107" and f.package == "torch" for f in self.findings):
+                    continue  # EG107 already stops the pip torch line in a spec
                 seen.add((code, m.message))
                 where = f" (on {platform})" if platform else ""
                 self.add(code, m.message + where, m.fix, lines.get(id(m.records[0])), package=m.package)
