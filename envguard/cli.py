@@ -332,8 +332,8 @@ def check_cmd(
 
 @app.command("diff")
 def diff_cmd(
-    a: Optional[str] = typer.Argument(None, metavar="A", help="environment.yml, conda-lock.yml, explicit file, "
-                                      "export, pixi.lock, check report, prefix directory or name:NAME."),
+    a: Optional[str] = typer.Argument(None, metavar="A", help="environment.yml, pixi.toml, conda-lock.yml, "
+                                      "explicit file, export, pixi.lock, check report, prefix directory or name:NAME."),
     b: Optional[str] = typer.Argument(None, metavar="B", help="The other side, in any of the same forms."),
     name: Optional[list[str]] = typer.Option(
         None, "--name", "-n", metavar="NAME", help="A named environment; fills side B (or A and B when given "
@@ -344,10 +344,12 @@ def diff_cmd(
     a_platform: Optional[str] = typer.Option(None, "--a-platform", help="Platform of side A (overrides --platform)."),
     b_platform: Optional[str] = typer.Option(None, "--b-platform", help="Platform of side B (overrides --platform)."),
     kind: Optional[str] = typer.Option(None, "--kind", help="Kind of both sides instead of detecting it: "
-                                       "environment, conda-lock, explicit, export, pixi, prefix, report."),
+                                       "environment, pixi-manifest, conda-lock, explicit, export, pixi, prefix, "
+                                       "report."),
     a_kind: Optional[str] = typer.Option(None, "--a-kind", help="Kind of side A only."),
     b_kind: Optional[str] = typer.Option(None, "--b-kind", help="Kind of side B only."),
-    environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi.lock environment (both sides)."),
+    environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment (both sides; "
+                                              "default: every one a manifest and its pixi.lock share)."),
     a_environment: Optional[str] = typer.Option(None, "--a-environment", help="pixi.lock environment of side A."),
     b_environment: Optional[str] = typer.Option(None, "--b-environment", help="pixi.lock environment of side B."),
     fmt: str = typer.Option("text", "--format", help="text, markdown (for a pull-request comment) or json."),
@@ -443,7 +445,8 @@ def init_cmd(
 @app.command("lint")
 def lint_cmd(
     files: Optional[list[Path]] = typer.Argument(
-        None, metavar="FILE", help="Environment or lock files (default: environment.yml and conda-lock.yml here)."),
+        None, metavar="FILE", help="Environment files, pixi manifests or lock files (default: environment.yml and "
+        "conda-lock.yml here)."),
     fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
 ) -> None:
     """Check environment files and lock files for known-bad PyTorch setups (exit 1 on errors)."""
@@ -460,17 +463,18 @@ def lint_cmd(
     for message in result.unreadable:
         render.err.print(f"[red]error:[/red] {_escape(_lint_redact(message))}", markup=True)
     if fmt == "json":
-        from envguard.report import findings_to_json, summary_line
+        from envguard.report import findings_to_json
 
         doc = {"files": [_lint_redact(f) for f in result.files], "findings": findings_to_json(result.findings),
-               "unreadable": [_lint_redact(m) for m in result.unreadable], "summary": summary_line(result.findings)}
+               "unreadable": [_lint_redact(m) for m in result.unreadable], "summary": result.summary}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "markdown":
         from envguard.report import findings_to_markdown
 
-        sys.stdout.write(findings_to_markdown(f"envguard lint: {', '.join(result.files)}", result.findings))
+        sys.stdout.write(findings_to_markdown(f"envguard lint: {', '.join(result.files)}", result.findings,
+                                              summary=result.summary))
     else:
-        print_findings(result.findings, title=f"envguard lint: {', '.join(result.files)}")
+        print_findings(result.findings, title=f"envguard lint: {', '.join(result.files)}", summary=result.summary)
     if result.unreadable:
         raise typer.Exit(int(ExitCode.USAGE))
     raise typer.Exit(int(ExitCode.PROBLEMS) if has_errors(result.findings) else int(ExitCode.OK))

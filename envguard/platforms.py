@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform as _platform
+import re
 import sys
 
 # The platforms conda-lock 4.0.3 can lock: its selector table and its default
@@ -33,6 +34,25 @@ SELECTOR_PLATFORMS: dict[str, frozenset[str]] = {
     "win64": frozenset({"win-64"}),
     "unix": frozenset({"linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64"}),
 }
+
+# A selector comment the way conda-lock 4.0.3 finds it (src_parser/selectors.py): anywhere after a `#`
+# on a line that has text before the `#`, followed by nothing with parentheses. conda-lock keeps such a
+# line only on the platforms of a single term of its table: `# [not win]` or `# [linux and x86_64]`
+# drops the line on every platform. Lines that start with `#` are comments, never selectors.
+_LINE_SELECTOR = re.compile(r"^(.+?)\s*(#.*)\[([^\[\]]+)\][^()]*$")
+
+
+def line_selector(line: str) -> str | None:
+    """The selector written on a source line (``- psutil  # [linux64]`` -> ``linux64``), else None."""
+    if line.lstrip().startswith("#"):
+        return None
+    m = _LINE_SELECTOR.match(line)
+    return m.group(3) if m else None
+
+
+def selector_platforms(selector: str) -> frozenset[str]:
+    """The platforms on which conda-lock keeps a line with this selector (none for anything it cannot read)."""
+    return SELECTOR_PLATFORMS.get(selector, frozenset())
 
 
 def host_platform() -> str:

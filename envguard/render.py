@@ -95,8 +95,8 @@ def escape(text: str) -> str:
     return escape(text)
 
 
-def print_findings(findings: "list", title: str | None = None) -> None:
-    """A rich table of findings grouped by severity, then a one-line summary."""
+def print_findings(findings: "list", title: str | None = None, summary: str | None = None) -> None:
+    """A rich table of findings grouped by severity, then a one-line summary (``summary`` replaces it)."""
     from rich.table import Table
 
     from envguard.findings import sort_findings
@@ -124,4 +124,4 @@ def print_findings(findings: "list", title: str | None = None) -> None:
             table.add_row(f"[{style[sev]}]{sev}[/]", escape(f.code), escape(redact(f.location or f.package or "")),
                           escape(redact(f.message)), escape(redact(f.fix)))
         out.print(table)
-    out.print(summary_line(fs))
+    out.print(summary if summary is not None else summary_line(fs))

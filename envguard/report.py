@@ -29,10 +29,10 @@ def _md_cell(text: str) -> str:
     return redact(text).replace("|", "\\|").replace("\n", " ")
 
 
-def findings_to_markdown(title: str, findings: Iterable[Finding]) -> str:
+def findings_to_markdown(title: str, findings: Iterable[Finding], summary: str | None = None) -> str:
     fs = sort_findings(list(findings))
     icon = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.INFO: "ℹ️"}
-    lines = [f"### {title}", "", f"**{summary_line(fs)}**", ""]
+    lines = [f"### {title}", "", f"**{summary if summary is not None else summary_line(fs)}**", ""]
     if fs:
         lines += ["| | code | where | message | fix |", "|---|---|---|---|---|"]
         for f in fs:

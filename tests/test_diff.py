@@ -201,7 +201,7 @@ def test_diff_requested() -> None:
 def test_platform_choice(realworld: Path) -> None:
     clay = load(str(realworld / "conda-lock" / "Clay-foundation__model__conda-lock@32518ce.yml"))
     yi = load(str(realworld / "conda-lock" / "01-ai__Yi__conda-lock.yml"))
-    export = load(str(realworld / "export" / "RosettaCommons__RoseTTAFold__RoseTTAFold-linux.yml"))
+    export = load(str(realworld / "export" / "ArjunArasappan__dynamo_ssl__conda_env.yml"))  # names no platform
     assert choose_platforms(clay, clay, host="osx-arm64")[0] == [("osx-arm64", "osx-arm64")]
     assert choose_platforms(clay, yi, host="win-64")[0] == [("linux-64", "linux-64")]  # the only common one
     assert choose_platforms(clay, export, host="linux-64")[0] == [("linux-64", None)]

@@ -499,8 +499,16 @@ def test_lock_conda_and_pip_copy_of_one_package(tmp_path: Path) -> None:
         _entry("torch", "2.7.1", "https://files.pythonhosted.org/packages/ab/torch-2.7.1-cp311-cp311-"
                                  "manylinux_2_28_x86_64.whl", manager="pip"),
     )
-    f = _one(lint_file(p), "EG151")
-    assert f.package == "torch" and f.severity is Severity.ERROR
+    fs = lint_file(p)
+    f = _one(fs, "EG158")  # torch twice is EG158 (#14), which says which copy is imported; EG151 leaves it
+    assert f.package == "torch" and f.severity is Severity.ERROR and "EG151" not in _codes(fs)
+    numpy = _lock(
+        tmp_path,
+        _entry("numpy", "1.26.4", f"{CF}/linux-64/numpy-1.26.4-py311h0_0.conda"),
+        _entry("numpy", "1.26.4", "https://files.pythonhosted.org/packages/ab/numpy-1.26.4-cp311-cp311-"
+                                  "manylinux_2_28_x86_64.whl", manager="pip"),
+    )
+    assert _one(lint_file(numpy), "EG151").package == "numpy"
 
 
 def test_lock_unlisted_channel_and_prerelease(tmp_path: Path) -> None:
@@ -589,7 +597,7 @@ def test_cli_lints_lock_beside_environment(tmp_path: Path, monkeypatch: pytest.M
                  manager="pip"))
     assert cli.run(["lint", "--format", "json"]) == 1
     doc = json.loads(capsys.readouterr().out)
-    assert [f["code"] for f in doc["findings"]] == ["EG151"]
+    assert [f["code"] for f in doc["findings"]] == ["EG158"]  # torch twice: #14 names the copy imported
     assert doc["files"] == ["environment.yml", "conda-lock.yml"]
 
 

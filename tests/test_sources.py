@@ -203,7 +203,8 @@ def test_explicit_errors_name_the_line(tmp_path: Path) -> None:
 
 def test_export_forms(realworld: Path) -> None:
     d = load(str(realworld / "export" / "RosettaCommons__RoseTTAFold__RoseTTAFold-linux.yml"))
-    pkgs = {p.name: p for p in d.packages[None]}
+    assert d.platforms == ["linux-64"]  # ld_impl_linux-64 says where the export was taken (#14)
+    pkgs = {p.name: p for p in d.packages["linux-64"]}
     assert pkgs["blast-legacy"].channel == "biocore" and pkgs["blast-legacy"].version == "2.2.26"
     assert pkgs["hhsuite"].version == "" and pkgs["cudatoolkit"].build == "h6bb024c_0"
     assert pkgs["pytorch"].build and "cuda11.1" in pkgs["pytorch"].build
@@ -213,7 +214,7 @@ def test_export_forms(realworld: Path) -> None:
     assert dp["python"].build == "he550d4f_0_cpython" and dp["torch"].manager == "pip"
     assert dp["d4rl"].manager == "pip" and dp["d4rl"].url and "github.com" in dp["d4rl"].url
     nob = load(str(realworld / "export" / "DeepRank__DeepRank-GNN-esm__environment-gpu.yml"))
-    assert nob.kind == "export" and all(p.build is None for p in nob.packages[None])
+    assert nob.kind == "export" and all(p.build is None for p in nob.packages_for(None))
 
 
 # --------------------------------------------------------------------------- pixi
@@ -364,14 +365,14 @@ def test_pixi_reader_agrees_with_rattler(realworld: Path) -> None:
                 theirs: set[tuple[str, ...]] = set()
                 for p in env.packages(lp):
                     rec = getattr(p, "package_record", None)
-                    if rec is not None:
-                        theirs.add(("conda", str(p.name), str(rec.build), str(p.location)))
+                    if rec is not None:  # versions too (#14): a YAML float such as 1.10 must not become 1.1
+                        theirs.add(("conda", str(p.name), str(rec.version), str(rec.build), str(p.location)))
                     elif type(p).__name__ == "CondaLockedSourcePackage":  # v7 source build: no record
-                        theirs.add(("conda", str(p.name), "", str(p.location)))
+                        theirs.add(("conda", str(p.name), "", "", str(p.location)))
                     else:
                         theirs.add(("pip", str(p.name), str(p.version)))
-                mine = {("conda", q.name, q.build or "", q.url or "") if q.manager == "conda"
-                        else ("pip", q.name, q.version) for q in ours.packages[lp.name]}
+                mine = {("conda", q.name, q.version if q.build else "", q.build or "", q.url or "")
+                        if q.manager == "conda" else ("pip", q.name, q.version) for q in ours.packages[lp.name]}
                 dynamic = {t for t in theirs if t[-1] == "<dynamic>"}  # rattler leaves editable versions open
                 mine = {m for m in mine if not any(m[:2] == d[:2] for d in dynamic)}
                 assert mine == theirs - dynamic, (f.name, env_name, lp.name)

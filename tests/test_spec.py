@@ -182,11 +182,16 @@ def test_conda_lock_parser_runs_on_valid_specs(tmp_path: Path) -> None:
 
 
 def test_conda_lock_parser_failures_become_user_errors(tmp_path: Path) -> None:
-    # rattler's matchspec parser accepts this version; conda's (inside conda-lock) does not
+    # rattler's matchspec parser accepts this version; conda's (inside conda-lock) does not. Since #14 our own
+    # validation speaks conda's grammar and stops it first; conda-lock's parser still fails in one line.
+    from envguard.lock.spec import conda_lock_spec
+
     p = _write(tmp_path, "channels: [conda-forge]\ndependencies:\n  - numpy >=abc<\n")
-    spec = read_spec([p], ["linux-64"])
+    with pytest.raises(UserError) as first:
+        read_spec([p], ["linux-64"])
+    assert "numpy >=abc<" in first.value.message and first.value.line == 3
     with pytest.raises(UserError) as e:
-        spec.lock_spec()
+        conda_lock_spec([p], ["linux-64"])
     assert "conda-lock cannot parse the spec" in e.value.message and "numpy >=abc<" in e.value.message
     assert str(p) in e.value.message and "\n" not in e.value.message
 

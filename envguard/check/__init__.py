@@ -285,6 +285,25 @@ def _merge(static: list[Finding], smoke: list[Finding]) -> list[Finding]:
     return out + [f for f in smoke if id(f) not in drop_smoke]
 
 
+# envguard.mixing's rules on the installed records (#14): the same rules lint applies to every file kind.
+MIXING_CODES = {"channels": "EG570", "openmp": "EG571", "cuda-lines": "EG572", "torch-twice": "EG573"}
+
+
+def mixing_findings(installed: Sequence[Package], already: Sequence[Finding] = ()) -> list[Finding]:
+    """Channel, CUDA-line and torch-twice mixing in a live prefix. torch twice is left to the pip-over-conda
+    rules (EG520/EG521/EG523) when they already name torch: they know which copy `import torch` resolves to."""
+    from envguard.mixing import mixing
+
+    torch_named = any(f.code in ("EG520", "EG521", "EG523") and f.severity is not Severity.INFO
+                      and (f.package or "").lower() in ("torch", "pytorch") for f in already)
+    out: list[Finding] = []
+    for m in mixing(installed, context="prefix"):
+        if m.rule == "torch-twice" and torch_named:
+            continue
+        out.append(Finding(MIXING_CODES[m.rule], Severity(m.severity), m.message, m.fix, package=m.package))
+    return out
+
+
 # --------------------------------------------------------------------------- the command
 
 
@@ -425,7 +444,9 @@ def run_check(
     )
     from envguard.catalog import aim_findings
 
-    findings = aim_findings(_merge(findings + checks.evaluate(inp), smoke_findings), target)
+    static = findings + checks.evaluate(inp)
+    static += mixing_findings(installed, static)
+    findings = aim_findings(_merge(static, smoke_findings), target)
     kind = "conda" if info.is_conda else ("venv" if info.is_venv else "other")
     return CheckReport(
         prefix=target, platform=platform, kind=kind, python_version=info.python_version,

@@ -319,8 +319,26 @@ def _pip_over_conda(key: str, olds: list[Package], news: list[Package]) -> tuple
     return [], olds, news
 
 
-def diff_packages(old: list[Package], new: list[Package]) -> list[Change]:
-    """Every difference between two package lists of one platform, core packages first."""
+def identical_artifact(a: Package, b: Package) -> bool:
+    """The same file on both sides: same artifact URL and the same sha256, whatever versions the files claim."""
+    return bool(a.url and b.url and a.sha256 and b.sha256 and a.sha256.lower() == b.sha256.lower()
+                and _artifact(a.url) == _artifact(b.url))
+
+
+def _relabel_note(a: Package, b: Package) -> str:
+    placeholder = "0.0.0" in (a.version, b.version)
+    why = (" (conda-lock ≥ 3 writes the placeholder 0.0.0 for a pip package locked from a URL)"
+           if placeholder else "")
+    return (f"{a.name}: A says version {a.version or '?'}, B says {b.version or '?'}, but both name the same "
+            f"artifact ({_artifact(a.url or '')}, same sha256): the same package, not a version change{why}")
+
+
+def diff_packages(old: list[Package], new: list[Package], notes: list[str] | None = None) -> list[Change]:
+    """Every difference between two package lists of one platform, core packages first.
+
+    Two records of one artifact (same URL and sha256) are the same package even when the files claim
+    different versions; that disagreement goes to ``notes`` when given, never into the changes.
+    """
     go, gn = _group(old), _group(new)
     changes: list[Change] = []
     for key in go.keys() | gn.keys():
@@ -328,6 +346,10 @@ def diff_packages(old: list[Package], new: list[Package]) -> list[Change]:
         changes += over
         pairs, removed, added = _pair(olds, news)
         for a, b in pairs:
+            if identical_artifact(a, b):
+                if notes is not None and a.version != b.version:
+                    notes.append(_relabel_note(a, b))
+                continue
             kinds, detail = classify(a, b)
             if kinds:
                 changes.append(Change(key=key, kinds=kinds, old=a, new=b, detail=detail))
@@ -426,19 +448,26 @@ class SpecReport:
     platform: str | None
     checks: list[SpecCheck] = field(default_factory=list)
     unrequested: list[Package] = field(default_factory=list)
+    environment: str | None = None  # pixi: the environment compared, when a diff compares several
+
+    @property
+    def where(self) -> str:
+        parts = [f"on {self.platform}" if self.platform else "", f"(env {self.environment})" if self.environment else ""]
+        return " ".join(p for p in parts if p)
 
     @property
     def failing(self) -> list[SpecCheck]:
         return [c for c in self.checks if c.status != "satisfied"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"platform": self.platform, "checks": [c.to_dict() for c in self.checks],
-                "unrequested": [_pkg_dict(p) for p in self.unrequested]}
+        return {"platform": self.platform, "environment": self.environment,
+                "checks": [c.to_dict() for c in self.checks], "unrequested": [_pkg_dict(p) for p in self.unrequested]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SpecReport":
         return cls(platform=d.get("platform"), checks=[SpecCheck.from_dict(c) for c in d.get("checks", [])],
-                   unrequested=[p for p in (_pkg(x) for x in d.get("unrequested", [])) if p is not None])
+                   unrequested=[p for p in (_pkg(x) for x in d.get("unrequested", [])) if p is not None],
+                   environment=d.get("environment"))
 
 
 # PEP 508 marker values of each conda platform (python_version comes from the locked python).
@@ -476,6 +505,14 @@ def _marker_applies(spec: RequestedSpec, platform: str | None, python: str | Non
         return True
 
 
+def _import_winner(cands: list[Package]) -> Package | None:
+    """The copy `import` loads when a package is locked from conda and from pip: pip's (it installs last)."""
+    managers = {p.manager for p in cands}
+    if managers != {"conda", "pip"}:
+        return None
+    return next(p for p in cands if p.manager == "pip")
+
+
 def spec_vs_lock(requested: list[RequestedSpec], packages: list[Package], platform: str | None = None) -> SpecReport:
     """Whether each requested spec that applies to ``platform`` is satisfied, and what nobody asked for."""
     by_key = _group(packages)
@@ -490,6 +527,15 @@ def spec_vs_lock(requested: list[RequestedSpec], packages: list[Package], platfo
         cands = sorted(cands, key=lambda p: (p.name != spec.name, p.manager != spec.manager))
         if not cands:
             checks.append(SpecCheck(spec, "missing", None, "not in the lock"))
+            continue
+        winner = _import_winner(cands)
+        if winner is not None:
+            # torch from conda and from pip (envguard.mixing): the request is met only by the copy `import` loads
+            other = next(p for p in cands if p is not winner)
+            ok = winner.manager == spec.manager and check_spec(spec, winner)[0]
+            reason = (f"{other.manager} {other.name} {other.version} is locked too, but {winner.manager} "
+                      f"{winner.name} {winner.version} is the copy `import` loads (pip installs over conda's files)")
+            checks.append(SpecCheck(spec, "satisfied" if ok else "unsatisfied", winner, reason))
             continue
         ok, reason = check_spec(spec, cands[0])
         checks.append(SpecCheck(spec, "satisfied" if ok else "unsatisfied", cands[0], reason))
@@ -586,7 +632,7 @@ class DiffResult:
         for r in self.spec_reports:
             bad = len(r.failing)
             total = len(r.checks)
-            where = f" on {r.platform}" if r.platform else ""
+            where = f" {r.where}" if r.where else ""
             parts.append(f"{total - bad} of {total} requested specs satisfied{where}"
                          + (f", {bad} not" if bad else "") + f"; {len(r.unrequested)} locked packages not requested")
         if self.only_in_a:
@@ -657,7 +703,7 @@ def to_markdown(result: DiffResult, *, max_rows: int = 200) -> str:
             lines.append(f"\n… and {len(pd.changes) - max_rows} more (see `--format json`)")
         lines.append("")
     for r in result.spec_reports:
-        title = f"#### Requested specs ({result.spec_side}) against the lock" + (f" on {r.platform}" if r.platform else "")
+        title = f"#### Requested specs ({result.spec_side}) against the lock" + (f" {r.where}" if r.where else "")
         lines += [title, "", "| | spec | locked | note |", "|---|---|---|---|"]
         for c in r.checks:
             icon = "✅" if c.status == "satisfied" else "❌"

@@ -28,7 +28,7 @@ def print_diff(result: "object", max_unrequested: int = 25) -> None:
                           Text(a), Text(b), Text(redact(c.detail)))
         render.out.print(table)
     for rep in r.spec_reports:
-        where = f" on {rep.platform}" if rep.platform else ""
+        where = f" {rep.where}" if rep.where else ""
         table = Table(title=Text(f"requested specs ({r.spec_side}) against the lock{where}"), expand=False)
         for col in ("", "spec", "locked", "note"):
             table.add_column(col, overflow="fold")

@@ -6,7 +6,7 @@ side (A or B), its path and why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from envguard.diff import DiffResult, PlatformDiff, Side, diff_packages, diff_requested, spec_vs_lock
 from envguard.errors import EnvguardError, UserError
@@ -92,29 +92,94 @@ def choose_platforms(a: Description, b: Description, *, platform: str | None = N
     return [(chosen if ka else None, chosen if kb else None)], [], []
 
 
+def align_platform_names(spec: Description, other: Description) -> dict[str, str]:
+    """Rename a pixi manifest's platforms to the lock's names for the same platform; returns the renames.
+
+    pixi gives a named platform of the manifest (``{name = "cuda-linux-64", platform = "linux-64",
+    cuda = "12"}``) a name of its own in pixi.lock v7 (``p2``, with ``__cuda=12``): pair them by subdir,
+    then by the virtual packages that tell two platforms of one subdir apart.
+    """
+    if spec.kind != "pixi-manifest" or not other.platform_info:
+        return {}
+    theirs = {p: other.platform_info.get(p, {"subdir": p}) for p in other.platforms if p is not None}
+    mine = {p: spec.platform_info.get(p, {"subdir": p}) for p in spec.declared_platforms}
+    renames: dict[str, str] = {}
+    taken = {p for p in mine if p in theirs and theirs[p]["subdir"] == mine[p]["subdir"]}
+    for name, facts in mine.items():
+        if name in taken:
+            continue
+        cands = [t for t, tf in theirs.items() if t not in taken and tf["subdir"] == facts["subdir"]]
+        if len(cands) > 1:
+            want = {k: v for k, v in facts.items() if k != "subdir"}
+            cands = [t for t in cands if {k: v for k, v in theirs[t].items() if k != "subdir"} == want]
+        if len(cands) == 1:
+            renames[name] = cands[0]
+            taken.add(cands[0])
+    if renames:
+        spec.declared_platforms = tuple(renames.get(p, p) for p in spec.declared_platforms)
+        spec.requested = [replace(r, platforms=tuple(renames.get(p, p) for p in r.platforms))
+                          if r.platforms else r for r in spec.requested]
+        spec.notes.append("platforms paired with the lock's names: "
+                          + ", ".join(f"{k} = {v}" for k, v in renames.items()))
+    return renames
+
+
+def _environment_pairs(a: SideArgs, b: SideArgs, da: Description, db: Description
+                       ) -> list[tuple[str | None, Description, Description]]:
+    """A pixi manifest against a pixi.lock, no environment named: every environment both have, each read."""
+    kinds = {da.kind, db.kind}
+    if kinds != {"pixi-manifest", "pixi"} or a.environment or b.environment:
+        return [(None, da, db)]
+    manifest, lock = (da, db) if da.kind == "pixi-manifest" else (db, da)
+    shared = [e for e in manifest.environments if e in lock.environments]
+    if len(shared) <= 1 and (not shared or len(manifest.environments) == 1):
+        return [(None, da, db)]
+    out: list[tuple[str | None, Description, Description]] = []
+    for env in shared:
+        ea = da if da.environment == env else _load_side("A", replace(a, environment=env))
+        eb = db if db.environment == env else _load_side("B", replace(b, environment=env))
+        out.append((env, ea, eb))
+    missing = [e for e in manifest.environments if e not in lock.environments]
+    if missing:
+        out[0][1].notes.append(f"environments of the manifest that the lock does not have: {', '.join(missing)}")
+    return out
+
+
 def compare(a: SideArgs, b: SideArgs, *, platform: str | None = None, all_platforms: bool = False,
             host: str | None = None) -> DiffResult:
     """Read A and B, choose platforms, diff. Raises :class:`UserError` (exit 2) when a side can't be read."""
     da = _load_side("A", a)
     db = _load_side("B", b)
-    pairs, only_a, only_b = choose_platforms(da, db, platform=platform, a_platform=a.platform,
-                                             b_platform=b.platform, all_platforms=all_platforms, host=host)
-    single = len(pairs) == 1
-    result = DiffResult(
-        a=Side("A", da.kind, da.path, pairs[0][0] if single else None, da.environment),
-        b=Side("B", db.kind, db.path, pairs[0][1] if single else None, db.environment),
-        only_in_a=only_a, only_in_b=only_b,
-    )
-    for label, d in (("A", da), ("B", db)):
-        result.notes += [f"{label}: {n}" for n in d.notes]
-    for pa, pb in pairs:
-        if da.is_spec and db.is_spec:
-            result.platforms.append(PlatformDiff(pa, pb, diff_requested(da.requested, db.requested, pa or pb)))
-        elif da.is_spec or db.is_spec:
-            spec, other, plat = (da, db, pb) if da.is_spec else (db, da, pa)
-            result.spec_side = "A" if da.is_spec else "B"
-            report = spec_vs_lock(spec.requested, other.packages_for(plat), plat or (pa or pb))
-            result.spec_reports.append(report)
-        else:
-            result.platforms.append(PlatformDiff(pa, pb, diff_packages(da.packages_for(pa), db.packages_for(pb))))
+    runs = _environment_pairs(a, b, da, db)
+    result: DiffResult | None = None
+    for env, ea, eb in runs:
+        if ea.is_spec != eb.is_spec:
+            align_platform_names(ea if ea.is_spec else eb, eb if ea.is_spec else ea)
+        pairs, only_a, only_b = choose_platforms(ea, eb, platform=platform, a_platform=a.platform,
+                                                 b_platform=b.platform, all_platforms=all_platforms, host=host)
+        single = len(pairs) == 1 and len(runs) == 1
+        if result is None:
+            result = DiffResult(
+                a=Side("A", ea.kind, ea.path, pairs[0][0] if single else None, ea.environment if env is None else None),
+                b=Side("B", eb.kind, eb.path, pairs[0][1] if single else None, eb.environment if env is None else None),
+            )
+            for label, d in (("A", ea), ("B", eb)):
+                result.notes += [f"{label}: {n}" for n in d.notes]
+        result.only_in_a += [p for p in only_a if p not in result.only_in_a]
+        result.only_in_b += [p for p in only_b if p not in result.only_in_b]
+        for pa, pb in pairs:
+            if ea.is_spec and eb.is_spec:
+                result.platforms.append(PlatformDiff(pa, pb, diff_requested(ea.requested, eb.requested, pa or pb)))
+            elif ea.is_spec or eb.is_spec:
+                spec, other, plat = (ea, eb, pb) if ea.is_spec else (eb, ea, pa)
+                result.spec_side = "A" if ea.is_spec else "B"
+                report = spec_vs_lock(spec.requested, other.packages_for(plat), plat or (pa or pb))
+                report.environment = env
+                result.spec_reports.append(report)
+            else:
+                notes: list[str] = []
+                result.platforms.append(PlatformDiff(pa, pb, diff_packages(ea.packages_for(pa), eb.packages_for(pb),
+                                                                           notes)))
+                result.notes += [f"{pa or pb or 'any platform'}: {n}" if len(pairs) > 1 else n for n in notes]
+    assert result is not None
     return result

@@ -9,7 +9,12 @@ through :mod:`envguard.compat`; structural checks of environment files
 from :func:`envguard.lock.spec.validate`, so ``lint`` and ``lock`` agree.
 
 Lock files (conda-lock.yml, pixi.lock, explicit files) are read by
-:mod:`envguard.sources` and checked by :mod:`envguard.lint.locks`.
+:mod:`envguard.sources` and checked by :mod:`envguard.lint.locks`; pixi manifests
+(pixi.toml, pyproject.toml with [tool.pixi]) by :mod:`envguard.lint.manifest`, with
+the same rules as environment files, once per pixi environment. The mixing rules
+(channels, CUDA lines across conda and pip, torch from two managers) are
+:mod:`envguard.mixing`'s, for every kind. Every file's raw text is scanned for
+literal credentials, whatever its kind, even one lint cannot otherwise read.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ class Rule:
     name: str
     severity: Severity  # the usual severity; some rules soften to a warning when the case is unsure
     summary: str
-    applies_to: str = "environment"  # "environment" | "lock"
+    applies_to: str = "environment"  # "environment" (specs and manifests) | "lock" | "any"
 
 
 _RULE_LIST = [
@@ -52,7 +57,8 @@ _RULE_LIST = [
     Rule("EG110", "pytorch-cuda-legacy", E, "pytorch-cuda: legacy pytorch/nvidia channels (error for torch >= 2.6)"),
     Rule("EG111", "pytorch-channel", E, "the pytorch channel, frozen at 2.5 (error for torch >= 2.6)"),
     Rule("EG112", "cuda-pytorch-without-build-guard", E, "a CUDA pytorch without a cuda* build string"),
-    Rule("EG113", "defaults-with-conda-forge", E, "the defaults channel mixed with conda-forge"),
+    Rule("EG113", "defaults-with-conda-forge", E, "anaconda's defaults mixed with conda-forge (channels or records)",
+         "any"),
     Rule("EG114", "http-url", E, "a channel or package index over plain http://"),
     Rule("EG115", "credentials-in-url", E, "a literal credential in a URL"),
     Rule("EG116", "pip-section-without-pip", W, "a pip: section without pip among the conda dependencies"),
@@ -67,13 +73,22 @@ _RULE_LIST = [
     Rule("EG125", "selector-matches-nothing", W, "a # [selector] that matches no platform"),
     Rule("EG126", "prefix-key", W, "a prefix: key (ignored by the lock)"),
     Rule("EG127", "unsupported-platform", E, "a platform conda-lock cannot lock"),
+    Rule("EG128", "folded-list-item", E, "a list item YAML folded together with the mis-indented line below it"),
+    Rule("EG129", "no-channels", E, "no channels named: conda would use .condarc's, a lock finds nothing"),
+    Rule("EG130", "unused-channel", W, "a listed channel nothing comes from", "any"),
     Rule("EG150", "lock-cuda-mismatch", E, "a pytorch build's CUDA line disagrees with the CUDA runtime", "lock"),
     Rule("EG151", "lock-conda-and-pip", E, "one package locked from both conda and pip", "lock"),
     Rule("EG152", "lock-unlisted-channel", E, "a package locked from a channel the lock does not list", "lock"),
     Rule("EG153", "lock-prerelease-torch", W, "a pre-release (nightly) torch is locked", "lock"),
     Rule("EG154", "lock-pytorch-channel-mkl", E, "pytorch-channel pytorch with mkl >= 2024.1", "lock"),
-    Rule("EG155", "lock-credential-in-url", E, "a literal credential in a URL of the lock", "lock"),
+    Rule("EG155", "lock-credential-in-url", E, "a literal credential in a URL of a lock (or any other file)", "lock"),
+    Rule("EG156", "mkl-openmp-split", E, "mkl from one channel family, its OpenMP runtime from the other", "any"),
+    Rule("EG157", "cuda-lines-mixed", E, "CUDA packages of two major lines (conda and pip, or within conda)", "any"),
+    Rule("EG158", "torch-from-two-managers", E, "torch from conda and from pip: pip's copy is the one imported",
+         "any"),
 ]
+# envguard.mixing's rules, as lint codes
+MIX_CODES: dict[str, str] = {"channels": "EG113", "openmp": "EG156", "cuda-lines": "EG157", "torch-twice": "EG158"}
 RULES: dict[str, Rule] = {r.code: r for r in _RULE_LIST}
 
 TORCH_CONDA_NAMES = ("pytorch", "pytorch-gpu", "pytorch-cpu")
@@ -86,6 +101,20 @@ class LintResult:
     findings: list[Finding] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)  # one-line messages (exit 2)
+
+    @property
+    def summary(self) -> str:
+        """One line; never "no findings" beside a file that could not be read."""
+        from envguard.report import summary_line
+
+        if not self.unreadable:
+            return summary_line(self.findings)
+        n = len(self.unreadable)
+        unread = f"{n} file{'s' * (n != 1)} could not be read"
+        if self.findings:
+            return f"{summary_line(self.findings)}; {unread}"
+        linted = len(self.files) - n
+        return unread + (f"; nothing to report in the other {linted}" if linted > 0 else "")
 
     @property
     def counts(self) -> dict[str, int]:
@@ -218,32 +247,22 @@ def _channel_name(ch: str) -> str:
 
 
 def _is_conda_forge(ch: str) -> bool:
-    return _channel_name(ch) == "conda-forge"
+    from envguard.mixing import channel_family
+
+    return channel_family(ch.strip()) == "conda-forge"
 
 
 def _is_defaults(ch: str) -> bool:
-    n = _channel_name(ch)
-    return n in ("defaults", "main", "anaconda") or n.startswith("pkgs/")
+    from envguard.mixing import channel_family
+
+    return channel_family(ch.strip()) == "defaults"
 
 
-_SPEC_RULES: list[tuple[Callable[[Any], bool], str]] = [
-    (lambda i: "unknown top-level key" in i.message, "EG117"),
-    (lambda i: "credential" in i.message, "EG115"),
-    (lambda i: "pip: section without" in i.message, "EG116"),
-    (lambda i: "invalid conda spec" in i.message, "EG121"),
-    (lambda i: "selector" in i.message, "EG125"),
-    (lambda i: i.key == "prefix", "EG126"),
-    (lambda i: "unsupported platform" in i.message, "EG127"),
-    (lambda i: ".pip[" in i.key, "EG124"),
-]
-
-
-def _spec_code(issue: Any) -> str:
-    """Map a :class:`envguard.lock.spec.SpecIssue` onto a lint code (EG100 for anything structural)."""
-    for test, code in _SPEC_RULES:
-        if test(issue):
-            return code
-    return "EG100"
+# What the `pytorch` channel is for: listed without any of these, it serves nothing in the file.
+_PYTORCH_CHANNEL_PACKAGES = frozenset({
+    "pytorch", "pytorch-cpu", "pytorch-gpu", "torchvision", "torchaudio", "torchtext", "torchdata", "torchtriton",
+    "pytorch-cuda", "pytorch-mutex", "cpuonly", "captum", "botorch", "ignite", "faiss", "faiss-cpu", "faiss-gpu",
+})
 
 
 class _EnvLinter:
@@ -257,6 +276,21 @@ class _EnvLinter:
         sev = severity or RULES[code].severity
         self.findings.append(Finding(code, sev, redact(message), redact(fix), self.path, line, package))
 
+    def dep_fix(self, name: str, spec: str) -> str:
+        """How to write ``name`` pinned to ``spec`` in this kind of file."""
+        return f"`- {name}={spec}`"
+
+    def spec_fix(self, name: str, version: str, build: str) -> str:
+        return f"`{name}={version}={build}`"
+
+    def pip_core(self) -> set[str]:
+        """PyPI names that must not come from pip (EG107)."""
+        return set(self.c.core_packages)
+
+    def cuda_signals(self) -> list[str]:
+        """What else asks for CUDA besides the CUDA packages (a pixi manifest's system-requirements)."""
+        return []
+
     # -- structure, from spec.validate -----------------------------------------
     def structure(self) -> bool:
         """Run spec.validate; False when the file is too broken for the deeper rules."""
@@ -265,7 +299,7 @@ class _EnvLinter:
         errors, warnings = validate(self.data, self.pos, self.path, self.text)
         fatal = False
         for issue in errors + warnings:
-            code = _spec_code(issue)
+            code = issue.code  # set where validate found the problem
             sev = Severity.ERROR if issue.severity == "error" else Severity.WARNING
             if code == "EG115":
                 sev = Severity.ERROR  # a committed secret leaks through git, lock or not
@@ -352,7 +386,7 @@ class _EnvLinter:
         supported = self.c.supported_python
         if not pys:
             self.add("EG101", "no python in dependencies: the solver picks the newest Python it finds",
-                     f"add `- python={self.c.default_python}` to dependencies", self._deps_line())
+                     f"add {self.dep_fix('python', self.c.default_python)} to dependencies", self._deps_line())
             return
         d = pys[0]
         lines = release_lines(d.version, "conda", _PYTHON_UNIVERSE)
@@ -385,7 +419,10 @@ class _EnvLinter:
                      d.line, package="python")
 
     def torch_rules(self) -> None:
+        has_pytorch = any(d.name == "pytorch" for d in self.torch_conda)
         for d in self.torch_conda + self.torch_pip:
+            if d.name in ("pytorch-gpu", "pytorch-cpu") and has_pytorch:
+                continue  # a variant metapackage beside pytorch: the version is pytorch's, judged there
             lines = release_lines(d.version, d.manager, _TORCH_UNIVERSE)
             if lines is None or len(lines) != 1:
                 pin = (f"`{d.name}={self.c.newest_torch}.*`" if d.manager == "conda"
@@ -414,31 +451,35 @@ class _EnvLinter:
 
     def pip_rules(self) -> None:
         """EG107: a core package from pip is an error where conda provides the torch stack or the same package
-        (two owners, mismatched binaries). A torch stack from pip on conda's Python alone is PyTorch's own
-        recommended install since the pytorch channel ended: one info line names that layout."""
-        core = set(self.c.core_packages)
-        conda_keys = {self._key(d) for d in self.conda}
+        (two owners, mismatched binaries), on a platform both lines apply to. A torch stack from pip on conda's
+        Python alone is PyTorch's own recommended install since the pytorch channel ended: one info line names
+        that layout."""
+        core = self.pip_core()
+        conda_by_key: dict[str, list[_Dep]] = {}
+        for c in self.conda:
+            conda_by_key.setdefault(self._key(c), []).append(c)
         conda_stack = [d for d in self.conda if self._key(d) in ("torch", "torchvision", "torchaudio")
                        or d.name in TORCH_CONDA_NAMES + ("libtorch",)]
         layout: list[_Dep] = []
         for d in self.pip:
             key = self._key(d)
             via = f" (through {d.via})" if d.via else ""
-            if key in core and (conda_stack or key in conda_keys):
+            both = [c for c in conda_by_key.get(key, []) if _overlap(c.platforms, d.platforms)]
+            stack = [c for c in conda_stack if _overlap(c.platforms, d.platforms)]
+            if key in core and (stack or both):
                 conda_name = "pytorch" if key == "torch" else key
                 pin = ""
                 lines = release_lines(d.version, "pip", _TORCH_UNIVERSE if key == "torch" else _universe((0, 1, 2), 40))
                 if lines and len(lines) == 1:
                     pin = f"={next(iter(lines))}.*"
-                beside = (f"conda's `{conda_stack[0].spec}`" if conda_stack and key not in conda_keys
-                          else f"conda's {conda_name}")
+                beside = (f"conda's `{stack[0].spec}`" if stack and not both else f"conda's {conda_name}")
                 self.add("EG107", f"{key} is installed by pip (`{d.spec}`{via}) beside {beside}: two managers for "
                          "one torch stack (two owners, mismatched binaries)",
                          f"move it to the conda dependencies as `{conda_name}{pin}` and delete the pip line, or "
                          "move the whole torch stack to pip", d.line, package=key)
             elif key in core:
                 layout.append(d)
-            elif key in conda_keys:
+            elif both:
                 self.add("EG123", f"{d.name} is requested from both conda and pip (`{d.spec}`)",
                          "keep one: delete the pip line or the conda one", d.line, package=key)
         if layout:
@@ -583,12 +624,13 @@ class _EnvLinter:
                  package="cudatoolkit")
 
     def _build_guard(self, names: dict[str, _Dep]) -> None:
-        if "pytorch-cuda" in names:
-            return  # the legacy channel picks the CUDA variant through pytorch-cuda
+        if names.keys() & {"pytorch-cuda", "pytorch-gpu", "pytorch-cpu", "cpuonly"}:
+            return  # the variant is chosen on purpose: pytorch-cuda/pytorch-gpu pick CUDA, pytorch-cpu/cpuonly CPU
         signals = sorted(n for n in names if n == "cuda-version" or n == "cudatoolkit" or n.startswith("cuda-")
                          or n in ("cudnn", "nccl"))
         if "nvidia" in self.channel_names:
             signals.append("the nvidia channel")
+        signals += self.cuda_signals()
         if not signals:
             return
         # pytorch-gpu and pytorch-cpu force the build variant themselves: they are build guards
@@ -610,8 +652,8 @@ class _EnvLinter:
             ver = f"{self.torch_release}.*" if self.torch_release else "*"
             self.add("EG112", f"`{d.spec}` has no build guard, yet the file names CUDA ({', '.join(signals[:3])}): "
                      "whether the solver installs a CUDA or a CPU build then depends on the machine that locks",
-                     f"write `pytorch={ver}=cuda{major}*` for a CUDA build (or `pytorch={ver}=cpu*` for a CPU one)",
-                     d.line, package="pytorch")
+                     f"write {self.spec_fix('pytorch', ver, f'cuda{major}*')} for a CUDA build (or "
+                     f"{self.spec_fix('pytorch', ver, 'cpu*')} for a CPU one)", d.line, package="pytorch")
 
     def channel_rules(self) -> None:
         frozen = self.c.pytorch_channel_frozen_at
@@ -624,7 +666,11 @@ class _EnvLinter:
             if ch.strip().lower().startswith("http://"):
                 self.add("EG114", f"channel `{ch}` is plain HTTP: packages can be altered in transit",
                          "use https://", line)
-            if n == "pytorch":
+            if n == "pytorch" and not self._pytorch_channel_used():
+                self.add("EG130", "channel `pytorch` is listed but nothing in this file comes from it (every "
+                         "package it carries is either not requested or pinned to another channel)",
+                         "remove it from channels", line)
+            elif n == "pytorch":
                 after = self._torch_all_after(frozen)
                 self.add("EG111", f"the `pytorch` channel is frozen at torch {frozen} (pytorch#138506)"
                          + (f"; torch {_lines_text(self.torch_lines or ())} is not on it" if after else ""),
@@ -645,11 +691,62 @@ class _EnvLinter:
             if n in self.c.nightly_channels:
                 self.add("EG120", f"`{d.spec}` comes from `{d.channel}`, which deletes its builds",
                          "use a released torch from conda-forge", d.line, package=d.name)
-            if n not in self.channel_names:
+            listed = n in self.channel_names or (_is_defaults(n) and "defaults" in self.channel_names)
+            if not listed:
                 self.add("EG119", f"`{d.spec}` names channel `{d.channel}`, which `channels:` does not list: "
                          "other tools and the lock's channel list will not know it",
                          f"add `{d.channel}` to channels, or drop the `{d.channel}::` prefix", d.line,
                          package=d.name)
+
+    def _pytorch_channel_used(self) -> bool:
+        return any(d.name in _PYTORCH_CHANNEL_PACKAGES and (d.channel is None or d.channel.lower() == "pytorch")
+                   for d in self.conda)
+
+    # -- mixing (envguard.mixing), on the requested specs as records -------------------------------------
+    def records(self, platform: str | None) -> tuple[list[Any], dict[int, int | None]]:
+        """The specs requested on ``platform`` (None: those without a selector) as records for envguard.mixing:
+        exact pins keep their version, a CUDA package pinned to one line keeps that line. The second value
+        maps each record to its line in the file."""
+        from envguard.mixing import cuda_major
+        from envguard.model import Package
+
+        out: list[Any] = []
+        lines: dict[int, int | None] = {}
+        for d in self.conda + self.pip:
+            if d.platforms is not None and (platform is None or platform not in d.platforms):
+                continue
+            version = _exact_version(d.version) or ""
+            if not version and d.manager == "conda" and d.version:
+                got = release_lines(d.version, "conda", _CUDA_UNIVERSE)
+                line = next(iter(got)) if got and len(got) == 1 else ""
+                if line and cuda_major(Package(d.name, f"{line}.0")) is not None:
+                    version = line
+            if not version and d.version and d.manager == "conda":
+                version = d.version.removeprefix("==")  # shown as written: "1.13.*"
+            build = d.build if d.build and "*" not in d.build else None
+            rec = Package(name=d.name, version=version, manager=d.manager, build=build,  # type: ignore[arg-type]
+                          channel=d.channel if d.manager == "conda" else None)
+            out.append(rec)
+            lines[id(rec)] = d.line
+        return out, lines
+
+    def mixing_rules(self) -> None:
+        from envguard.mixing import mixing
+
+        list_level = any(f.code == "EG113" for f in self.findings)
+        selected = sorted({p for d in self.conda + self.pip for p in (d.platforms or ())})
+        seen: set[tuple[str, str]] = set()
+        for platform in [None, *selected]:
+            records, lines = self.records(platform)
+            for m in mixing(records, context="spec"):
+                code = MIX_CODES[m.rule]
+                if (code == "EG113" and list_level) or (code, m.message) in seen:
+                    continue  # the channels list already says so / another platform did
+                if code == "EG158" and any(f.code == "EG107" and f.package == "torch" for f in self.findings):
+                    continue  # EG107 already stops the pip torch line in a spec
+                seen.add((code, m.message))
+                where = f" (on {platform})" if platform else ""
+                self.add(code, m.message + where, m.fix, lines.get(id(m.records[0])), package=m.package)
 
     def url_rules(self) -> None:
         """http:// and credentials in pip lines (spec.validate covers channel credentials)."""
@@ -695,7 +792,23 @@ class _EnvLinter:
         self.channel_rules()
         self.url_rules()
         self.exactness_rules()
+        self.mixing_rules()
         return self.findings
+
+
+def _overlap(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
+    """Whether two selectors' platforms meet (None: every platform)."""
+    if a is None or b is None:
+        return a != () and b != ()
+    return bool(set(a) & set(b))
+
+
+def _exact_version(constraint: str | None) -> str | None:
+    """``==2.1.0`` -> 2.1.0 (a pin to one version); None for ranges and wildcards."""
+    if not constraint:
+        return None
+    m = re.match(r"^\s*(?:==|===)?\s*([0-9][0-9A-Za-z._+!-]*)\s*$", constraint)
+    return m.group(1) if m and "*" not in constraint else None
 
 
 def lint_environment(path: str, text: str, base_dir: Path | None = None) -> list[Finding]:
@@ -709,12 +822,26 @@ def lint_environment(path: str, text: str, base_dir: Path | None = None) -> list
 # ---------------------------------------------------------------- files
 
 
+_PACKAGE_URL_LINE = re.compile(r"^\s*\S+://\S+\.(?:conda|tar\.bz2)(?:#\S*)?\s*$")
+
+
 def _kind(path: str, text: str) -> tuple[str, Any]:
     from envguard.sources import detect_kind
+    from envguard.sources.pixi_manifest import looks_like_toml, parse_toml
     from envguard.yamlio import load_fast
 
     if detect_kind(text) == "explicit":
         return "explicit", None
+    if looks_like_toml(text):
+        data = parse_toml(text, path)
+        if detect_kind(text, data) == "pixi-manifest":
+            return "pixi-manifest", data
+        raise UserError("a TOML file without pixi's tables: no [workspace] (or [project]) with channels, and no "
+                        "[tool.pixi]", file=path, fix="pass a pixi.toml, or a pyproject.toml with [tool.pixi]")
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if lines and all(_PACKAGE_URL_LINE.match(ln) for ln in lines):
+        raise UserError("package URLs without an @EXPLICIT line: conda and envguard read such a file only "
+                        "after that marker", file=path, fix="add a line `@EXPLICIT` before the first URL")
     data = load_fast(path, text)
     kind = detect_kind(text, data)
     if kind in ("environment", "export"):
@@ -724,19 +851,58 @@ def _kind(path: str, text: str) -> tuple[str, Any]:
     if isinstance(data, dict) and ("channels" in data or "name" in data):
         return "environment", data  # an environment file without dependencies: spec.validate says so
     raise UserError("neither an environment file nor a lock file", file=path,
-                    fix="pass environment.yml, conda-lock.yml, pixi.lock or an @EXPLICIT file")
+                    fix="pass environment.yml, pixi.toml, conda-lock.yml, pixi.lock or an @EXPLICIT file")
+
+
+class LintReadError(UserError):
+    """A file lint cannot read; ``findings`` holds what its raw text showed anyway (literal credentials)."""
+
+    def __init__(self, cause: UserError, findings: list[Finding]) -> None:
+        super().__init__(cause.message)
+        for attr in ("file", "key", "line", "column", "fix"):
+            setattr(self, attr, getattr(cause, attr, None))
+        self.findings = findings
+
+
+def _raw_credentials(path: str, text: str, kind: str | None, found: list[Finding]) -> list[Finding]:
+    """The credential scan of the raw text, for lines no other finding already named (EG115 for a spec)."""
+    from envguard.lint.locks import credential_finding, credential_lines
+
+    if kind in ("conda-lock", "pixi", "explicit"):
+        return []  # lint_lock scanned the same raw text (EG155)
+    code = "EG115" if kind in ("environment", "pixi-manifest") else "EG155"
+    named = {f.line for f in found if f.code in ("EG115", "EG155")}
+    if not any(n not in named for n in credential_lines(text)):
+        return []
+    if kind in ("environment", "pixi-manifest"):
+        return [Finding("EG115", Severity.ERROR, "a literal credential in a URL", "use ${VAR} placeholders, e.g. "
+                        "https://${USER}:${TOKEN}@host/..., and revoke the one committed", path, n)
+                for n in credential_lines(text) if n not in named]
+    return credential_finding(path, text, code) if not named else []
 
 
 def lint_text(text: str, path: str = "environment.yml", base_dir: Path | None = None) -> list[Finding]:
-    """Lint file content already in memory; ``path`` is only used to name the file."""
+    """Lint file content already in memory; ``path`` is only used to name the file.
+
+    A file lint cannot read raises :class:`LintReadError`, whose ``findings`` are what the raw text showed.
+    """
     if not text.strip():
         raise UserError("empty file", file=path, fix="pass an environment file or a lock file")
-    kind, data = _kind(path, text)
-    if kind == "environment":
-        return lint_environment(path, text, base_dir or Path(path).parent)
-    from envguard.lint.locks import lint_lock
+    try:
+        kind, data = _kind(path, text)
+        if kind == "environment":
+            found = lint_environment(path, text, base_dir or Path(path).parent)
+        elif kind == "pixi-manifest":
+            from envguard.lint.manifest import lint_manifest
 
-    return lint_lock(kind, path, text, data)
+            found = lint_manifest(path, text, data)
+        else:
+            from envguard.lint.locks import lint_lock
+
+            found = lint_lock(kind, path, text, data)
+    except UserError as e:
+        raise LintReadError(e, _raw_credentials(path, text, None, [])) from None
+    return found + _raw_credentials(path, text, kind, found)
 
 
 def lint_file(path: str | Path) -> list[Finding]:
@@ -764,8 +930,9 @@ def lint_paths(paths: Iterable[str | Path]) -> LintResult:
             result.findings += lint_file(p)
         except UserError as e:
             result.unreadable.append(e.message)
+            result.findings += getattr(e, "findings", [])  # a secret in an unreadable file is still reported
     return result
 
 
-__all__ = ["RULES", "Rule", "LintResult", "lint_file", "lint_text", "lint_paths", "lint_environment", "default_targets",
+__all__ = ["RULES", "Rule", "LintResult", "LintReadError", "MIX_CODES", "lint_file", "lint_text", "lint_paths", "lint_environment", "default_targets",
            "release_lines"]

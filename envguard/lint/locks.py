@@ -10,7 +10,12 @@ per pixi environment):
 * EG152: a package locked from a channel the lock does not list;
 * EG153: a pre-release (nightly) torch;
 * EG154: pytorch from the ``pytorch`` channel beside mkl >= 2024.1;
-* EG155: a literal credential (userinfo, ``/t/<token>``) in a URL of the lock.
+* EG155: a literal credential (userinfo, ``/t/<token>``) in a URL of the lock;
+* EG130: a channel the lock lists that nothing is locked from;
+* the mixing rules of :mod:`envguard.mixing` on the locked records: EG113 (anaconda's defaults with
+  conda-forge), EG156 (mkl and its OpenMP runtime from the two), EG157 (CUDA lines mixed across conda
+  and pip, or within conda), EG158 (torch from conda and from pip: which one is imported). EG151 leaves
+  torch to EG158.
 
 Findings for the same problem on several platforms are merged into one that
 names them all, pointing at the first occurrence's line.
@@ -183,6 +188,8 @@ def _pip_conda_rules(g: _Group, col: _Collector) -> None:
             continue
         key = canonical_name(p.name, "pip")
         other = conda.get(key)
+        if key == "torch" and other is not None and other.name == "pytorch":
+            continue  # EG158 (mixing): torch twice, and which copy is imported
         if other is not None:
             col.add("EG151", Severity.ERROR,
                     f"{key} is locked twice: conda {other.name} {other.version} and pip {p.name} {p.version}; "
@@ -241,18 +248,59 @@ def _torch_rules(g: _Group, col: _Collector, c: compat.Compat) -> None:
                     f"pin `mkl<{c.pytorch_mkl_max}`, or move to conda-forge", g.label, mkl)
 
 
-def _credential_rule(shown: str, text: str) -> list[Finding]:
-    """Secrets in a committed lock leak through git. Scanned on the raw text: the readers redact URLs."""
+def _mixing_rules(g: _Group, col: _Collector) -> None:
+    from envguard.lint import MIX_CODES
+    from envguard.mixing import mixing
+
+    for m in mixing(g.packages, context="lock"):
+        col.add(MIX_CODES[m.rule], Severity(m.severity), m.message, m.fix, g.label, m.records[0])
+
+
+def _channel_use(g: _Group, listed: dict[str, list[Package | None]], used: set[str]) -> None:
+    """Gather, over the whole lock, the channels listed and those packages are locked from."""
+    if g.listed is None:
+        return
+    for ch in g.listed:
+        listed.setdefault(ch, [])
+    used.update((p.channel or "").rstrip("/").lower() for p in g.packages if p.manager == "conda")
+
+
+def _report_unused(listed: dict[str, list[Package | None]], used: set[str], col: _Collector) -> None:
+    """A channel the lock lists that no package of any platform (or pixi environment) is locked from.
+
+    Judged over the whole file: the nvidia channel serves linux-64 and win-64 only, and a pixi workspace's
+    channels serve every environment, so a channel idle on one platform or in one environment is not unused.
+    """
+    via_defaults = "defaults" in listed
+    for ch in sorted(listed):
+        if ch == "nodefaults" or (ch in _DEFAULTS and via_defaults):
+            continue  # nodefaults is no channel; the members of `defaults` are judged as `defaults`
+        if (ch == "defaults" and used & set(_DEFAULTS)) or (ch != "defaults" and ch.lower() in used):
+            continue
+        col.add("EG130", Severity.WARNING, f"channel `{ch}` is listed but nothing is locked from it",
+                f"remove `{ch}` from the environment's channels and re-lock", "every platform", None)
+
+
+def credential_lines(text: str) -> list[int]:
     from envguard.redact import has_credentials
 
-    lines = [n for n, line in enumerate(text.splitlines(), start=1) if "://" in line and has_credentials(line)]
+    return [n for n, line in enumerate(text.splitlines(), start=1) if "://" in line and has_credentials(line)]
+
+
+def credential_finding(shown: str, text: str, code: str = "EG155") -> list[Finding]:
+    """Secrets in a committed file leak through git. Scanned on the raw text (the readers redact URLs), for
+    any file given to lint, whatever its kind; the finding names the line, never the secret."""
+    lines = credential_lines(text)
     if not lines:
         return []
     more = f" and {len(lines) - 1} more line{'s' * (len(lines) > 2)}" if len(lines) > 1 else ""
-    return [Finding("EG155", Severity.ERROR, f"a literal credential in a URL{more}",
+    return [Finding(code, Severity.ERROR, f"a literal credential in a URL{more}",
                     "revoke it; write the channel as https://${USER}:${TOKEN}@host/... (or /t/${TOKEN}/) in the "
                     "environment file and re-lock with `envguard lock`, which never writes secrets",
                     shown, lines[0])]
+
+
+_credential_rule = credential_finding
 
 
 def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
@@ -261,13 +309,18 @@ def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
     col = _Collector(shown, _line_index(text))
     runtime = tuple(n for n in c.cuda_runtime_packages)
     unlisted: dict[str, dict[str, Any]] = {}
+    listed: dict[str, list[Package | None]] = {}
+    used: set[str] = set()
     for g in _groups(kind, shown, text, data):
         _cuda_rules(g, col, runtime)
         _pip_conda_rules(g, col)
         _channel_rules(g, unlisted)
+        _channel_use(g, listed, used)
         _torch_rules(g, col, c)
+        _mixing_rules(g, col)
     _report_unlisted(unlisted, col)
+    _report_unused(listed, used, col)
     return col.findings() + _credential_rule(shown, text)
 
 
-__all__ = ["lint_lock", "cuda_line_of_build"]
+__all__ = ["lint_lock", "cuda_line_of_build", "credential_finding", "credential_lines"]

@@ -35,7 +35,8 @@ from envguard.yamlio import load_fast
 
 # The wing's public API beyond the command itself: what other wings may use (docs/architecture.md).
 # The spec reader is imported on first use: `lock --check` answers without it.
-_LAZY = {"read_spec": "spec", "validate": "spec", "SpecIssue": "spec", "EnvSpec": "spec"}
+_LAZY = {"read_spec": "spec", "validate": "spec", "SpecIssue": "spec", "EnvSpec": "spec",
+         "match_spec_problem": "matchspec", "version_problem": "matchspec"}
 # export writes a lock for what a prefix already holds, with the same models, writer and content hash.
 _LAZY.update({"write_adopted": "adopted", "AdoptedPackage": "adopted", "AdoptedLock": "adopted"})
 

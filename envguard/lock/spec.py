@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard.errors import UserError
-from envguard.platforms import DEFAULT_PLATFORMS, LOCKABLE_PLATFORMS, SELECTOR_PLATFORMS
+from envguard.platforms import DEFAULT_PLATFORMS, LOCKABLE_PLATFORMS, SELECTOR_PLATFORMS, line_selector
 from envguard.redact import has_credentials, redact
 from envguard.yamlio import Positions, load_with_lines, read_text
 
@@ -52,14 +52,17 @@ SELECTORS: dict[str, frozenset[str]] = {
     p: frozenset(sel for sel, plats in SELECTOR_PLATFORMS.items() if p in plats) for p in LOCKABLE_PLATFORMS
 }
 _ALL_SELECTORS = frozenset().union(*SELECTORS.values())
-_SELECTOR = re.compile(r"#.*\[([^\[\]]+)\][^()]*$")
 
 _REQUIREMENT_SUFFIXES = (".txt", ".in")
 
 
 @dataclass(frozen=True)
 class SpecIssue:
-    """One problem in a spec file, precise enough for a one-line message or a lint finding."""
+    """One problem in a spec file, precise enough for a one-line message or a lint finding.
+
+    ``code`` is the lint rule the problem belongs to (README's table): set where the problem is found, so
+    that ``envguard lint`` reports it without guessing from the message.
+    """
 
     file: str
     line: int | None
@@ -68,6 +71,7 @@ class SpecIssue:
     message: str
     fix: str
     severity: str = "error"  # "error" | "warning"
+    code: str = "EG100"
 
     @property
     def where(self) -> str:
@@ -137,18 +141,45 @@ def _column(text_lines: list[str], line: int | None, value: Any) -> int | None:
 
 
 def _selector(text_lines: list[str], line: int | None) -> str | None:
-    m = _SELECTOR.search(_line_text(text_lines, line))
-    return m.group(1).strip() if m else None
+    """The ``# [selector]`` on a line, found the way conda-lock finds it (envguard.platforms)."""
+    return line_selector(_line_text(text_lines, line))
 
 
 def _conda_spec_error(spec: str) -> str | None:
+    """conda's grammar first (what conda and conda-lock read), then rattler's own parser (what we solve with)."""
     from rattler import MatchSpec
 
+    from envguard.lock.matchspec import match_spec_problem
+
+    problem = match_spec_problem(spec)
+    if problem:
+        return problem
     try:
         MatchSpec(spec, strict=False)
     except Exception as e:  # rattler raises its own InvalidMatchSpecError family
         return str(e).splitlines()[0] or type(e).__name__
     return None
+
+
+def _folded(text_lines: list[str], line: int | None, value: str) -> str | None:
+    """The text YAML folded into ``value`` from the lines below its own (a mis-indented ``- item``), else None.
+
+    A plain scalar that continues on a more indented line is joined with a space, so ``- python=3.11``
+    followed by ``   - bad`` is read as the one item ``python=3.11 - bad``.
+    """
+    if " - " not in value:
+        return None
+    src = _line_text(text_lines, line).split(" #", 1)[0].strip()
+    own = src[1:].strip() if src.startswith("-") else src
+    own = own.strip("'\"")
+    if not own or own == value or not value.startswith(own):
+        return None
+    rest = value[len(own):].strip()
+    return rest if rest.startswith("- ") else None
+
+
+# The channels conda-lock would solve against for a file whose `channels:` names none (it drops nodefaults).
+_NO_CHANNEL_FIX = "name them, e.g. `channels: [conda-forge, nodefaults]`"
 
 
 def _pip_spec_problem(spec: str) -> tuple[str, str, str] | None:
@@ -190,9 +221,9 @@ def validate(data: Any, positions: Positions, path: str | Path,
     warnings: list[SpecIssue] = []
 
     def issue(where: tuple[Any, ...], key: str, message: str, fix: str, severity: str = "error",
-              value: Any = None) -> None:
+              value: Any = None, code: str = "EG100") -> None:
         line = positions.line(*where)
-        item = SpecIssue(file, line, _column(lines, line, value), key, message, fix, severity)
+        item = SpecIssue(file, line, _column(lines, line, value), key, message, fix, severity, code)
         (errors if severity == "error" else warnings).append(item)
 
     if data is None:
@@ -203,12 +234,15 @@ def validate(data: Any, positions: Positions, path: str | Path,
               "add `channels:` and `dependencies:`")
         return errors, warnings
 
+    misspelt: set[str] = set()  # known keys an unknown key is a typo of ("chanels"): not reported missing too
     for key in data:
         if key in KNOWN_KEYS:
             continue
         close = _close_matches(str(key), KNOWN_KEYS, n=1, cutoff=0.6)
+        misspelt.update(close)
         fix = f"did you mean '{close[0]}'?" if close else f"remove it; known keys: {', '.join(KNOWN_KEYS)}"
-        issue((key,), str(key), "unknown top-level key (conda would silently ignore it)", fix, value=str(key))
+        issue((key,), str(key), "unknown top-level key (conda would silently ignore it)", fix, value=str(key),
+              code="EG117")
 
     name = data.get("name")
     if name is not None and not isinstance(name, str):
@@ -216,23 +250,31 @@ def validate(data: Any, positions: Positions, path: str | Path,
 
     if data.get("prefix") is not None:
         issue(("prefix",), "prefix", "ignored by the lock", "remove it; `envguard create` chooses the prefix",
-              severity="warning")
+              severity="warning", code="EG126")
 
     channels = data.get("channels")
-    if channels is not None:
-        if not isinstance(channels, list):
-            issue(("channels",), "channels", "expected a list of channel names or URLs",
-                  "write `channels:` followed by `- conda-forge` lines")
-        else:
-            for i, ch in enumerate(channels):
-                if not isinstance(ch, str) or not ch.strip():
-                    issue(("channels", i), f"channels[{i}]", f"expected a channel name or URL, found {ch!r}",
-                          "write a channel such as `conda-forge`")
-                elif has_credentials(ch):
-                    issue(("channels", i), f"channels[{i}]",
-                          f"channel URL {redact(ch)} carries a literal credential; it is never written to the lock",
-                          "use ${VAR} placeholders, e.g. https://${USER}:${PASSWORD}@host/channel",
-                          severity="warning", value=ch)
+    if channels is None:
+        channels = []
+    if not isinstance(channels, list):
+        issue(("channels",), "channels", "expected a list of channel names or URLs",
+              "write `channels:` followed by `- conda-forge` lines")
+    else:
+        for i, ch in enumerate(channels):
+            if not isinstance(ch, str) or not ch.strip():
+                issue(("channels", i), f"channels[{i}]", f"expected a channel name or URL, found {ch!r}",
+                      "write a channel such as `conda-forge`")
+            elif has_credentials(ch):
+                issue(("channels", i), f"channels[{i}]",
+                      f"channel URL {redact(ch)} carries a literal credential; it is never written to the lock",
+                      "use ${VAR} placeholders, e.g. https://${USER}:${PASSWORD}@host/channel",
+                      severity="warning", value=ch, code="EG115")
+    if isinstance(channels, list) and all(isinstance(c, str) and c.strip() == "nodefaults" for c in channels) \
+            and "channels" not in misspelt:
+        what = "`channels:` names only nodefaults" if channels else "no `channels:`"
+        issue(("channels",) if "channels" in data else (), "channels",
+              f"{what}: `conda env create` would use the channels of your .condarc (`defaults`, i.e. "
+              "repo.anaconda.com pkgs/main and pkgs/r, unless configured), but conda-lock and `envguard lock` "
+              "use only the channels the file names, so a lock finds no packages", _NO_CHANNEL_FIX, code="EG129")
 
     platforms = data.get("platforms")
     if platforms is not None:
@@ -245,7 +287,7 @@ def validate(data: Any, positions: Positions, path: str | Path,
                     close = _close_matches(str(p), LOCKABLE_PLATFORMS, n=1)
                     issue(("platforms", i), f"platforms[{i}]", f"unsupported platform {p!r}",
                           f"did you mean '{close[0]}'?" if close else f"use one of {', '.join(LOCKABLE_PLATFORMS)}",
-                          value=p if isinstance(p, str) else None)
+                          value=p if isinstance(p, str) else None, code="EG127")
 
     for key in ("pip-repositories",):
         v = data.get(key)
@@ -271,6 +313,19 @@ def validate(data: Any, positions: Positions, path: str | Path,
         issue(("dependencies",), "dependencies", "expected a list", "write one `- package` per line")
         return errors, warnings
 
+    def selector_issue(where: tuple[Any, ...], key: str, value: str, section: bool = False) -> None:
+        sel = _selector(lines, positions.line(*where))
+        if sel is None:
+            return
+        if section:  # "- pip:  # [linux]": conda-lock drops this one line, not the items under it
+            issue(where, key, f"selector [{sel}] on the `pip:` line: conda-lock drops only that line on the other "
+                  "platforms, and YAML then folds the pip items into the previous dependency",
+                  "put the selector on each pip item instead", value="pip", code="EG125")
+        elif sel not in _ALL_SELECTORS:
+            issue(where, key, f"selector [{sel}] matches no platform, so this line is always dropped "
+                  "(conda-lock reads one platform selector, without `not`, `and` or `or`)",
+                  f"use one of {', '.join(sorted(_ALL_SELECTORS))}", severity="warning", value=value, code="EG125")
+
     conda_names: set[str] = set()
     pip_sections: list[int] = []
     for i, dep in enumerate(deps):
@@ -281,16 +336,19 @@ def validate(data: Any, positions: Positions, path: str | Path,
             if not spec:
                 issue(where, key, "empty dependency", "remove the empty `-` line")
                 continue
-            err = _conda_spec_error(spec)
-            if err:
+            folded = _folded(lines, positions.line(*where), spec)
+            err = None if folded else _conda_spec_error(spec)
+            if folded:
+                issue(where, key, f"'{spec}' is one item: YAML folded the next line (`{folded}`) into it, "
+                      "because that line is indented deeper than this one",
+                      "indent every `- ` item of the list by the same amount", value=spec, code="EG128")
+            elif err:
                 issue(where, key, f"invalid conda spec '{spec}': {err}",
-                      "write `name`, `name=1.2`, `name>=1.2,<2` or `channel::name=1.2=build*`", value=spec)
+                      "write `name`, `name=1.2`, `name>=1.2,<2` or `channel::name=1.2=build*`", value=spec,
+                      code="EG121")
             else:
                 conda_names.add(re.split(r"[\s=<>!~\[]", spec.split("::")[-1], maxsplit=1)[0].lower())
-            sel = _selector(lines, positions.line(*where))
-            if sel is not None and sel not in _ALL_SELECTORS:
-                issue(where, key, f"selector [{sel}] matches no platform, so this line is always dropped",
-                      f"use one of {', '.join(sorted(_ALL_SELECTORS))}", severity="warning", value=spec)
+            selector_issue(where, key, spec)
         elif isinstance(dep, dict):
             for k in dep:
                 if k != "pip":
@@ -300,6 +358,7 @@ def validate(data: Any, positions: Positions, path: str | Path,
             if "pip" not in dep:
                 continue
             pip_sections.append(i)
+            selector_issue(where, f"{key}.pip", "pip", section=True)
             if pip is None:
                 continue
             if not isinstance(pip, list):
@@ -311,12 +370,18 @@ def validate(data: Any, positions: Positions, path: str | Path,
                 pkey = f"{key}.pip[{j}]"
                 if not isinstance(req, str) or not req.strip():
                     issue(pwhere, pkey, f"expected a requirement string, found {req!r}",
-                          "write a requirement such as `name>=1.0`")
+                          "write a requirement such as `name>=1.0`", code="EG124")
                     continue
-                problem = _pip_spec_problem(req)
-                if problem:
+                folded = _folded(lines, positions.line(*pwhere), req.strip())
+                problem = None if folded else _pip_spec_problem(req)
+                if folded:
+                    issue(pwhere, pkey, f"'{req.strip()}' is one item: YAML folded the next line (`{folded}`) "
+                          "into it, because that line is indented deeper than this one",
+                          "indent every `- ` item of the list by the same amount", value=req.strip(), code="EG128")
+                elif problem:
                     sev, msg, fix = problem
-                    issue(pwhere, pkey, msg, fix, severity=sev, value=req.strip())
+                    issue(pwhere, pkey, msg, fix, severity=sev, value=req.strip(), code="EG124")
+                selector_issue(pwhere, pkey, req.strip())
         else:
             issue(where, key, f"expected a package spec, found {type(dep).__name__}",
                   "write `- name=version`", value=None)
@@ -325,7 +390,7 @@ def validate(data: Any, positions: Positions, path: str | Path,
         i = pip_sections[0]
         issue(("dependencies", i), f"dependencies[{i}].pip",
               "a pip: section without `pip` among the conda dependencies", "add `- pip` to dependencies",
-              severity="warning")
+              severity="warning", code="EG116")
     def order(x: SpecIssue) -> tuple[int, int]:
         return (x.line or 0, x.column or 0)
 
@@ -366,13 +431,17 @@ def read_spec(files: list[Path], platforms: list[str] | None = None) -> EnvSpec:
     errors: list[SpecIssue] = []
     warnings: list[SpecIssue] = []
     parsed: list[tuple[Path, dict[str, Any], Positions, str]] = []
+    named_somewhere = False
     for path in paths:
         data, pos, text = _load(path)
         errs, warns = validate(data, pos, path, text)
+        named_somewhere |= not any(e.code == "EG129" for e in errs)
         errors += errs
         warnings += warns
-        if not errs:
+        if not errs or all(e.code == "EG129" for e in errs):
             parsed.append((path, data, pos, text))
+    if named_somewhere:  # `-f base.yml -f extra.yml`: one file naming the channels is enough
+        errors = [e for e in errors if e.code != "EG129"]
     if platforms:
         bad = [p for p in platforms if p not in LOCKABLE_PLATFORMS]
         for p in bad:
@@ -415,8 +484,8 @@ def read_spec(files: list[Path], platforms: list[str] | None = None) -> EnvSpec:
                 for j, req in enumerate(dep.get("pip") or []):
                     pip.append(req.strip())
                     sel = _selector(lines, pos.line("dependencies", i, "pip", j))
-                    if sel:
-                        selectors[("pip", req.strip())] = sel
+                    if sel:  # keyed as dependencies_for sees it: pip_dependencies are redacted
+                        selectors[("pip", redact(req.strip()))] = sel
     chosen = list(platforms) if platforms else (file_platforms or list(DEFAULT_PLATFORMS))
     for path, data, pos, text in parsed:
         # conda-lock crashes on a file whose every dependency a selector drops for some platform

@@ -1,6 +1,7 @@
 """Read any environment description into one normalised model.
 
-A description is an ``environment.yml``, a ``conda-lock.yml`` (every version of
+A description is an ``environment.yml``, a pixi manifest (``pixi.toml``, or a
+``pyproject.toml`` with ``[tool.pixi]``), a ``conda-lock.yml`` (every version of
 its format), an explicit ``@EXPLICIT`` file, a ``conda env export`` YAML, a
 ``pixi.lock`` (v5 to v7), a live prefix (a path, or ``name:NAME``) or an
 ``envguard check --format json`` report. :func:`load` detects the kind from
@@ -20,7 +21,8 @@ from envguard.errors import UserError
 from envguard.model import Manager, Package, canonical_name
 from envguard.redact import redact
 
-KINDS = ("environment", "conda-lock", "explicit", "export", "pixi", "prefix", "report")
+KINDS = ("environment", "pixi-manifest", "conda-lock", "explicit", "export", "pixi", "prefix", "report")
+SPEC_KINDS = ("environment", "pixi-manifest")  # what was asked for, not what was installed
 NAME_PREFIX = "name:"
 
 
@@ -40,7 +42,11 @@ class RequestedSpec:
         return canonical_name(self.name, self.manager)
 
     def applies_to(self, platform: str | None) -> bool:
-        return self.platforms is None or platform is None or platform in self.platforms
+        """Whether the spec is asked for on ``platform``; ``platforms == ()`` (a selector conda-lock cannot
+        read) means on none."""
+        if self.platforms is None:
+            return True
+        return bool(self.platforms) and (platform is None or platform in self.platforms)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "spec": self.spec, "manager": self.manager, "channel": self.channel,
@@ -70,16 +76,19 @@ class Description:
     environments: tuple[str, ...] = ()  # pixi: every environment in the file
     environment: str | None = None  # pixi: the one read
     notes: list[str] = field(default_factory=list)  # what the reader skipped, for the user
+    # pixi: a platform's subdir and the virtual packages that tell named platforms apart (cuda, macos),
+    # so that a manifest's `cuda-linux-64` pairs with the lock's `p2` (both linux-64 with __cuda=12)
+    platform_info: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def platforms(self) -> list[str | None]:
-        if self.kind == "environment":
+        if self.kind in SPEC_KINDS:
             return list(self.declared_platforms) or [None]
         return list(self.packages)
 
     @property
     def is_spec(self) -> bool:
-        return self.kind == "environment"
+        return self.kind in SPEC_KINDS
 
     def packages_for(self, platform: str | None) -> list[Package]:
         if platform in self.packages:
@@ -100,6 +109,10 @@ def detect_kind(text: str, data: Any = None) -> str | None:
     if data is None:
         return None
     if isinstance(data, dict):
+        from envguard.sources.pixi_manifest import is_manifest
+
+        if is_manifest(data):
+            return "pixi-manifest"
         if isinstance(data.get("package"), list) and ("metadata" in data or "version" in data):
             return "conda-lock"
         if "environments" in data and "packages" in data and "version" in data:
@@ -140,8 +153,11 @@ def _parse(path: Path, text: str) -> Any:
 
 
 def _parse_text(path: Path, text: str) -> Any:
+    from envguard.sources.pixi_manifest import looks_like_toml, parse_toml
     from envguard.yamlio import load_fast
 
+    if looks_like_toml(text):  # pixi.toml, pyproject.toml: YAML would call them malformed
+        return parse_toml(text, redact(str(path)))
     stripped = text.lstrip("\ufeff \t\r\n")
     if stripped.startswith("{"):
         try:
@@ -184,6 +200,11 @@ def load(spec: str, *, kind: str | None = None, platform: str | None = None,
     data = _parse(path, text)
     found = kind or detect_kind(text, data)
     if found is None:
+        from envguard.sources.pixi_manifest import looks_like_toml
+
+        if looks_like_toml(text):
+            raise UserError("a TOML file without pixi's tables: no [workspace] (or [project]) with channels, and "
+                            "no [tool.pixi]", file=shown, fix="pass a pixi.toml, or a pyproject.toml with [tool.pixi]")
         raise UserError("cannot tell what kind of environment description this is", file=shown,
                         fix=f"pass --kind ({', '.join(KINDS)})")
     if found == "conda-lock":
@@ -194,6 +215,10 @@ def load(spec: str, *, kind: str | None = None, platform: str | None = None,
         from envguard.sources.pixi import read_pixi
 
         return read_pixi(data, shown, environment=environment, platform=platform)
+    if found == "pixi-manifest":
+        from envguard.sources.pixi_manifest import read_manifest
+
+        return read_manifest(text, data, shown, environment=environment)
     if found == "environment":
         from envguard.sources.envfile import read_environment
 
@@ -209,4 +234,4 @@ def load(spec: str, *, kind: str | None = None, platform: str | None = None,
     raise UserError(f"kind {found!r} cannot be read from a file", file=shown)  # "explicit" handled above
 
 
-__all__ = ["KINDS", "NAME_PREFIX", "Description", "RequestedSpec", "detect_kind", "load"]
+__all__ = ["KINDS", "NAME_PREFIX", "SPEC_KINDS", "Description", "RequestedSpec", "detect_kind", "load"]

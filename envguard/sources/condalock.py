@@ -6,6 +6,11 @@
   another order, ``metadata.channels`` a list of plain strings.
 * ``version: 2``: one entry per (package, platform) with a ``categories`` list.
 
+Across conda-lock 1.x to 3.x the same packages are written differently, and the reader gives one model:
+a pip package locked from a URL carries its hash in the URL's ``#sha256=`` fragment (and, from 3.x, a
+``source:`` mapping), and conda-lock 3.x writes the placeholder version ``0.0.0`` for it when it re-locks;
+the version is then read from the artifact's file name, as older conda-lock wrote it (a note says so).
+
 conda-lock itself is the authority on the format, but importing it costs about
 0.4 s and its parser rejects the old unversioned files, so the diff path reads
 the YAML directly and validates only what it uses.
@@ -22,6 +27,7 @@ from envguard.sources import Description
 from envguard.sources._common import as_str, parse_conda_filename, parse_pypi_filename, redact_opt
 
 SUPPORTED_VERSIONS = (None, 1, 2)
+_PLACEHOLDER = "0.0.0"  # conda-lock 3.x's version for a pip package locked from a URL (pypi_solver.get_package)
 
 
 def _bad(shown: str, key: str, message: str) -> UserError:
@@ -52,6 +58,7 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None) -> De
 
     by_platform: dict[str | None, list[Package]] = {p: [] for p in declared if platform in (None, p)}
     seen: set[tuple[str, str, str]] = set()
+    placeholders: dict[str, str] = {}
     for i, entry in enumerate(data["package"]):
         if not isinstance(entry, dict):
             raise _bad(shown, f"package[{i}]", "each package entry must be a mapping")
@@ -71,7 +78,8 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None) -> De
         if ident in seen:
             continue
         seen.add(ident)
-        url = str(entry.get("url") or "")
+        source = entry.get("source")
+        url = str(entry.get("url") or (source.get("url") if isinstance(source, dict) else "") or "")
         version = entry.get("version")
         build = None
         if manager == "conda":
@@ -80,13 +88,17 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None) -> De
                 build = parsed[2]
                 if not isinstance(version, str):  # a YAML float such as 1.10 lost its digits
                     version = parsed[1]
-        elif not isinstance(version, str):
+        else:
             parsed_pip = parse_pypi_filename(url)
-            if parsed_pip:
+            if parsed_pip and (not isinstance(version, str) or (version == _PLACEHOLDER and parsed_pip[1] != version)):
+                if version == _PLACEHOLDER:
+                    placeholders[str(name)] = parsed_pip[1]
                 version = parsed_pip[1]
         h = entry.get("hash") or {}
         if not isinstance(h, dict):
             raise _bad(shown, f"package[{i}].hash", "'hash' must be a mapping")
+        if not h.get("sha256") and "#sha256=" in url:  # a URL dependency: the hash in the fragment only
+            h = {**h, "sha256": url.split("#sha256=", 1)[1].split("&", 1)[0]}
         by_platform.setdefault(plat, []).append(
             Package(
                 name=str(name),
@@ -104,5 +116,7 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None) -> De
     if platform is not None and not by_platform.get(platform):
         raise UserError(f"platform {platform} is not in this lock (it has {', '.join(declared) or 'none'})",
                         file=shown, key="metadata.platforms", fix="pick one of those with --platform")
+    notes = [f"{n}: conda-lock's placeholder version {_PLACEHOLDER} read as {v}, the version in its file name"
+             for n, v in sorted(placeholders.items())]
     return Description(kind="conda-lock", path=shown, packages=by_platform,
-                       declared_platforms=tuple(declared))
+                       declared_platforms=tuple(declared), notes=notes)

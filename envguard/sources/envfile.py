@@ -16,30 +16,11 @@ from envguard.channels import normalise_channel
 from envguard.errors import UserError
 from envguard.sources import Description, RequestedSpec
 from envguard.sources._common import as_str
-from envguard.platforms import SELECTOR_PLATFORMS
+from envguard.platforms import line_selector, selector_platforms
 from envguard.redact import redact
 
-_ALL = frozenset().union(*SELECTOR_PLATFORMS.values())
-_SELECTOR = re.compile(r"#\s*\[(?P<sel>[^\[\]]+)\]\s*$")
 _CONDA_NAME = re.compile(r"^\s*(?:(?P<chan>[^\s:]+(?:/[^\s:]+)*)::)?(?P<name>[A-Za-z0-9_][A-Za-z0-9_.+-]*)(?P<rest>.*)$")
 _EGG = re.compile(r"[#&]egg=(?P<name>[A-Za-z0-9_.-]+)")
-
-
-def selector_platforms(selector: str) -> tuple[str, ...] | None:
-    """``linux`` -> its platforms; ``not win`` and ``a or b`` too. None when not a platform selector."""
-    result: frozenset[str] = frozenset()
-    for alt in selector.split(" or "):
-        current = _ALL
-        for term in alt.split(" and "):
-            term = term.strip()
-            negate = term.startswith("not ")
-            term = term[4:].strip() if negate else term
-            plats = SELECTOR_PLATFORMS.get(term)
-            if plats is None:
-                return None
-            current = current & (_ALL - plats if negate else plats)
-        result |= current
-    return tuple(sorted(result))
 
 
 def split_conda_spec(text: str) -> tuple[str | None, str, str]:
@@ -99,6 +80,12 @@ def _requirements_file(path: Path, selector: tuple[str, ...] | None, notes: list
     return out
 
 
+def _narrow(outer: tuple[str, ...] | None, inner: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if outer is None or inner is None:
+        return inner if outer is None else outer
+    return tuple(p for p in inner if p in outer)
+
+
 def read_environment(text: str, data: Any, shown: str, *, base_dir: Path | None = None) -> Description:
     from envguard.yamlio import load_with_lines
 
@@ -129,15 +116,17 @@ def read_environment(text: str, data: Any, shown: str, *, base_dir: Path | None 
     seen_files: set[Path] = set()
 
     def selector_at(line: int | None, key: str) -> tuple[str, ...] | None:
+        """The platforms a ``# [selector]`` keeps the entry on, as conda-lock reads it (None: all)."""
         if line is None or line > len(lines):
             return None
-        m = _SELECTOR.search(lines[line - 1])
-        if not m:
+        sel = line_selector(lines[line - 1])
+        if sel is None:
             return None
-        plats = selector_platforms(m.group("sel").strip())
-        if plats is None:
-            notes.append(f"{key}: selector [{m.group('sel')}] is not a platform selector; the entry is kept")
-        return plats
+        plats = selector_platforms(sel)
+        if not plats:
+            notes.append(f"{key}: conda-lock drops the entry on every platform (selector [{sel}] is not one "
+                         "platform of its table)")
+        return tuple(sorted(plats))
 
     requested: list[RequestedSpec] = []
     for i, dep in enumerate(deps):
@@ -150,9 +139,11 @@ def read_environment(text: str, data: Any, shown: str, *, base_dir: Path | None 
                 raise UserError(f"expected a list, found {type(pip_items).__name__}", file=shown,
                                 key=f"dependencies[{i}].pip", fix="write one `- requirement` per line under `pip:`",
                                 **where("dependencies", i, "pip"))
+            section = selector_at(line, "pip")  # "- pip:  # [linux]": meant for every item below it
             for j, item in enumerate(pip_items):
                 pline = pos.line("dependencies", i, "pip", j)
-                requested += _pip_spec(as_str(item), selector_at(pline, "pip"), pline, base, notes, seen_files)
+                own = selector_at(pline, as_str(item).strip() or "pip")
+                requested += _pip_spec(as_str(item), _narrow(section, own), pline, base, notes, seen_files)
             continue
         entry = as_str(dep).strip()
         if not entry:

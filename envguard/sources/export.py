@@ -15,6 +15,7 @@ the low-level packages that only a solver (never a person) writes down.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from envguard.channels import normalise_channel
@@ -55,6 +56,38 @@ def looks_like_export(data: dict[str, Any]) -> bool:
     # --no-builds: exact pins on everything, solver plumbing included
     plumbing = sum(1 for m in pins if m.group("name") in _PLUMBING)
     return len(pins) >= 0.9 * len(entries) and plumbing >= 3
+
+
+# Packages that exist for one platform only, and what they say about the exported environment.
+_PLATFORM_NAME = re.compile(r"_(?P<plat>linux-(?:64|aarch64|ppc64le)|osx-(?:64|arm64)|win-(?:64|arm64))$")
+_WINDOWS_ONLY = frozenset({"vc", "vs2015_runtime", "vc14_runtime", "ucrt", "msys2-conda-epoch", "pywin32",
+                           "win_inet_pton", "menuinst"})
+_SUBDIR_PREFIX = re.compile(r"^[^\s:]+/(?P<plat>(?:linux|osx|win)-[a-z0-9]+)::")
+
+
+def export_platform(data: dict[str, Any]) -> str | None:
+    """The platform an export was taken on, when the file says so unambiguously; None otherwise.
+
+    ``conda env export`` writes no platform, but a Windows ``prefix:`` (``C:\\...``), a
+    ``channel/subdir::`` entry, or a package that exists for one platform only (``ld_impl_linux-64``,
+    ``vs2015_runtime``, ``clang_osx-arm64``) gives it away.
+    """
+    found: set[str] = set()
+    prefix = data.get("prefix")
+    if isinstance(prefix, str) and re.match(r"^[A-Za-z]:[\\/]", prefix.strip()):
+        found.add("win-64")
+    for entry in _conda_entries(data):
+        m = _SUBDIR_PREFIX.match(entry)
+        if m:
+            found.add(m.group("plat"))
+        name = (_PIN.match(entry) or _LOOSE.match(entry))
+        n = name.group("name") if name else ""
+        m = _PLATFORM_NAME.search(n)
+        if m:
+            found.add(m.group("plat"))
+        elif n in _WINDOWS_ONLY or n.startswith("m2w64-"):
+            found.add("win-64")
+    return found.pop() if len(found) == 1 else None
 
 
 def _pip_package(item: str, shown: str) -> Package | None:
@@ -103,4 +136,7 @@ def read_export(data: Any, shown: str) -> Description:
         g = m.groupdict()
         packages.append(Package(name=g["name"], version=g.get("ver") or "", manager="conda",
                                 build=g.get("build"), channel=normalise_channel(g.get("chan"))))
-    return Description(kind="export", path=shown, packages={None: packages})
+    platform = export_platform(data)
+    if platform is not None:
+        packages = [replace(p, platform=platform) for p in packages]
+    return Description(kind="export", path=shown, packages={platform: packages})

@@ -119,9 +119,11 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
 
     # v7: custom platform names map to a subdir
     subdir_of: dict[str, str] = {}
+    info: dict[str, dict[str, str]] = {}
     for p in data.get("platforms") or []:
         if isinstance(p, dict) and p.get("name"):
             subdir_of[str(p["name"])] = str(p.get("subdir") or p["name"])
+            info[str(p["name"])] = {"subdir": subdir_of[str(p["name"])], **_virtual_facts(p.get("virtual-packages"))}
 
     index: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for i, entry in enumerate(data.get("packages") or []):
@@ -170,4 +172,15 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
                         f"{', '.join(map(str, per_platform)) or 'none'})", file=shown,
                         fix="pick one of those with --platform")
     return Description(kind="pixi", path=shown, packages=out, environments=names, environment=environment,
-                       notes=notes)
+                       notes=notes, platform_info=info)
+
+
+def _virtual_facts(virtual: Any) -> dict[str, str]:
+    """``__cuda=12`` -> {"cuda": "12"}, ``__osx=13.5`` -> {"macos": "13.5"}: what names a custom platform."""
+    out: dict[str, str] = {}
+    for v in virtual or []:
+        name, _, rest = as_str(v).partition("=")
+        key = {"__cuda": "cuda", "__osx": "macos"}.get(name.strip())
+        if key:
+            out[key] = rest.split("=", 1)[0].strip()
+    return out

@@ -1,0 +1,181 @@
+"""Lint a pixi manifest (pixi.toml, or pyproject.toml with [tool.pixi]) with the environment-file rules.
+
+Every pixi environment is one spec: its features' dependencies, pypi-dependencies, channels, platforms and
+system requirements together. The rules of :class:`envguard.lint._EnvLinter` run once per environment;
+a finding that several environments share is reported once, naming them when not all have it. The
+Python and torch rules judge only environments that hold python or torch (a `lint` or `docs` environment
+of ruff alone is not a PyTorch environment).
+
+Differences from environment.yml, where pixi differs:
+
+* torch from PyPI (`[pypi-dependencies] torch`) is a documented pixi route, so EG107 does not apply;
+  torch from both (`pytorch` and PyPI `torch`) is EG158, and CUDA lines across the two managers EG157;
+* ``[system-requirements] cuda`` is the CUDA driver level the solve assumes (``__cuda``): a CUDA signal
+  for the build guard (EG112), and EG118 when the pinned torch has no build for a line that driver runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from envguard.findings import Finding, Severity
+from envguard.lint import (
+    RULES,
+    _CUDA_UNIVERSE,
+    _EnvLinter,
+    _Dep,
+    _channel_name,
+    _vkey,
+    release_lines,
+)
+from envguard.sources.pixi_manifest import Environment, Manifest, ManifestDep, parse_manifest
+
+
+def _dep(d: ManifestDep, env: Environment) -> _Dep | None:
+    plats = None if d.platforms is None else tuple(p for p in d.platforms if p in env.platforms)
+    if d.manager == "pip":
+        return _Dep(d.name.lower(), "pip", d.spec, d.version, None, None, d.line, plats)
+    from rattler import MatchSpec
+
+    try:
+        ms = MatchSpec(d.spec, strict=False)
+    except Exception:  # reported as EG121 by the structure pass
+        return None
+    version = str(ms.version) if ms.version is not None else None
+    build = str(ms.build) if ms.build is not None else None
+    return _Dep(d.name.lower(), "conda", d.spec, version, build, d.channel, d.line, plats)
+
+
+class _ManifestEnvLinter(_EnvLinter):
+    """The environment-file rules over one pixi environment."""
+
+    def __init__(self, manifest: Manifest, env: Environment, text: str) -> None:
+        super().__init__(manifest.path, text, {}, None, Path(manifest.path).parent)
+        self.manifest, self.env = manifest, env
+
+    def dep_fix(self, name: str, spec: str) -> str:
+        return f'`{name} = "{spec}.*"`'
+
+    def spec_fix(self, name: str, version: str, build: str) -> str:
+        table = f'`{name} = {{ version = "{version}", build = "{build}" }}`'
+        cuda_subdirs = [p for p in self.env.platforms
+                        if self.manifest.platforms.get(p, p).startswith(("linux", "win"))]
+        if len(cuda_subdirs) == len(self.env.platforms):
+            return table
+        # macOS has no CUDA build: guard only the platforms that have one, the way pixi's docs do
+        where = ", ".join(f"[target.{p}.dependencies]" for p in cuda_subdirs[:2]) or "[target.linux-64.dependencies]"
+        return f'{table} under {where} (macOS has no CUDA build), or `pytorch-gpu = "*"` there'
+
+    def gather(self) -> None:
+        self.conda = [x for x in (_dep(d, self.env) for d in self.env.deps if d.manager == "conda") if x]
+        self.pip = [x for x in (_dep(d, self.env) for d in self.env.deps if d.manager == "pip" and not d.source) if x]
+        self.channels = [(ch, self.manifest.channels[0][1] if self.manifest.channels else self.manifest.workspace_line)
+                         for ch in self.env.channels]
+        self.channel_names = {_channel_name(ch) for ch, _ in self.channels}
+        self.torch_conda = [d for d in self.conda if d.name in ("pytorch", "pytorch-gpu", "pytorch-cpu")]
+        self.torch_pip = [d for d in self.pip if d.name == "torch"]
+        self.torch_lines = self._torch_lines()
+
+    def cuda_signals(self) -> list[str]:
+        cuda = self.env.system.get("cuda")  # the driver level pixi solves for: a request for CUDA builds
+        return [f'[system-requirements] cuda = "{cuda}"'] if cuda else []
+
+    def _deps_line(self) -> int:
+        return self.manifest.workspace_line or 1
+
+    def pip_core(self) -> set[str]:
+        """pixi installs PyPI packages with uv on top of the conda ones: torch from PyPI alone is a documented
+        route (no EG107); one package from both managers stays EG123, torch from both EG158."""
+        return set()
+
+    def cuda_rules(self) -> None:
+        super().cuda_rules()
+        self._system_cuda_rule()
+
+    def _system_cuda_rule(self) -> None:
+        cuda = self.env.system.get("cuda")
+        rel = self.c.torch(self.torch_release) if self.torch_release else None
+        if not cuda or rel is None or not rel.cuda:
+            return
+        lines = release_lines(cuda, "conda", _CUDA_UNIVERSE)
+        have = min(lines, key=_vkey) if lines else None
+        if have and all(_vkey(c)[0] > _vkey(have)[0] for c in rel.cuda):
+            self.add("EG118", f"[system-requirements] cuda = \"{cuda}\": torch {rel.version} has no CUDA {have} "
+                     f"build (its CUDA lines: {', '.join(rel.cuda)}), so pixi can solve only a CPU build",
+                     f'raise it to cuda = "{rel.cuda[0].split(".")[0]}" (the driver must support it)',
+                     self.env.system_line, package="pytorch")
+
+    def url_rules(self) -> None:
+        return  # the raw-text credential scan covers every URL of a manifest
+
+    def run(self) -> list[Finding]:
+        self.gather()
+        has_torch = bool(self.torch_conda or self.torch_pip)
+        if has_torch:
+            self.torch_rules()
+        if has_torch or any(d.name == "python" for d in self.conda):
+            self.python_rules()
+        self.pip_rules()
+        self.cuda_rules()
+        self.channel_rules()
+        self.exactness_rules()
+        self.mixing_rules()
+        return self.findings
+
+
+def _structure(m: Manifest, text: str) -> list[Finding]:
+    """What the manifest's shape gets wrong before any rule: no channels, specs conda/rattler cannot read."""
+    from envguard.lock import version_problem
+
+    out: list[Finding] = []
+    if not m.channels and not any(f.channels for f in m.features.values()):
+        out.append(Finding("EG129", Severity.ERROR, "no channels in the workspace table: pixi cannot solve anything",
+                           'add `channels = ["conda-forge"]` to [workspace]', m.path, m.workspace_line))
+    seen: set[tuple[str, int | None]] = set()
+    for f in m.features.values():
+        for d in f.deps:
+            if d.manager != "conda" or d.version is None or (d.name, d.line) in seen:
+                continue
+            seen.add((d.name, d.line))
+            problem = version_problem(d.version.replace(" ", ""))
+            if problem is None:
+                from rattler import VersionSpec
+
+                try:
+                    VersionSpec(d.version, strict=False)
+                except Exception as e:  # rattler's own error family: what pixi itself would refuse
+                    problem = str(e).splitlines()[0]
+            if problem:
+                out.append(Finding("EG121", Severity.ERROR, f"{d.name} = \"{d.version}\": {problem}",
+                                   "write a version spec such as \">=2.5,<3\" or \"2.5.*\"", m.path, d.line, d.name))
+    return out
+
+
+def lint_manifest(shown: str, text: str, data: Any) -> list[Finding]:
+    """Every environment-file rule over every environment of a pixi manifest."""
+    m = parse_manifest(text, data, shown)
+    findings = _structure(m, text)
+    if any(f.code == "EG121" for f in findings):
+        bad = {f.line for f in findings if f.code == "EG121"}
+        for f in m.features.values():
+            f.deps = [d for d in f.deps if d.line not in bad]
+    by_key: dict[tuple[str, str, int | None], tuple[Finding, list[str]]] = {}
+    for env in m.environments.values():
+        for f in _ManifestEnvLinter(m, env, text).run():
+            key = (f.code, f.message, f.line)
+            slot = by_key.setdefault(key, (f, []))
+            slot[1].append(env.name)
+    n_envs = len(m.environments)
+    for f, envs in by_key.values():
+        if f.code == "EG130" and len(envs) < n_envs:
+            continue  # the workspace's channels serve every environment: unused only if unused by all
+        if n_envs > 1 and len(envs) < n_envs:
+            label = "environment" if len(envs) == 1 else "environments"
+            shown_envs = ", ".join(envs[:4]) + (f" and {len(envs) - 4} more" if len(envs) > 4 else "")
+            f = Finding(f.code, f.severity, f"{f.message} ({label} {shown_envs})", f.fix, f.file, f.line, f.package)
+        findings.append(f)
+    return findings
+
+
+__all__ = ["lint_manifest", "RULES"]

@@ -1,0 +1,174 @@
+"""conda's match-spec grammar, as conda (and conda-lock's parser) reads a dependency line.
+
+rattler parses environment files leniently (``strict=False``) and so accepts lines that conda rejects or
+reads otherwise than written: ``torchvision>=*=*cuda112*`` (an operator compared against nothing),
+``foo >=1 <2`` (two constraints separated by a space, which conda reads as the single version ``1<2``),
+``x=1.0=a=b`` (a third ``=``). Such a line passes a quick look and surfaces at solve time. This module
+says what is wrong with a spec in conda's terms, in one sentence, or nothing. Pure: no imports beyond re.
+
+The shape conda reads (conda/models/match_spec.py, ``_parse_spec_str``)::
+
+    [channel[/subdir]::]name[ version[ build]][[key=value, ...]]
+    name=version=build        name==version        name>=1,<2|==3
+
+where the version/build separator is a space, or an ``=`` that does not belong to an operator.
+"""
+
+from __future__ import annotations
+
+import re
+
+_OPERATORS = ("==", "!=", "<=", ">=", "~=", "<", ">", "=")
+_OPERATOR_CHARS = frozenset("=!<>~")
+_NAME = re.compile(r"^(?:\*|[A-Za-z0-9_][A-Za-z0-9_.+-]*)$")
+_BUILD = re.compile(r"^[A-Za-z0-9_.*+!]+$")
+_VERSION_CHARS = re.compile(r"^[A-Za-z0-9_.+!*-]+$")
+_BRACKET_ITEM = re.compile(r"""\s*([A-Za-z0-9_-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^,\s'"]+))\s*(?:,|$)""")
+_BRACKET_KEYS = frozenset({
+    "version", "build", "build_number", "channel", "subdir", "md5", "sha256", "fn", "url", "license",
+    "license_family", "track_features", "features", "name",
+})
+_PACKAGE_FILE = (".conda", ".tar.bz2")
+
+
+def version_problem(text: str) -> str | None:
+    """What conda rejects in a version expression (``>=1.2,<2|3.*``), or None."""
+    if text.count("(") != text.count(")"):
+        return f"unbalanced parentheses in `{text}`"
+    flat = text.replace("(", "").replace(")", "")
+    for alternative in flat.split("|"):
+        for atom in alternative.split(","):
+            problem = _atom_problem(atom.strip(), text)
+            if problem:
+                return problem
+    return None
+
+
+def _atom_problem(atom: str, whole: str) -> str | None:
+    if not atom:
+        return f"an empty constraint in `{whole}` (a stray `,` or `|`)"
+    op = next((o for o in _OPERATORS if atom.startswith(o)), "")
+    value = atom[len(op):]
+    if op and not value:
+        return f"`{atom}`: an operator needs a version"
+    if op and value[0] in _OPERATOR_CHARS:
+        return f"`{atom}` has no valid operator (write ==, !=, <=, >=, <, >, ~= or =)"
+    if op not in ("", "=", "==") and value.lstrip(".").startswith("*"):
+        return f"`{atom}` compares against nothing: an operator needs a version, `*` is not one"
+    if op == "~=" and value.endswith("*"):
+        return f"`{atom}`: conda does not take `~=` with a wildcard"
+    if op in ("", "=", "=="):
+        core = value.replace("*", "0")  # a glob: 1.2.*, 1.*, *
+    else:
+        core = value[:-2] if value.endswith(".*") else value  # ">=1.2.*" is read as ">=1.2"
+        if "*" in core:
+            return f"`{atom}`: a wildcard inside a compared version"
+    return _plain_version_problem(core, atom)
+
+
+def _plain_version_problem(version: str, atom: str) -> str | None:
+    if not _VERSION_CHARS.match(version):
+        return f"`{atom}` has characters a conda version cannot hold"
+    if "-" in version and "_" in version:
+        return f"`{atom}` mixes `-` and `_` in one version"
+    epoch, _, rest = version.rpartition("!")
+    if "!" in epoch or (epoch and not epoch.isdigit()):
+        return f"`{atom}`: the epoch before `!` must be one integer"
+    public, plus, local = rest.partition("+")
+    if plus and (not public or "+" in local or not local):
+        return f"`{atom}`: a local version needs one `+` between two non-empty parts"
+    for part in (public, local):
+        # a trailing "_" is conda's way to order 1.0.1_ before 1.0.1a (openssl)
+        if part and any(c == "" for c in re.split(r"[._-]", part.removesuffix("_"))):
+            return f"`{atom}` has an empty version component"
+    return None
+
+
+def _split_version_build(rest: str) -> tuple[str, str | None] | str:
+    """(version, build) of what follows the name, or why conda cannot read it."""
+    # "pip>= 21.3.1", "1.0 , < 2.0": spaces after an operator and around , and | belong to the version
+    rest = re.sub(r"(==|!=|<=|>=|~=|<|>|=)\s+", r"\1", rest)
+    rest = re.sub(r"\s*([,|])\s*", r"\1", rest)
+    tokens = rest.split()
+    if len(tokens) >= 2 and tokens[1][:1] in _OPERATOR_CHARS:
+        joined = ",".join(tokens)
+        return (f"two constraints separated by a space (`{' '.join(tokens)}`): conda reads them as one version; "
+                f"join them with a comma: `{joined}`")
+    if len(tokens) > 2:
+        return f"too many space-separated parts (`{rest}`): conda reads NAME VERSION BUILD"
+    if len(tokens) == 2:
+        return tokens[0], tokens[1]
+    token = tokens[0]
+    for i in range(1, len(token)):
+        # an "=" that is not part of an operator separates the build: 2.1=cuda*, >=2.7=cuda12*, =2.1=py_0
+        if token[i] == "=" and token[i - 1] not in "=!<>~,|" and token[i + 1:i + 2] != "=":
+            return token[:i], token[i + 1:]
+    return token, None
+
+
+def match_spec_problem(spec: str) -> str | None:
+    """Why conda's match-spec grammar rejects ``spec``, or reads it otherwise than written; None when fine."""
+    s = spec.split("#", 1)[0].strip()
+    if not s:
+        return "an empty spec"
+    if "://" in s or s.endswith(_PACKAGE_FILE):
+        return None  # a package URL or file: conda reads name, version and build from the file name
+    bracket = ""
+    if "[" in s:
+        head, _, tail = s.partition("[")
+        if not tail.rstrip().endswith("]") or "[" in tail:
+            return "a `[key=value]` section must come last, once"
+        s, bracket = head.strip(), tail.rstrip()[:-1]
+    if "::" in s:
+        channel, _, s = s.rpartition("::")
+        if not channel.strip() or ":" in s:
+            return "write the channel as `channel::name`"
+    elif ":" in s:
+        return "a single `:`; write the channel as `channel::name`"
+    m = re.match(r"^([^\s=<>!~]+)(.*)$", s)
+    if m is None:
+        return "no package name"
+    name, rest = m.group(1), m.group(2).strip()
+    if not _NAME.match(name):
+        return f"`{name}` is not a package name (letters, digits, `_`, `.`, `+`, `-`)"
+    if rest:
+        split = _split_version_build(rest)
+        if isinstance(split, str):
+            return split
+        version, build = split
+        if version.startswith("=") and not version.startswith("=="):
+            if version[1:2] in _OPERATOR_CHARS and version[1:]:
+                return f"`{version}` has no valid operator (did you mean `{version[1]}=`?)"
+            version = version[1:] or "*"  # "name=1.2" is the fuzzy "1.2.*"
+        problem = version_problem(version)
+        if problem:
+            return problem
+        if build is not None and not _BUILD.match(build):
+            extra = " (a third `=`?)" if "=" in build else ""
+            return f"`{build}` is not a build string{extra}: letters, digits, `_`, `.` and `*` only"
+    if bracket:
+        return _bracket_problem(bracket)
+    return None
+
+
+def _bracket_problem(text: str) -> str | None:
+    pos = 0
+    while pos < len(text):
+        m = _BRACKET_ITEM.match(text, pos)
+        if m is None or m.end() == pos:
+            return f"cannot read `[{text}]`: write `[key=value, ...]`"
+        key = m.group(1)
+        value = next(g for g in m.groups()[1:] if g is not None)
+        if key not in _BRACKET_KEYS:
+            return f"unknown key `{key}` in `[...]`"
+        if key == "version":
+            problem = version_problem(value)
+            if problem:
+                return problem
+        if key == "build" and not _BUILD.match(value):
+            return f"`{value}` is not a build string"
+        pos = m.end()
+    return None
+
+
+__all__ = ["match_spec_problem", "version_problem"]
