@@ -50,6 +50,8 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     _state["verbose"] = verbose
+    if verbose:  # also for what native code writes (envguard.create.backends.rattler_backend.contained_stderr)
+        os.environ["ENVGUARD_VERBOSE"] = "1"
 
 def fail(message: str, code: ExitCode) -> "typer.Exit":
     from envguard.redact import redact
