@@ -446,6 +446,7 @@ def create(
                 _build_staged(be, install_plan, plan, expected, target, pkgs, progress, rep)
             else:
                 _build_in_place(be, install_plan, plan, expected, target, progress, rep)
+            prepared.finalize()
         finally:
             prepared.cleanup()
 

@@ -262,20 +262,24 @@ class VerifiedStamps:
             return entry[0], entry[1], entry[2]
         return None
 
-    def record_package(self, key: str, info: str, identity: str | None, newest_ns: int = 0) -> None:
-        """Remember the digest of a package's ``info/`` files as its verified archive has them, and, when
-        every file was hashed right and none changed within STAMP_MIN_AGE_NS, the identity of its files."""
+    def record_package(self, key: str, info: str, identity: str | None, newest_ns: int = 0,
+                       fine_clock: bool = False) -> None:
+        """Remember the digest of a package's ``info/`` files as its verified archive has them and, when its
+        files are known to be right, their identity. Linking an extracted file into an environment changes
+        its ctime, so the identity is taken after each create's own links (envguard.create.prelink). On a
+        file system whose ctimes have sub-millisecond resolution (``fine_clock``) no rewrite can keep the
+        same ctime; elsewhere, as for artifacts, files changed within STAMP_MIN_AGE_NS get no identity."""
         now = time.time_ns()
-        if identity is not None and newest_ns + STAMP_MIN_AGE_NS > now:
+        if identity is not None and not fine_clock and newest_ns + STAMP_MIN_AGE_NS > now:
             identity = None  # too recent to be told apart from a rewrite in the same clock tick
-        if self.package(key) != (info, identity, now):
+        rec = self.package(key)
+        if rec is None or rec[:2] != (info, identity):
             self.packages[key] = [info, identity, now]
             self.changed = True
 
-    def vouches_package(self, key: str, info: str, identity: str, newest_ns: int) -> bool:
+    def vouches_package(self, key: str, info: str, identity: str) -> bool:
         rec = self.package(key)
-        return (rec is not None and rec[0] == info and rec[1] == identity
-                and newest_ns + STAMP_MIN_AGE_NS <= rec[2])
+        return rec is not None and rec[0] == info and rec[1] == identity
 
     def forget_package(self, key: str) -> None:
         if self.packages.pop(key, None) is not None:

@@ -65,6 +65,7 @@ class _Package:
     """What one package will put into the prefix."""
 
     art: Artifact
+    entries: list[tuple[str, str]] = field(default_factory=list)  # paths.json: (path, path_type)
     paths: list[str] = field(default_factory=list)  # paths.json paths (and, from an archive, every entry)
     symlinks: dict[str, str] = field(default_factory=dict)  # declared path -> link target
     inner_links: dict[str, str] = field(default_factory=dict)  # every symlink of the archive
@@ -80,6 +81,21 @@ class Prepared:
     verified_local: int = 0
     reextracted: list[str] = field(default_factory=list)
     download_dir: Path | None = None
+    cache_dir: Path | None = None
+    packages: list[_Package] = field(default_factory=list)  # verified, to be stamped after linking
+
+    def finalize(self) -> None:
+        """After a successful install: record the identities of the extracted files, now that this create's
+        own hard links have changed their ctimes, so that the next create need not hash them."""
+        if self.cache_dir is None or not self.packages:
+            return
+        stamps = VerifiedStamps(self.cache_dir)
+        for pkg in self.packages:
+            found = _identity(self.cache_dir / pkg.art.stem, pkg.entries)
+            if not isinstance(found, str):
+                identity, newest, fine, _todo = found
+                stamps.record_package(pkg.art.key, pkg.info, identity, newest, fine)
+        stamps.save()
 
     def cleanup(self) -> None:
         """Remove the downloaded copies (the installer has extracted them into the package cache)."""
@@ -117,7 +133,8 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
                      "again from the verified archive")
         cold.append((i, art, altered))
     client = creds.client()
-    prepared = Prepared(tuple(arts), client, verified, [a.name for _i, a, why in cold if why])
+    prepared = Prepared(tuple(arts), client, verified, [a.name for _i, a, why in cold if why],
+                        cache_dir=cache_dir if use_cache else None)
     try:
         if cold:
             scanned = _run(_obtain_all(cold, cache_dir, client, missing, prepared, lockfile, stage))
@@ -128,6 +145,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
                 ready.append(pkg)
         prepared.artifacts = tuple(arts)
         _check_paths(ready, platform)
+        prepared.packages = ready
     except BaseException:
         prepared.cleanup()
         stamps.save()
@@ -207,42 +225,61 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps) -> tupl
         entries = _paths_entries(read("info/paths.json"), read("info/files"))
     except (ValueError, UnicodeDecodeError) as e:
         return None, f"info/paths.json: {shorten(str(e), 80)}"
-    pkg = _Package(art, info=info)
+    pkg = _Package(art, info=info, entries=[(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries])
+    pkg.paths = [p for p, _t in pkg.entries]
+    found = _identity(entry, pkg.entries, pkg.symlinks)
+    if isinstance(found, str):
+        return None, found
+    identity, _newest, _fine, to_hash = found
+    pkg.inner_links = dict(pkg.symlinks)
+    if stamps.vouches_package(art.key, info, identity):
+        return pkg, None
+    sizes = {e["_path"]: e.get("size_in_bytes") for e in entries}
+    hashes = {e["_path"]: e.get("sha256") for e in entries}
+    for rel, _full in to_hash:
+        size = sizes.get(rel)
+        if isinstance(size, int) and os.path.getsize(_full) != size:
+            return None, f"{shorten(rel, 120)} changed size ({os.path.getsize(_full)} bytes, {size} in paths.json)"
+    bad = _hash_files([(rel, full, str(hashes[rel]).lower()) for rel, full in to_hash
+                       if isinstance(hashes.get(rel), str)])
+    return (None, bad) if bad else (pkg, None)
+
+
+def _identity(entry: Path, declared: list[tuple[str, str]], links: dict[str, str] | None = None
+              ) -> tuple[str, int, bool, list[tuple[str, Path]]] | str:
+    """(identity digest, newest ctime, whether ctimes are finer than a millisecond, regular files) of an
+    extracted package's declared files and metadata, or why it does not match its paths.json."""
     idents: list[str] = []
-    to_hash: list[tuple[str, Path, str | None, int | None]] = []
+    to_hash: list[tuple[str, Path]] = []
     newest = 0
-    for e in entries:
-        rel = e["_path"]
-        pkg.paths.append(rel)
+    fine = True
+    for rel, kind in declared:
         if path_problem(rel):
             continue  # the archive itself declares it: refused with the other unsafe paths
         full = entry / rel
         try:
             st = os.lstat(full)
         except OSError:
-            return None, f"{shorten(rel, 120)} is missing"
-        kind = e.get("path_type")
+            return f"{shorten(rel, 120)} is missing"
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(full)
-            pkg.symlinks[rel] = target
-            pkg.inner_links[rel] = target
+            if links is not None:
+                links[rel] = target
             idents.append(f"L\0{rel}\0{target}\0{st.st_ino}\0{st.st_dev}")
-        elif kind == "softlink":
-            return None, f"{shorten(rel, 120)} is no longer a symlink"
-        elif kind == "directory":
+            continue
+        if kind == "softlink":
+            return f"{shorten(rel, 120)} is no longer a symlink"
+        if kind == "directory":
             if not stat.S_ISDIR(st.st_mode):
-                return None, f"{shorten(rel, 120)} is no longer a directory"
-        elif not stat.S_ISREG(st.st_mode):
-            return None, f"{shorten(rel, 120)} is no longer a regular file"
-        else:
-            size = e.get("size_in_bytes")
-            if isinstance(size, int) and st.st_size != size:
-                return None, f"{shorten(rel, 120)} changed size ({st.st_size} bytes, {size} in paths.json)"
-            idents.append(f"F\0{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}")
-            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-            sha = e.get("sha256")
-            to_hash.append((rel, full, sha.lower() if isinstance(sha, str) else None, size))
-    for name in INFO_FILES:  # the metadata files themselves: an edit after this check is caught next time
+                return f"{shorten(rel, 120)} is no longer a directory"
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            return f"{shorten(rel, 120)} is no longer a regular file"
+        idents.append(f"F\0{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}")
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+        fine = fine and st.st_ctime_ns % 1_000_000 != 0
+        to_hash.append((rel, full))
+    for name in INFO_FILES:  # the metadata itself: an edit after the check is caught next time
         try:
             st = os.lstat(entry / name)
         except OSError:
@@ -250,21 +287,15 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps) -> tupl
         idents.append(f"I\0{name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}")
         newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
     identity = hashlib.sha256("\n".join(idents).encode("utf-8", "surrogateescape")).hexdigest()
-    if stamps.vouches_package(art.key, info, identity, newest):
-        return pkg, None
-    bad = _hash_files(to_hash)
-    if bad:
-        return None, bad
-    stamps.record_package(art.key, info, identity, newest)
-    return pkg, None
+    return identity, newest, fine, to_hash
 
 
-def _hash_files(items: list[tuple[str, Path, str | None, int | None]]) -> str | None:
+def _hash_files(items: list[tuple[str, Path, str]]) -> str | None:
     """The first file whose sha256 differs from paths.json's, as a reason; None when all agree."""
-    todo = [it for it in items if it[2]]
+    todo = items
 
-    def one(item: tuple[str, Path, str | None, int | None]) -> str | None:
-        rel, full, sha, _size = item
+    def one(item: tuple[str, Path, str]) -> str | None:
+        rel, full, sha = item
         try:
             return None if file_digest(full) == sha else f"{shorten(rel, 120)} changed content (sha256)"
         except OSError as e:
@@ -387,8 +418,10 @@ async def _scan(art: Artifact, path: Path) -> _Package:
     except (ValueError, UnicodeDecodeError) as e:
         raise IntegrityError(f"{art.name} {art.version}: {shorten(str(e), 200)} in {path.name} (fix: re-lock "
                              "against a channel with an intact build)") from None
-    declared = [e["_path"] for e in entries]
-    pkg.paths = declared + [n for n in names if n not in set(declared)]
+    pkg.entries = [(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries]
+    declared = [p for p, _t in pkg.entries]
+    known = set(declared)
+    pkg.paths = declared + [n for n in names if n not in known]
     pkg.symlinks = {p: pkg.inner_links[p] for p in declared if p in pkg.inner_links}
     if unsafe:
         raise _refusal(unsafe)
