@@ -416,9 +416,7 @@ def run(argv: list[str] | None = None) -> int:
         from envguard.redact import redact
 
         if _state["verbose"]:
-            import traceback
-
-            traceback.print_exc()
+            _print_traceback()
         render.err.print(f"[red]error:[/red] {_escape(redact(e.message))}", markup=True)
         return int(e.exit_code)
     except KeyboardInterrupt:
@@ -426,14 +424,21 @@ def run(argv: list[str] | None = None) -> int:
         return int(ExitCode.INTERRUPTED)
     except Exception as e:  # a bug: one line, unless asked for more
         if _state["verbose"]:
-            import traceback
-
-            traceback.print_exc()
+            _print_traceback()
         from envguard.redact import redact
 
         detail = _escape(redact(" ".join(str(e).split())))
         render.err.print(f"[red]internal error:[/red] {type(e).__name__}: {detail} (rerun with --verbose for a traceback)")
         return int(ExitCode.BACKEND)
+
+
+def _print_traceback() -> None:
+    """The traceback --verbose asks for, with credentials masked like every other message."""
+    import traceback
+
+    from envguard.redact import redact
+
+    sys.stderr.write(redact(traceback.format_exc()))
 
 
 def main() -> None:

@@ -282,8 +282,9 @@ def read_plan(lockfile: Path, platform: str) -> LockPlan:
             conda.append(_conda_artifact(f, expand_url(f["url"], lockfile, f["name"]), lockfile))
     for entry in pip_records(lock, platform):
         f = _entry_fields(entry, lockfile)
-        pip.append(PipArtifact(f["name"], f["version"], expand_url(f["url"], lockfile, f["name"]),
-                               (f["sha256"] or "").lower() or None))
+        url = expand_url(f["url"], lockfile, f["name"])
+        pip.append(PipArtifact(f["name"], f["version"], url, (f["sha256"] or "").lower() or None,
+                               locked_url=f["url"] if url != f["url"] else None))
     sources = [lockfile.parent / s for s in lock.sources]
     return LockPlan(lockfile, platform, lock.content_hash.get(platform), conda, pip, sources)
 
