@@ -89,5 +89,9 @@ class SmokeFailed(EnvguardError):
     exit_code = ExitCode.SMOKE_FAILED
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, carrying what the interrupted command left behind: one line, exit 130."""
+
+
 class SmokeTimeout(EnvguardError):
     exit_code = ExitCode.SMOKE_TIMEOUT

@@ -123,14 +123,24 @@ def test_lock_create_check_diff_leave_no_credential_on_disk(tmp_path: Path, sand
     assert list((Path(sandbox["XDG_CACHE_HOME"]) / "rattler" / "cache" / "pkgs").glob("egtool-*"))
 
 
-def test_verbose_tracebacks_are_masked_too(tmp_path: Path, sandbox: dict[str, str]) -> None:
-    """``--verbose`` printed the user name in one error chain: its traceback now goes through redact."""
-    project = tmp_path / "down"
+def test_verbose_tracebacks_are_masked_too(tmp_path: Path, sandbox: dict[str, str], channel_factory) -> None:
+    """``--verbose`` printed the user name in one error chain (the installer's own error, chained under
+    envguard's): the traceback now goes through redact like every other message."""
+    chan = channels.make_channel(tmp_path / "chan", [
+        {"name": "egsecret", "version": "1.0", "noarch": "generic", "files": {"share/egsecret.txt": "ok\n"}}])
+    server = channel_factory.serve(chan, auth=(USER, PASSWORD))
+    port = server.base_url.rsplit(":", 1)[1]
+    project = tmp_path / "p"
     project.mkdir()
     (project / "environment.yml").write_text(
-        f"name: d\nchannels:\n  - http://{USER}:{PASSWORD}@127.0.0.1:9/t/{TOKEN}/chan\n"
-        f"dependencies:\n  - python=3.11\nplatforms:\n  - {channels.host_platform()}\n")
-    proc = subprocess.run([sys.executable, "-m", "envguard", "--verbose", "lock", "--no-cuda"], capture_output=True,
-                          text=True, cwd=project, env=sandbox, timeout=120)
-    assert proc.returncode == 6 and "Traceback" in proc.stderr  # --verbose: the traceback is there...
-    assert [s for s in SECRETS if s in proc.stdout + proc.stderr] == []  # ...masked
+        f"name: d\nchannels:\n  - http://${{EG_USER}}:${{EG_PW}}@127.0.0.1:{port}\n"
+        f"dependencies:\n  - egsecret\nplatforms:\n  - {channels.host_platform()}\n")
+    good = {**sandbox, "EG_USER": USER, "EG_PW": PASSWORD}
+    assert _envguard(good, project, "lock", "--no-cuda").returncode == 0
+    wrong = {**good, "EG_PW": "not-the-password"}
+    for argv in (["--verbose", "create", "-p", str(tmp_path / "env"), "--no-check"],
+                 ["--verbose", "lock", "--no-cuda"]):
+        proc = subprocess.run([sys.executable, "-m", "envguard", *argv], capture_output=True, text=True,
+                              cwd=project, env=wrong, timeout=120)
+        assert proc.returncode == 6 and "401" in proc.stderr, proc.stderr
+        assert [s for s in SECRETS if s in proc.stdout + proc.stderr] == [], proc.stderr

@@ -259,6 +259,14 @@ def run_check(
 
     target = resolve_target(prefix, name, env=env)
     platform = host_platform()
+    if not target.exists():  # moved aside by an interrupted `create --force`: say where it is (EG534)
+        moved = half_built_reason(target)
+        if moved:
+            finding = Finding("EG534", Severity.ERROR, f"no environment at {target}: {moved}",
+                              "run `envguard create` for the target again: it puts the previous environment back",
+                              file=str(target))
+            return CheckReport(prefix=target, platform=platform, kind="other", python_version=None,
+                               lock_file=None, findings=[finding], packages=[], strict=strict)
     info: PrefixInfo = inspect_prefix(target)
     cwd = cwd or Path.cwd()
 

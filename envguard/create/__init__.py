@@ -33,7 +33,7 @@ from typing import Any
 from envguard import __version__
 from envguard.create.backends import Backend, InstallPlan, get_backend
 from envguard.create.backends.pip_step import PipArtifact, install_pip
-from envguard.errors import BackendError, EnvguardError, IntegrityError, StaleLockError, UserError
+from envguard.errors import BackendError, EnvguardError, IntegrityError, Interrupted, StaleLockError, UserError
 from envguard.create.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
 from envguard.create.integrity import Artifact, strip_archive_suffix, verify_cache_entries
 from envguard.create.prelink import prepare
@@ -49,6 +49,7 @@ from envguard.create.staging import (
     deferred_sigint,
     fault_hook,
     hook_value,
+    interrupt_report,
     interruption,  # public: check reads the state an interrupted create left
     is_empty_dir,
     is_env,
@@ -415,7 +416,20 @@ def create(
         rep.warning(w)
     expected = plan.fingerprint(be.name)
     pkgs = Path(cache_dir) if cache_dir is not None else default_pkgs_dir()
+    try:
+        return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, force=force, timeout=timeout,
+                              check=check, warnings=warnings, rep=rep, started=started)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:  # say what the target really holds now
+        current = read_fingerprint(target) if target.exists() else None
+        raise Interrupted(interrupt_report(target, current is not None and current.digest == expected.digest)) \
+            from None
 
+
+def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, platform: str, expected: Fingerprint,
+                   pkgs: Path, *, force: bool, timeout: float | None, check: bool, warnings: list[str],
+                   rep: CreateReporter, started: float) -> CreateResult:
     with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
         for note in cleanup_leftovers(target):
             rep.note(note)
