@@ -30,7 +30,9 @@ class EnvguardError(Exception):
     exit_code: ExitCode = ExitCode.BACKEND
 
     def __init__(self, message: str, *, exit_code: ExitCode | None = None) -> None:
-        super().__init__(message)
+        from envguard.redact import shorten_words
+
+        super().__init__(shorten_words(message))  # what it quotes from hostile input stays one line
         if exit_code is not None:
             self.exit_code = exit_code
 

@@ -143,3 +143,16 @@ def shorten(text: str, limit: int = 200) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+WORD_LIMIT = 200
+_LONG_WORD = re.compile(r"(?<!\S)\S{%d,}" % (WORD_LIMIT + 1))  # only tried where a word starts: linear
+
+
+def shorten_words(text: str, limit: int = WORD_LIMIT) -> str:
+    """Every word (a run without whitespace) longer than ``limit`` cut to its head: what a message quotes
+    from hostile input (a 100,000-character dependency) stays a line, not a screenful."""
+    if len(text) <= limit:
+        return text
+    pattern = _LONG_WORD if limit == WORD_LIMIT else re.compile(r"(?<!\S)\S{%d,}" % (limit + 1))
+    return pattern.sub(lambda m: f"{m.group()[:limit]}… ({len(m.group()) - limit} more characters)", text)
