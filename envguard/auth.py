@@ -54,10 +54,13 @@ def split_credentials(url: str) -> Split:
     Only a ``/t/<token>`` that is the first path segment is taken out: rattler's token authentication puts
     the token back there, and nowhere else. URLs without a network location (``file://``) are unchanged.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:  # a malformed host: nothing rattler could reach either; left as it is
+        return Split(url, "")
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        return Split(url, parts.hostname or "")
-    host = parts.hostname or ""
+        return Split(url, host)
     user = password = token = None
     netloc = parts.netloc
     if "@" in netloc:

@@ -142,3 +142,14 @@ def test_files_over_the_size_limit_and_unreadable_scalars(tmp_path: Path) -> Non
     huge_int.write_text("name: x\nversion: " + "9" * 100_000 + "\ndependencies: [python]\n")
     proc = _bounded("diff", str(huge_int), str(huge_int))
     assert proc.returncode == 2 and "malformed YAML" in proc.stderr
+
+
+def test_a_malformed_url_is_read_not_crashed_on(tmp_path: Path) -> None:
+    """Found by tests/test_fuzz.py: ``https://[x`` in an explicit file made lint an internal error (exit 6)."""
+    explicit = tmp_path / "spec.txt"
+    explicit.write_text("@EXPLICIT\nhttps://[*b/conda-forge/linux-64/zlib-1.3-h0_0.conda#abc\n"
+                        "https://conda.anaconda.org/conda-forge/linux-64/bzip2-1.0.8-h0_0.conda\n")
+    lint = _bounded("lint", str(explicit))
+    assert lint.returncode in (0, 1) and lint.stderr == "", lint.stderr
+    diff = _bounded("diff", str(explicit), str(explicit))
+    assert diff.returncode == 0, diff.stderr

@@ -88,14 +88,20 @@ def is_file_url(url: str) -> bool:
     head = url[:5]
     if head[:1].isalnum() and not any(c in head for c in "\t\r\n"):  # nothing urlsplit strips or removes
         return head.lower() == "file:"
-    return urlsplit(url).scheme == "file"
+    try:
+        return urlsplit(url).scheme == "file"
+    except ValueError:  # a malformed host ("https://[x"): not a local file
+        return False
 
 
 def file_url_path(url: str) -> Path | None:
     """The local path of a ``file://`` URL, else None."""
     if not is_file_url(url):
         return None
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
     if parts.scheme != "file":
         return None
     path = unquote(parts.path)
