@@ -88,6 +88,8 @@ class Credentials:
 
     def strip(self, url: str) -> str:
         """The URL without credentials; its credentials are remembered for :meth:`client`."""
+        if "@" not in url and "/t/" not in url:  # the usual URL (and every file:// one): nothing to take out
+            return url
         s = split_credentials(url)
         if s.user is not None:
             raw = f"{s.user}:{s.password or ''}".encode()

@@ -202,3 +202,34 @@ def test_check_reports_paths_and_symlinks_outside_the_prefix(tmp_path: Path, pkg
 def test_unsafe_describe_truncates_what_it_quotes() -> None:
     text = Unsafe("p", "a/" * 5000 + "x", "is absolute").describe()
     assert len(text) < 300 and "more characters" in text
+
+
+def test_an_installer_panic_is_one_line_and_its_report_held_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capfd: pytest.CaptureFixture[str]) -> None:
+    """Whatever else makes rattler's installer panic: pyo3's PanicException (a BaseException, which
+    ``except Exception`` misses) becomes exit 6 with one line; the Rust report on file descriptor 2 is shown
+    only with --verbose."""
+    import rattler
+
+    from envguard.create.backends import InstallPlan, NullProgress
+    from envguard.create.backends.rattler_backend import RattlerBackend
+    from envguard.errors import BackendError
+
+    PanicException = type("PanicException", (BaseException,), {})  # pyo3_runtime's, as rattler raises it
+
+    async def panicking_install(*_a: object, **_k: object) -> None:
+        os.write(2, b"thread 'tokio-runtime-worker' panicked at src/lib.rs:1:1:\nboom\nnote: run with "
+                    b"`RUST_BACKTRACE=1` environment variable to display a backtrace\n")
+        raise PanicException("All inserted paths must be relative")
+
+    monkeypatch.setattr(rattler, "install", panicking_install)
+    monkeypatch.delenv("ENVGUARD_VERBOSE", raising=False)
+    plan = InstallPlan((), tmp_path / "env", tmp_path / "pkgs", channels.host_platform())
+    with pytest.raises(BackendError) as err:
+        RattlerBackend().install(plan, tmp_path / "staging", NullProgress())
+    assert err.value.message.startswith("rattler's installer crashed: All inserted paths must be relative")
+    assert "panicked" not in capfd.readouterr().err
+    monkeypatch.setenv("ENVGUARD_VERBOSE", "1")
+    with pytest.raises(BackendError):
+        RattlerBackend().install(plan, tmp_path / "staging", NullProgress())
+    assert "panicked at" in capfd.readouterr().err

@@ -22,6 +22,7 @@ import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -60,11 +61,11 @@ class Artifact:
         """The archive's identity for envguard's records: its locked sha256 (else md5)."""
         return f"sha256:{self.sha256}" if self.sha256 else f"md5:{self.md5}"
 
-    @property
+    @cached_property
     def filename(self) -> str:
         return urlsplit(self.url).path.rsplit("/", 1)[-1]
 
-    @property
+    @cached_property
     def stem(self) -> str:
         """``name-version-build``: the package cache's directory name."""
         return strip_archive_suffix(self.filename)
@@ -350,7 +351,8 @@ def purge_cache_entry(cache_dir: Path, stem: str) -> list[Path]:
 def cache_entry_sha256(cache_dir: Path, stem: str) -> str | None:
     """The sha256 rattler recorded for an extracted package (bytes 8..40 of ``<stem>.lock``), if any."""
     try:
-        data = (cache_dir / f"{stem}.lock").read_bytes()
+        with open(os.path.join(cache_dir, f"{stem}.lock"), "rb") as fh:
+            data = fh.read(64)
     except OSError:
         return None
     return data[8:40].hex() if len(data) >= 40 else None

@@ -91,7 +91,7 @@ class Prepared:
             return
         stamps = VerifiedStamps(self.cache_dir)
         for pkg in self.packages:
-            found = _identity(self.cache_dir / pkg.art.stem, pkg.entries)
+            found = _identity(os.path.join(self.cache_dir, pkg.art.stem), pkg.entries)
             if not isinstance(found, str):
                 identity, newest, fine, _todo = found
                 stamps.record_package(pkg.art.key, pkg.info, identity, newest, fine)
@@ -173,8 +173,8 @@ def _info_digest(read: Callable[[str], bytes | None]) -> str:
     return h.hexdigest()
 
 
-def _read_entry_file(entry: Path, name: str) -> bytes | None:
-    path = entry / name
+def _read_entry_file(entry: str, name: str) -> bytes | None:
+    path = os.path.join(entry, name)
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return b"\0not a regular file"  # differs from any archive's digest
@@ -184,6 +184,15 @@ def _read_entry_file(entry: Path, name: str) -> bytes | None:
         return None
     except OSError as e:
         return f"\0{e}".encode()
+
+
+def _info_present(entry: str) -> list[str]:
+    """The INFO_FILES an extracted entry has (one directory listing instead of a stat per name)."""
+    try:
+        names = set(os.listdir(os.path.join(entry, "info")))
+    except OSError:
+        return []
+    return [n for n in INFO_FILES if n[5:] in names]
 
 
 def _paths_entries(data: bytes | None, files: bytes | None) -> list[dict[str, Any]]:
@@ -203,98 +212,112 @@ def _paths_entries(data: bytes | None, files: bytes | None) -> list[dict[str, An
 
 def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps) -> tuple[_Package | None, str | None]:
     """(package, None) when the extracted entry is what the verified archive held; else (None, why), where
-    why is None for an entry envguard never verified (it is simply extracted again)."""
+    why is None for an entry envguard never verified (it is simply extracted again).
+
+    Cheap when nothing changed: paths.json is read and every file it lists is lstat'ed; when their identities
+    (and those of the info/ files) are the ones stamped after the last create, nothing is hashed."""
     rec = stamps.package(art.key)
     if rec is None:
         return None, None
     recorded = cache_entry_sha256(cache_dir, art.stem)
     if art.sha256 and recorded is not None and recorded != art.sha256:
         return None, None  # extracted from another build of the same name: rattler would replace it too
-    entry = cache_dir / art.stem
-    info_cache: dict[str, bytes | None] = {}
-
-    def read(name: str) -> bytes | None:
-        if name not in info_cache:
-            info_cache[name] = _read_entry_file(entry, name)
-        return info_cache[name]
-
-    info = _info_digest(read)
-    if info != rec[0]:
-        return None, "its info/ metadata (paths.json, index.json, ...) differs from the verified archive's"
+    entry = os.path.join(cache_dir, art.stem)
+    present = _info_present(entry)
+    paths_json = _read_entry_file(entry, "info/paths.json") if "info/paths.json" in present else None
+    files = _read_entry_file(entry, "info/files") if paths_json is None and "info/files" in present else None
     try:
-        entries = _paths_entries(read("info/paths.json"), read("info/files"))
+        entries = _paths_entries(paths_json, files)
     except (ValueError, UnicodeDecodeError) as e:
         return None, f"info/paths.json: {shorten(str(e), 80)}"
-    pkg = _Package(art, info=info, entries=[(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries])
+    pkg = _Package(art, info=rec[0], entries=[(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries])
     pkg.paths = [p for p, _t in pkg.entries]
-    found = _identity(entry, pkg.entries, pkg.symlinks)
+    found = _identity(entry, pkg.entries, pkg.symlinks, present)
     if isinstance(found, str):
         return None, found
     identity, _newest, _fine, to_hash = found
     pkg.inner_links = dict(pkg.symlinks)
-    if stamps.vouches_package(art.key, info, identity):
+    if stamps.vouches_package(art.key, rec[0], identity):
         return pkg, None
-    sizes = {e["_path"]: e.get("size_in_bytes") for e in entries}
-    hashes = {e["_path"]: e.get("sha256") for e in entries}
-    for rel, _full in to_hash:
-        size = sizes.get(rel)
-        if isinstance(size, int) and os.path.getsize(_full) != size:
-            return None, f"{shorten(rel, 120)} changed size ({os.path.getsize(_full)} bytes, {size} in paths.json)"
-    bad = _hash_files([(rel, full, str(hashes[rel]).lower()) for rel, full in to_hash
-                       if isinstance(hashes.get(rel), str)])
+    # not vouched for: the info/ files against the archive's digest, then every file against paths.json
+    loaded = {"info/paths.json": paths_json}
+    info = _info_digest(lambda n: loaded[n] if n in loaded else
+                        (_read_entry_file(entry, n) if n in present else None))
+    if info != rec[0]:
+        return None, "its info/ metadata (paths.json, index.json, ...) differs from the verified archive's"
+    meta = {e["_path"]: e for e in entries}
+    for rel, full, size in to_hash:
+        want = meta[rel].get("size_in_bytes")
+        if isinstance(want, int) and size != want:
+            return None, f"{shorten(rel, 120)} changed size ({size} bytes, {want} in paths.json)"
+    bad = _hash_files([(rel, full, str(meta[rel]["sha256"]).lower()) for rel, full, _size in to_hash
+                       if isinstance(meta[rel].get("sha256"), str)])
     return (None, bad) if bad else (pkg, None)
 
 
-def _identity(entry: Path, declared: list[tuple[str, str]], links: dict[str, str] | None = None
-              ) -> tuple[str, int, bool, list[tuple[str, Path]]] | str:
-    """(identity digest, newest ctime, whether ctimes are finer than a millisecond, regular files) of an
-    extracted package's declared files and metadata, or why it does not match its paths.json."""
-    idents: list[str] = []
-    to_hash: list[tuple[str, Path]] = []
+def _escapes(rel: str) -> bool:
+    """A cheap test for what must never be stat'ed or hashed inside a cache entry: a '..' part or an absolute
+    path (pathsafety.path_problem, run on every path anyway, says exactly what is wrong with it)."""
+    return (rel.startswith(("/", "\\")) or rel == ".." or rel.startswith("../") or "/../" in rel
+            or rel.endswith("/..") or "\x00" in rel or (len(rel) > 1 and rel[1] == ":"))
+
+
+def _identity(entry: str, declared: list[tuple[str, str]], links: dict[str, str] | None = None,
+              present: list[str] | None = None) -> tuple[str, int, bool, list[tuple[str, str, int]]] | str:
+    """(identity digest, newest ctime, whether ctimes are finer than a millisecond, regular files as
+    (path, full path, size)) of an extracted package's declared files and metadata, or why it does not
+    match its paths.json."""
+    seen: list[tuple[object, ...]] = []
+    to_hash: list[tuple[str, str, int]] = []
     newest = 0
     fine = True
+    prefix = entry + os.sep
+    lstat, is_reg, is_lnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
     for rel, kind in declared:
-        if path_problem(rel):
+        if _escapes(rel):
             continue  # the archive itself declares it: refused with the other unsafe paths
-        full = entry / rel
+        full = prefix + rel
         try:
-            st = os.lstat(full)
+            st = lstat(full)
         except OSError:
             return f"{shorten(rel, 120)} is missing"
-        if stat.S_ISLNK(st.st_mode):
+        mode = st.st_mode
+        if is_reg(mode) and kind != "softlink" and kind != "directory":
+            ctime = st.st_ctime_ns
+            seen.append((rel, st.st_size, st.st_mtime_ns, ctime, st.st_ino, st.st_dev))
+            if ctime > newest or st.st_mtime_ns > newest:
+                newest = max(ctime, st.st_mtime_ns)
+            if fine and ctime % 1_000_000 == 0:
+                fine = False
+            to_hash.append((rel, full, st.st_size))
+        elif is_lnk(mode):
             target = os.readlink(full)
             if links is not None:
                 links[rel] = target
-            idents.append(f"L\0{rel}\0{target}\0{st.st_ino}\0{st.st_dev}")
-            continue
-        if kind == "softlink":
+            seen.append(("L", rel, target, st.st_ino, st.st_dev))
+        elif kind == "softlink":
             return f"{shorten(rel, 120)} is no longer a symlink"
-        if kind == "directory":
-            if not stat.S_ISDIR(st.st_mode):
+        elif kind == "directory":
+            if not stat.S_ISDIR(mode):
                 return f"{shorten(rel, 120)} is no longer a directory"
-            continue
-        if not stat.S_ISREG(st.st_mode):
+        else:
             return f"{shorten(rel, 120)} is no longer a regular file"
-        idents.append(f"F\0{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}")
-        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-        fine = fine and st.st_ctime_ns % 1_000_000 != 0
-        to_hash.append((rel, full))
-    for name in INFO_FILES:  # the metadata itself: an edit after the check is caught next time
-        try:
-            st = os.lstat(entry / name)
+    for name in _info_present(entry) if present is None else present:
+        try:  # the metadata itself: an edit after the check is caught next time
+            st = lstat(prefix + name)
         except OSError:
             continue
-        idents.append(f"I\0{name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}")
+        seen.append(("I", name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev))
         newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-    identity = hashlib.sha256("\n".join(idents).encode("utf-8", "surrogateescape")).hexdigest()
-    return identity, newest, fine, to_hash
+    digest = hashlib.sha256(repr(seen).encode("utf-8", "surrogateescape")).hexdigest()
+    return digest, newest, fine, to_hash
 
 
-def _hash_files(items: list[tuple[str, Path, str]]) -> str | None:
+def _hash_files(items: list[tuple[str, str, str]]) -> str | None:
     """The first file whose sha256 differs from paths.json's, as a reason; None when all agree."""
     todo = items
 
-    def one(item: tuple[str, Path, str]) -> str | None:
+    def one(item: tuple[str, str, str]) -> str | None:
         rel, full, sha = item
         try:
             return None if file_digest(full) == sha else f"{shorten(rel, 120)} changed content (sha256)"
