@@ -50,8 +50,9 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     _state["verbose"] = verbose
-    if verbose:  # also for what native code writes (envguard.create.backends.rattler_backend.contained_stderr)
+    if verbose and os.environ.get("ENVGUARD_VERBOSE") != "1":  # for native code's output too (rattler_backend)
         os.environ["ENVGUARD_VERBOSE"] = "1"
+        _state["set_verbose_env"] = True
 
 def fail(message: str, code: ExitCode) -> "typer.Exit":
     from envguard.redact import redact
@@ -384,6 +385,15 @@ def _lint_redact(text: str) -> str:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises, never exits)."""
+    _state.update(verbose=False, interrupt_reported=False)
+    try:
+        return _run(argv)
+    finally:
+        if _state.pop("set_verbose_env", False):
+            os.environ.pop("ENVGUARD_VERBOSE", None)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         # With standalone_mode=False click *returns* the code of a typer.Exit instead of raising it.
         rv = app(args=argv, prog_name="envguard", standalone_mode=False)
