@@ -233,3 +233,35 @@ def test_an_installer_panic_is_one_line_and_its_report_held_back(tmp_path: Path,
     with pytest.raises(BackendError):
         RattlerBackend().install(plan, tmp_path / "staging", NullProgress())
     assert "panicked at" in capfd.readouterr().err
+
+
+def test_archive_directory_entries_are_not_mistaken_for_unsafe_paths(tmp_path: Path, pkgs: Path, capsys) -> None:
+    """Some real archives carry directory entries (``share/egdir/``); the scan reads them without the '/'."""
+    import bz2
+    import io
+    import tarfile
+
+    chan = tmp_path / "chan"
+    for sub in channels.SUBDIRS:
+        (chan / sub).mkdir(parents=True)
+    index = {"name": "egdir", "version": "1.0", "build": "h0_0", "build_number": 0, "depends": [],
+             "subdir": "noarch", "noarch": "generic", "timestamp": channels.DEFAULT_TIMESTAMP_MS}
+    paths = {"paths": [{"_path": "share/egdir/x", "path_type": "hardlink", "size_in_bytes": 2,
+                        "sha256": hashlib.sha256(b"x\n").hexdigest()}], "paths_version": 1}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("info/index.json", json.dumps(index).encode()), ("info/paths.json", json.dumps(paths).encode()),
+                           ("share/egdir/", None), ("share/egdir/x", b"x\n")):
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    (chan / "noarch" / "egdir-1.0-h0_0.tar.bz2").write_bytes(bz2.compress(buf.getvalue()))
+    channels.index_channel(chan)
+    lock = make_lock(write_env(tmp_path / "proj", channels.channel_url(chan), ["egdir"]))
+    code, _, err = _run(capsys, "create", "-p", str(tmp_path / "env"), "--lockfile", str(lock), "--no-check")
+    assert code == 0, err
+    assert (tmp_path / "env" / "share" / "egdir" / "x").read_text() == "x\n"

@@ -421,6 +421,10 @@ async def _scan(art: Artifact, path: Path) -> _Package:
         for section in ("info", "pkg"):
             async for entry in archive.stream(section):
                 name = entry.name
+                if not (entry.is_file or entry.is_link):  # a directory entry ("share/x/"): its name only
+                    name = name.rstrip("/")
+                    if not name:
+                        continue
                 names.append(name)
                 if entry.is_symlink:
                     pkg.inner_links[name] = entry.link_target or ""
