@@ -23,6 +23,7 @@ for _var, _sub in {
     "CONDA_PKGS_DIRS": "cache/pkgs",
     "PIP_CACHE_DIR": "cache/pip",
     "PRE_COMMIT_HOME": "cache/pre-commit",
+    "HYPOTHESIS_STORAGE_DIRECTORY": "cache/hypothesis",  # not .hypothesis/ in the working tree
     "ENVGUARD_ENVS_DIR": "envs",
 }.items():
     os.environ[_var] = str(_SESSION_TMP / _sub)
