@@ -6,14 +6,24 @@
    real `envguard lock`: a lock of ``--packages`` conda packages for this platform.
 2. Warm the package cache with one untimed create.
 3. Each round, alternating order: the whole ``envguard create`` process (``python -m envguard create -p ...
-   --no-check --quiet``: start-up, lock reading, freshness, the hash check of every artifact (a stat against
-   its recorded stamp when unchanged, else sha256), staging, fingerprint, rename), and the peer: the plain-rattler way to install the same lock, a process that imports rattler,
+   --no-check --quiet``: start-up, lock reading, freshness, the pre-link verification (every artifact's hash,
+   a stat against its recorded stamp when unchanged; every cache entry against paths.json; every path), staging,
+   fingerprint, rename), and the peer: the plain-rattler way to install the same lock, a process that imports rattler,
    reads the lock with ``rattler.LockFile`` and calls ``rattler.install`` into a fresh prefix. Also the bare
    ``rattler.install`` call timed inside this process, and the CLI's fixed start-up (``create --help``).
 
 Prints medians and the overhead ratio envguard / peer process (target <= 1.3), the same ratio of the fastest
 rounds (the least disturbed by other load), the user and system CPU time of both processes, and the
-load average. On a shared machine the install's fsyncs and threads make single rounds vary 2-3x and system
+load average.
+
+4. The cost of the verified package cache (``--cache-packages N``, 0 to skip; issue #12): a second channel
+   whose packages carry real files (``--files`` per package, ``--kib`` KiB on average, stored ``.conda``), and
+   envguard's pre-link step (envguard.create.prelink.prepare: archive hashes, archive scans, cache entries
+   checked against paths.json, every path checked) timed in-process in its three states: cold (empty package
+   cache: every archive scanned), warm with the files' identities stamped (what every create after the first
+   pays: a stat per file), and warm with the stamps dropped (every extracted file hashed against paths.json,
+   as after another tool touched the cache). Also the whole ``envguard create`` process cold and warm against
+   the same peer process as above, cold and warm. On a shared machine the install's fsyncs and threads make single rounds vary 2-3x and system
 time balloon; user CPU time is the steadiest measure of envguard's own extra work. Both processes run from compiled bytecode
 (see below). Everything lives in a temporary directory (caches included); nothing touches ~/.cache.
 """
@@ -54,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--packages", type=int, default=500, help="conda packages in the lock")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--cache-packages", type=int, default=120,
+                        help="packages with files for the verified-cache costs (0: skip)")
+    parser.add_argument("--files", type=int, default=20, help="files per package (verified-cache costs)")
+    parser.add_argument("--kib", type=int, default=48, help="average file size in KiB (verified-cache costs)")
     args = parser.parse_args(argv)
 
     root = Path(tempfile.mkdtemp(prefix="envguard-bench-create-"))
@@ -120,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     def peer(i: int) -> float:
         cpu0 = child_cpu()
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, str(peer_script), str(lockfile), str(root / f"peer{i}"), str(pkgs),
-                               plat],
+        # the peer has a package cache of its own: its hard links would change the ctimes of envguard's
+        # extracted files, which envguard then hashes again (the verified cache; see verified_cache_costs)
+        proc = subprocess.run([sys.executable, str(peer_script), str(lockfile), str(root / f"peer{i}"),
+                               str(root / "peer-pkgs"), plat],
                               env=env, capture_output=True, text=True)
         took = time.perf_counter() - start
         if proc.returncode != 0:
@@ -150,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     def phases() -> dict[str, float]:
         """envguard's own steps before the install, in this (already imported) process."""
         from envguard.create import check_lock_fresh
-        from envguard.create.integrity import verify_local_artifacts
+        from envguard.create.prelink import prepare
 
         out: dict[str, float] = {}
         start = time.perf_counter()
@@ -160,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         check_lock_fresh(p, [], locked=False)
         out["freshness"] = time.perf_counter() - start
         start = time.perf_counter()
-        verify_local_artifacts(p.conda, pkgs)
-        out["artifact hash check"] = time.perf_counter() - start
+        prepare(p.conda, pkgs, platform=plat, lockfile=Path(lockfile)).cleanup()
+        out["pre-link verification"] = time.perf_counter() - start
         return out
 
     load_before = os.getloadavg()
@@ -200,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     print("envguard steps in-process: " + ", ".join(f"{k} {statistics.median(v):.3f} s" for k, v in ph.items()))
     print("load average before / after: " + " / ".join(", ".join(f"{x:.2f}" for x in la)
                                                        for la in (load_before, os.getloadavg())))
+    if args.cache_packages:
+        verified_cache_costs(root, env, plat, peer_script, args)
     if not args.keep:
         import shutil
 
@@ -208,6 +226,99 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kept {root}")
     sys.stdout.flush()
     os._exit(0)  # py-rattler's runtime can crash at interpreter exit (engine-notes.md)
+
+
+def verified_cache_costs(root: Path, env: dict[str, str], plat: str, peer_script: Path,
+                         args: argparse.Namespace) -> None:
+    """What verifying the package cache before linking costs, cold and warm (see the module doc, step 4)."""
+    import random
+    import shutil
+
+    import channels
+    from envguard.create import read_plan
+    from envguard.create.integrity import VerifiedStamps
+    from envguard.create.prelink import prepare
+    from envguard.lock import lock
+
+    rng = random.Random(1)
+    chan = root / "files-channel"
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(args.cache_packages):
+        files = {}
+        for j in range(args.files):
+            size = rng.randint(1, 2 * args.kib * 1024)
+            total += size
+            files[f"lib/egfiles{i}/f{j}.bin"] = rng.randbytes(size)
+        channels.build_package(chan, f"egfiles{i}", "1.0", noarch="generic", files=files, fmt="conda")
+    for sub in channels.SUBDIRS:
+        (chan / sub).mkdir(parents=True, exist_ok=True)
+    channels.index_channel(chan)
+    proj = root / "files-proj"
+    proj.mkdir()
+    (proj / "environment.yml").write_text(
+        f"channels:\n  - {channels.channel_url(chan)}\ndependencies:\n"
+        + "".join(f"  - egfiles{i}\n" for i in range(args.cache_packages)) + f"platforms:\n  - {plat}\n")
+    lockfile = Path(lock([proj / "environment.yml"]).lockfile)
+    plan = read_plan(lockfile, plat)
+    n_files = args.cache_packages * args.files
+    print(f"\nverified package cache: {len(plan.conda)} packages, {n_files} files, {total / 1e6:.0f} MB "
+          f"(built and locked in {time.perf_counter() - t0:.1f} s)")
+
+    def create(pkgs: Path, target: Path) -> float:
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "envguard", "create", "-p", str(target), "--lockfile",
+                               str(lockfile), "--no-check", "--quiet"], env={**env, "ENVGUARD_PKGS_DIR": str(pkgs)},
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"envguard create failed: {proc.stderr.strip()}")
+        return time.perf_counter() - start
+
+    def peer(pkgs: Path, target: Path) -> float:
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, str(peer_script), str(lockfile), str(target), str(pkgs), plat],
+                              env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"peer failed: {proc.stderr.strip()}")
+        return time.perf_counter() - start
+
+    def prepare_time(pkgs: Path) -> float:
+        start = time.perf_counter()
+        prepare(plan.conda, pkgs, platform=plat, lockfile=lockfile).cleanup()
+        return time.perf_counter() - start
+
+    def drop_identities(pkgs: Path) -> None:
+        stamps = VerifiedStamps(pkgs)
+        for key, entry in stamps.packages.items():
+            stamps.packages[key] = [entry[0], None, entry[2]]
+        stamps.changed = True
+        stamps.save()
+
+    rows: dict[str, list[float]] = {}
+    for r in range(args.rounds):
+        fresh = root / f"vc-pkgs{r}"
+        rows.setdefault("prepare, cold (archives scanned)", []).append(prepare_time(fresh))
+        shutil.rmtree(fresh)
+        cold_eg = create(fresh, root / f"vc-eg-cold{r}")
+        cold_pr = peer(root / f"vc-peer-pkgs{r}", root / f"vc-peer-cold{r}")
+        rows.setdefault("envguard create, cold (process)", []).append(cold_eg)
+        rows.setdefault("peer rattler.install, cold (process)", []).append(cold_pr)
+        rows.setdefault("prepare, warm, identities stamped", []).append(prepare_time(fresh))
+        drop_identities(fresh)
+        rows.setdefault("prepare, warm, every file hashed", []).append(prepare_time(fresh))
+        create(fresh, root / f"vc-eg-restamp{r}")  # stamps the identities again after its links
+        rows.setdefault("envguard create, warm (process)", []).append(create(fresh, root / f"vc-eg-warm{r}"))
+        rows.setdefault("peer rattler.install, warm (process)", []).append(
+            peer(root / f"vc-peer-pkgs{r}", root / f"vc-peer-warm{r}"))
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    for k, v in med.items():
+        print(f"  {k:<42} median {v:.3f} s")
+    print(f"  cold ratio envguard / peer: {med['envguard create, cold (process)'] / med['peer rattler.install, cold (process)']:.2f}; "
+          f"warm ratio: {med['envguard create, warm (process)'] / med['peer rattler.install, warm (process)']:.2f}")
+    hashed = med["prepare, warm, every file hashed"]
+    print(f"  hashing the extracted files: {total / 1e6 / hashed:.0f} MB/s; the stamps save "
+          f"{hashed - med['prepare, warm, identities stamped']:.3f} s per create "
+          f"({n_files / max(med['prepare, warm, identities stamped'], 1e-9):.0f} files/s checked by stat)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,26 @@
-from envguard.cli import main
+"""The ``envguard`` command (``python -m envguard`` and the console script).
+
+Ctrl-C at any moment is one line and exit 130 (README, "Exit codes"). While the CLI is still being imported
+(typer, rich: the first tenth of a second) a KeyboardInterrupt would surface as a traceback from the middle
+of an import, so until then SIGINT ends the process directly; from then on it is a KeyboardInterrupt that
+the commands handle (create reports the state its target is in) and envguard.cli.main turns into exit 130.
+"""
+
+import os
+import signal
+
+
+def _interrupted(_signum: int, _frame: object) -> None:
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, _interrupted)
+    from envguard.cli import main as cli_main
+
+    cli_main()
+
 
 if __name__ == "__main__":
     main()

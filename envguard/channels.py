@@ -46,11 +46,14 @@ def normalise_channel(channel: str | None) -> str | None:
         # "conda-forge/linux-64::numpy" (conda env export --channel-subdir): the channel without its subdir
         head, _, last = c.rpartition("/")
         return head if head and last in SUBDIRS else c
-    parts = urlsplit(c)
+    try:
+        parts = urlsplit(c)
+        host = parts.hostname or ""
+    except ValueError:  # a malformed host ("https://[x") in a hostile file
+        return redact(c)
     path = parts.path.strip("/")
     # anaconda.org token paths: /t/<token>/<channel>
     path = re.sub(r"^t/[^/]+/", "", path)
-    host = parts.hostname or ""
     if host in ("conda.anaconda.org", "anaconda.org", "conda.anaconda.com") and path:
         return path
     if host == "repo.anaconda.com" and path:

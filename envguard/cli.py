@@ -36,7 +36,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-_state = {"verbose": False}
+_state = {"verbose": False, "interrupt_reported": False}
 
 def _version(value: bool) -> None:
     if value:
@@ -50,6 +50,9 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     _state["verbose"] = verbose
+    if verbose and os.environ.get("ENVGUARD_VERBOSE") != "1":  # for native code's output too (rattler_backend)
+        os.environ["ENVGUARD_VERBOSE"] = "1"
+        _state["set_verbose_env"] = True
 
 def fail(message: str, code: ExitCode) -> "typer.Exit":
     from envguard.redact import redact
@@ -168,9 +171,9 @@ def create_cmd(
     try:
         result = create(prefix, name=name, lockfile=lockfile, env_files=files or (), force=force, locked=locked,
                         frozen=frozen, backend=backend, timeout=timeout, check=not no_check, reporter=reporter)
-    except KeyboardInterrupt:  # typer would turn it into a silent exit 130
-        raise fail("interrupted: the target was left as it was; the next `envguard create` removes what this "
-                   "run left beside it", ExitCode.INTERRUPTED) from None
+    except KeyboardInterrupt as e:  # typer would turn it into a silent exit 130; say what the target holds
+        _state["interrupt_reported"] = True
+        raise typer.Exit(_interrupted(str(e) or "interrupted")) from None
     finally:
         reporter.close()
     shown = redact(str(result.prefix))
@@ -591,16 +594,27 @@ def _verbose_anywhere(argv: list[str]) -> list[str]:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises, never exits)."""
-    argv = _verbose_anywhere(list(argv if argv is not None else sys.argv[1:]))
+    _state.update(verbose=False, interrupt_reported=False)
+    try:
+        return _run(_verbose_anywhere(list(argv if argv is not None else sys.argv[1:])))
+    finally:
+        if _state.pop("set_verbose_env", False):
+            os.environ.pop("ENVGUARD_VERBOSE", None)
+
+
+def _run(argv: list[str]) -> int:
     try:
         # With standalone_mode=False click *returns* the code of a typer.Exit instead of raising it.
         rv = app(args=argv, prog_name="envguard", standalone_mode=False)
+        if rv == ExitCode.INTERRUPTED and not _state.get("interrupt_reported"):
+            return _interrupted("interrupted")  # typer turns Ctrl-C into a silent `return 130`
         return int(rv) if isinstance(rv, int) else 0
     except typer.Exit as e:
+        if isinstance(e.__cause__, KeyboardInterrupt):  # typer's silent exit 130 for Ctrl-C: say it
+            return _interrupted("interrupted")
         return int(e.exit_code)
-    except typer.Abort:
-        render.err.print("interrupted")
-        return int(ExitCode.INTERRUPTED)
+    except typer.Abort:  # click's form of a KeyboardInterrupt
+        return _interrupted("interrupted")
     except _ClickException as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # bare `envguard`: the help text
             e.show(file=sys.stderr)
@@ -624,19 +638,14 @@ def run(argv: list[str] | None = None) -> int:
         from envguard.redact import redact
 
         if _state["verbose"]:
-            import traceback
-
-            traceback.print_exc()
+            _print_traceback()
         render.err.print(f"[red]error:[/red] {_escape(redact(e.message))}", markup=True)
         return int(e.exit_code)
     except KeyboardInterrupt:
-        render.err.print("interrupted")
-        return int(ExitCode.INTERRUPTED)
+        return _interrupted("interrupted")
     except Exception as e:  # a bug: one line, unless asked for more
         if _state["verbose"]:
-            import traceback
-
-            traceback.print_exc()
+            _print_traceback()
         from envguard.redact import redact
 
         detail = _escape(redact(" ".join(str(e).split())))
@@ -644,8 +653,44 @@ def run(argv: list[str] | None = None) -> int:
         return int(ExitCode.BACKEND)
 
 
+def _interrupted(message: str) -> int:
+    """One plain line (rich may be the very import that was interrupted), exit code 130."""
+    from envguard.redact import redact
+
+    try:
+        sys.stderr.write(redact(message) + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    return int(ExitCode.INTERRUPTED)
+
+
+def _exit_interrupted(_signum: int, _frame: object) -> None:
+    os.write(2, b"interrupted\n")
+    os._exit(int(ExitCode.INTERRUPTED))
+
+
+def _print_traceback() -> None:
+    """The traceback --verbose asks for, with credentials masked like every other message."""
+    import traceback
+
+    from envguard.redact import redact
+
+    sys.stderr.write(redact(traceback.format_exc()))
+
+
 def main() -> None:
-    code = run(sys.argv[1:])
+    import signal
+
+    try:
+        # envguard.__main__ ends the process on SIGINT while the CLI is imported; from here on Ctrl-C is a
+        # KeyboardInterrupt that the commands handle (run() turns it into one line and exit 130)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        code = run(sys.argv[1:])
+    except KeyboardInterrupt:  # between the lines above and run()'s own handler
+        code = int(ExitCode.INTERRUPTED)
+        os.write(2, b"interrupted\n")
+    signal.signal(signal.SIGINT, _exit_interrupted)  # leaving anyway: no traceback from the last steps
     # py-rattler's async runtime can crash during interpreter finalisation
     # (SIGSEGV/SIGABRT in ~1-3% of runs, see engine-notes.md). Run the atexit
     # handlers and flush ourselves, then leave without finalising.

@@ -30,7 +30,9 @@ class EnvguardError(Exception):
     exit_code: ExitCode = ExitCode.BACKEND
 
     def __init__(self, message: str, *, exit_code: ExitCode | None = None) -> None:
-        super().__init__(message)
+        from envguard.redact import shorten_words
+
+        super().__init__(shorten_words(message))  # what it quotes from hostile input stays one line
         if exit_code is not None:
             self.exit_code = exit_code
 
@@ -87,6 +89,10 @@ class BackendError(EnvguardError):
 
 class SmokeFailed(EnvguardError):
     exit_code = ExitCode.SMOKE_FAILED
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, carrying what the interrupted command left behind: one line, exit 130."""
 
 
 class SmokeTimeout(EnvguardError):

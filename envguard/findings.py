@@ -32,6 +32,14 @@ class Finding:
     line: int | None = None
     package: str | None = None
 
+    def __post_init__(self) -> None:
+        from envguard.redact import shorten_words
+
+        for name in ("message", "fix", "file", "package"):  # quoting hostile input stays one line
+            value = getattr(self, name)
+            if isinstance(value, str) and len(value) > 200:
+                object.__setattr__(self, name, shorten_words(value))
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["severity"] = self.severity.value

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -442,7 +443,7 @@ def installed_packages(prefix: Path, platform: str | None = None) -> list[Packag
 class FileProblem:
     path: str
     package: str
-    problem: Literal["missing", "size", "sha256", "unreadable"]
+    problem: Literal["missing", "size", "sha256", "unreadable", "outside"]
     expected: str = ""
     actual: str = ""
 
@@ -462,30 +463,82 @@ def _sha256(path: str) -> str:
 
 def verify_files(info: PrefixInfo, *, deep: bool = False, workers: int | None = None,
                  only: Iterable[str] | None = None) -> list[FileProblem]:
-    """Every file in conda-meta exists with its size; with ``deep``, its sha256 too."""
+    """Every file in conda-meta exists with its size; with ``deep``, its sha256 too. A recorded path that
+    leaves the prefix, or a symlink pointing outside it (envguard.pathsafety), is an ``outside`` problem."""
+    from envguard.pathsafety import allow_list, allowed, path_problem
+
     wanted = set(only) if only is not None else None
     problems: list[FileProblem] = []
     to_hash: list[tuple[str, str, str]] = []  # (absolute path, relative path, expected sha256)
     owners: list[str] = []
     prefix = os.fspath(info.prefix)
+    real_prefix = os.path.realpath(prefix)
+    allow = allow_list()
+    parents: dict[str, bool] = {}  # directory -> whether it really lies inside the prefix
+
+    def inside(path: str, *, real: bool = True) -> bool:
+        path = os.path.realpath(path) if real else os.path.normpath(path)
+        return path == real_prefix or path.startswith(real_prefix.rstrip(os.sep) + os.sep)
+
+    # symlinks the allow-list lets point outside (envguard.pathsafety): a link *to* one of them is fine
+    allowed_links = {os.path.join(real_prefix, e.path) for r in info.conda for e in r.paths
+                     if e.path_type == "softlink" and allow and allowed(r.name, e.path, allow)}
+
+    def link_out(full: str) -> str | None:
+        """The target of a symlink chain starting at ``full`` that leads outside the prefix, else None."""
+        cur = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
+        for _hop in range(40):
+            if cur in allowed_links or not os.path.islink(cur):
+                return None
+            target = os.readlink(cur)
+            nxt = os.path.join(os.path.dirname(cur), target)
+            if not inside(nxt, real=False):
+                return target
+            nxt = os.path.normpath(nxt)
+            cur = os.path.join(os.path.realpath(os.path.dirname(nxt)), os.path.basename(nxt))
+            if not inside(os.path.dirname(cur)):
+                return target
+        return "a chain of more than 40 symlinks"
+
     for r in info.conda:
         if wanted is not None and r.name not in wanted:
             continue
         for e in r.paths:
+            unsafe = path_problem(e.path)
+            if unsafe:  # never stat or hash it: it names a file outside the prefix
+                problems.append(FileProblem(e.path, r.name, "outside", actual=unsafe))
+                continue
             full = os.path.join(prefix, e.path)
+            parent = os.path.dirname(full)
+            if parent not in parents:
+                parents[parent] = inside(parent)
+            if not parents[parent]:
+                problems.append(FileProblem(e.path, r.name, "outside",
+                                            actual="lies under a symlink that leads outside the prefix"))
+                continue
             if e.path_type == "directory":
                 if not os.path.isdir(full):
                     problems.append(FileProblem(e.path, r.name, "missing"))
                 continue
             try:
-                st = os.stat(full) if e.path_type != "softlink" else os.lstat(full)
+                lst = os.lstat(full)
+                st = os.stat(full) if e.path_type != "softlink" and stat.S_ISLNK(lst.st_mode) else lst
             except FileNotFoundError:
                 problems.append(FileProblem(e.path, r.name, "missing"))
                 continue
             except OSError as ex:
                 problems.append(FileProblem(e.path, r.name, "unreadable", actual=str(ex)))
                 continue
+            if stat.S_ISLNK(lst.st_mode) and not inside(full):
+                out = link_out(full)
+                if out is not None:
+                    problems.append(FileProblem(e.path, r.name, "outside",
+                                                actual=f"a symlink to {out}, outside the prefix"))
+                    continue
             if e.path_type == "softlink" or e.rewritten:
+                continue
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or device in its place: never opened
+                problems.append(FileProblem(e.path, r.name, "unreadable", actual="not a regular file"))
                 continue
             if e.size is not None and st.st_size != e.size:
                 problems.append(FileProblem(e.path, r.name, "size", str(e.size), str(st.st_size)))

@@ -7,11 +7,15 @@ item starts, so that lint and spec validation can name exact lines.
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envguard.errors import UserError
+from envguard.redact import shorten
 
 if TYPE_CHECKING:
     import yaml
@@ -34,9 +38,9 @@ def __getattr__(name: str) -> Any:
 
 def _raise_yaml_error(path: str | Path, e: yaml.YAMLError) -> None:
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    problem = getattr(e, "problem", None) or (str(e).splitlines() or [type(e).__name__])[0]
     raise UserError(
-        f"malformed YAML: {problem}",
+        f"malformed YAML: {shorten(problem)}",
         file=str(path),
         line=(mark.line + 1) if mark else None,
         column=(mark.column + 1) if mark else None,
@@ -44,17 +48,182 @@ def _raise_yaml_error(path: str | Path, e: yaml.YAMLError) -> None:
     ) from None
 
 
-def read_text(path: str | Path) -> str:
+def _raise_value_error(path: str | Path, e: Exception) -> None:
+    """A YAML scalar PyYAML cannot turn into a value (an integer of 100,000 digits) or a structure that
+    recursion cannot build: bad input like any other, never a traceback."""
+    what = "nested too deeply" if isinstance(e, RecursionError) else shorten(" ".join(str(e).split()), 120)
+    raise UserError(f"malformed YAML: {what}", file=str(path), fix="correct the file") from None
+
+
+# ------------------------------------------------------------------------------------------------ limits
+# Hostile input must not make envguard hang or eat memory (README, "Reliability"). Every YAML, lock and
+# requirements file is read through read_bytes/read_text (regular files only, size-limited) and every YAML
+# document is parsed through load_fast/load_with_lines, which refuse deep nesting and alias expansion first.
+
+#: the largest input file read (bytes); ENVGUARD_MAX_INPUT_BYTES overrides it. Real locks are a few MB.
+MAX_INPUT_BYTES = 32 * 1024 * 1024
+#: the deepest nesting of YAML collections accepted; real environment files and locks nest fewer than 10
+MAX_DEPTH = 100
+#: how many nodes YAML aliases may add once expanded (a 367-byte "billion laughs" adds billions)
+MAX_ALIAS_NODES = 100_000
+
+
+def max_input_bytes() -> int:
+    value = os.environ.get("ENVGUARD_MAX_INPUT_BYTES", "")
+    return int(value) if value.isdigit() and int(value) > 0 else MAX_INPUT_BYTES
+
+
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def _not_regular(mode: int) -> str:
+    return next((what for test, what in _FILE_KINDS if test(mode)), "not a regular file")
+
+
+def read_bytes(path: str | Path, *, limit: int | None = None) -> bytes:
+    """The bytes of a regular file, at most ``limit`` (default :func:`max_input_bytes`); one-line errors.
+
+    FIFOs, devices (a symlink to /dev/zero included), sockets and directories are refused before anything
+    is read from them: opening a FIFO waits for a writer, a device never ends. The file is opened without
+    blocking and checked again through its descriptor, so one swapped in after the first look is refused
+    too, and no more than ``limit`` + 1 bytes are ever read.
+    """
+    limit = max_input_bytes() if limit is None else limit
+    shown = str(path)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        st = os.stat(path)
     except FileNotFoundError:
-        raise UserError("file not found", file=str(path), fix="check the path") from None
-    except IsADirectoryError:
-        raise UserError("is a directory, expected a file", file=str(path), fix="pass the file inside it") from None
+        raise UserError("file not found", file=shown, fix="check the path") from None
+    except NotADirectoryError:
+        raise UserError("file not found (a parent is not a directory)", file=shown, fix="check the path") from None
+    except PermissionError:
+        raise UserError("permission denied", file=shown, fix="make the file readable") from None
+    except OSError as e:
+        raise UserError(f"cannot read: {e.strerror or e}", file=shown, fix="check the path") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError("is a directory, expected a file", file=shown, fix="pass the file inside it")
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"is {_not_regular(st.st_mode)}, not a regular file", file=shown,
+                        fix="pass a regular file (envguard does not read from pipes or devices)")
+    if st.st_size > limit:
+        raise UserError(f"is {st.st_size} bytes, more than envguard reads ({limit} bytes)", file=shown,
+                        fix="pass the right file, or raise ENVGUARD_MAX_INPUT_BYTES")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except PermissionError:
+        raise UserError("permission denied", file=shown, fix="make the file readable") from None
+    except OSError as e:
+        raise UserError(f"cannot read: {e.strerror or e}", file=shown, fix="check the path") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"is {_not_regular(st.st_mode)}, not a regular file", file=shown,
+                            fix="pass a regular file (envguard does not read from pipes or devices)")
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as e:
+        raise UserError(f"cannot read: {e.strerror or e}", file=shown, fix="check the path") from None
+    finally:
+        os.close(fd)
+    if total > limit:
+        raise UserError(f"is more than envguard reads ({limit} bytes)", file=shown,
+                        fix="pass the right file, or raise ENVGUARD_MAX_INPUT_BYTES")
+    return b"".join(chunks)
+
+
+def read_text(path: str | Path) -> str:
+    """A UTF-8 text file through :func:`read_bytes`, newlines translated as ``open()`` does."""
+    data = read_bytes(path)
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError("not UTF-8 text", file=str(path), fix="save the file as UTF-8") from None
-    except PermissionError:
-        raise UserError("permission denied", file=str(path), fix="make the file readable") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+# An alias (``*name``) starts a node: at the start of a line or after whitespace, "[", "{" or ",". A "*" in
+# a plain scalar (``pytorch *cuda*``) matches too; that only means the exact scan below runs.
+_ALIAS_HINT = re.compile(r"(?:^|[\s\[\{,])\*[^\s,\[\]\{\}]", re.M)
+_FLOW = re.compile(r"[\[\]\{\}]")
+_LEADING = re.compile(r"^[ \t?:-]{%d,}" % MAX_DEPTH, re.M)
+
+
+def _may_exceed_limits(text: str) -> bool:
+    """A cheap, linear over-estimate: False means the text has no alias and cannot nest MAX_DEPTH deep."""
+    if _ALIAS_HINT.search(text) or _LEADING.search(text):
+        return True
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for m in _FLOW.finditer(text):  # brackets inside quotes count too: an over-estimate
+        depth = depth + 1 if m.group() in "[{" else max(0, depth - 1)
+        if depth > MAX_DEPTH:
+            return True
+    return False
+
+
+def check_limits(path: str | Path, text: str, loader: type | None = None) -> None:
+    """Refuse (exit 2, ``file:line:col``) a document that nests deeper than MAX_DEPTH or whose aliases
+    expand to more than MAX_ALIAS_NODES extra nodes, before anything builds or walks it.
+
+    Exact, on the parser's event stream (no recursion, no expansion), and only run when the cheap scan
+    says the text could exceed a limit: ordinary files pay one linear regular-expression pass.
+    """
+    if len(text) > max_input_bytes():
+        raise UserError(f"is more than envguard reads ({max_input_bytes()} bytes)", file=str(path),
+                        fix="pass the right file, or raise ENVGUARD_MAX_INPUT_BYTES")
+    if not _may_exceed_limits(text):
+        return
+    import yaml
+
+    def refuse(message: str, mark: Any, fix: str) -> None:
+        raise UserError(message, file=str(path), line=mark.line + 1 if mark else None,
+                        column=mark.column + 1 if mark else None, fix=fix)
+
+    sizes: dict[str, int] = {}
+    frames: list[list[Any]] = []  # [nodes so far, anchor] of every open collection
+    extra = 0
+    try:
+        for ev in yaml.parse(text, Loader=loader or _fast_loader()):
+            if isinstance(ev, yaml.CollectionStartEvent):
+                if len(frames) >= MAX_DEPTH:
+                    refuse(f"YAML nested more than {MAX_DEPTH} levels deep", ev.start_mark,
+                           "flatten the document; no environment file or lock nests this deep")
+                frames.append([1, ev.anchor])
+            elif isinstance(ev, yaml.CollectionEndEvent):
+                count, anchor = frames.pop()
+                if anchor is not None:
+                    sizes[anchor] = count
+                if frames:
+                    frames[-1][0] += count
+            elif isinstance(ev, yaml.ScalarEvent):
+                if ev.anchor is not None:
+                    sizes[ev.anchor] = 1
+                if frames:
+                    frames[-1][0] += 1
+            elif isinstance(ev, yaml.AliasEvent):
+                size = sizes.get(ev.anchor)
+                if size is None:
+                    if any(f[1] == ev.anchor for f in frames):
+                        refuse(f"YAML alias *{shorten(ev.anchor, 40)} refers to a node that contains it",
+                               ev.start_mark, "remove the recursive alias")
+                    continue  # an undefined alias: the parser proper reports it with its position
+                extra += size
+                if extra > MAX_ALIAS_NODES:
+                    refuse(f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes (an alias bomb?)",
+                           ev.start_mark, "write the repeated parts out, or remove the aliases")
+                if frames:
+                    frames[-1][0] += size
+    except yaml.YAMLError as e:
+        _raise_yaml_error(path, e)
 
 
 def load_fast(path: str | Path, text: str | None = None) -> Any:
@@ -63,10 +232,13 @@ def load_fast(path: str | Path, text: str | None = None) -> Any:
 
     if text is None:
         text = read_text(path)
+    check_limits(path, text)
     try:
         return yaml.load(text, Loader=_fast_loader())  # noqa: S506 - a safe loader
     except yaml.YAMLError as e:
         _raise_yaml_error(path, e)
+    except (ValueError, RecursionError) as e:
+        _raise_value_error(path, e)
 
 
 @dataclass
@@ -89,11 +261,14 @@ def load_with_lines(path: str | Path, text: str | None = None) -> tuple[Any, Pos
 
     if text is None:
         text = read_text(path)
+    check_limits(path, text)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.load(text, Loader=_fast_loader())  # noqa: S506
     except yaml.YAMLError as e:
         _raise_yaml_error(path, e)
+    except (ValueError, RecursionError) as e:
+        _raise_value_error(path, e)
     pos = Positions()
     seen: set[int] = set()  # an alias shares its anchor's node: walk each once (`a: &x [*x]` recursed forever)
 

@@ -23,10 +23,14 @@ for _var, _sub in {
     "CONDA_PKGS_DIRS": "cache/pkgs",
     "PIP_CACHE_DIR": "cache/pip",
     "PRE_COMMIT_HOME": "cache/pre-commit",
+    "HYPOTHESIS_STORAGE_DIRECTORY": "cache/hypothesis",  # not .hypothesis/ in the working tree
     "ENVGUARD_ENVS_DIR": "envs",
 }.items():
     os.environ[_var] = str(_SESSION_TMP / _sub)
     (_SESSION_TMP / _sub).mkdir(parents=True, exist_ok=True)
+# The standard test channel's python is a venv around this machine's interpreter: its bin/python3.X is an
+# absolute symlink out of the prefix, which envguard refuses unless allowed (README, "Reliability").
+os.environ["ENVGUARD_SYMLINK_ALLOW"] = "python:bin/python3*"
 os.environ.pop("CONDA_PREFIX", None)
 os.environ.pop("ENVGUARD_BACKEND", None)
 

@@ -70,7 +70,7 @@ def test_report_matches_pinned_schema(report: dict) -> None:
     assert set(report["files"]) == {"mode", "problems"} and report["files"]["mode"] == "size"
     for p in report["files"]["problems"]:
         _shape(p, FILE_PROBLEM, "file problem")
-        assert p["problem"] in ("missing", "size", "sha256", "unreadable")
+        assert p["problem"] in ("missing", "size", "sha256", "unreadable", "outside")
     _shape(report["torch"], TORCH, "torch")
     for p in report["packages"]:
         _shape(p, PACKAGE, "package")

@@ -94,7 +94,7 @@ CASES = [
     _case("lock -f chan5.yml", 2, "chan5.yml:2:1", "channels", "(fix:"),
     _case("lock -f depmap.yml", 2, "depmap.yml:3:1", "dependencies", "(fix:"),
     _case("lock -f plat_str.yml", 2, "plat_str.yml:4:1", "platforms", "(fix:"),
-    _case("lock -f recursive.yml", 2, "recursive.yml:1:1", "unknown top-level key", "(fix:"),
+    _case("lock -f recursive.yml", 2, "recursive.yml:1:8", "alias *x refers to a node that contains it", "(fix:"),
     _case("lock -f ok.yml --platform foo-64", 2, "foo-64", "(fix:"),
     _case("lock -f ok.yml -p ./env", 2, "looks like a path", "--platform", "(fix:"),
     _case("lock -f ok.yml -p linux-64", 2, "-p means --prefix", "--platform linux-64", "(fix:"),

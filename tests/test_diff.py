@@ -245,3 +245,19 @@ def test_pip_markers_follow_the_compared_platform() -> None:
     assert [c.spec.name for c in spec_vs_lock(specs, locked, "win-64").checks] == ["pywin32"]
     old_py = [conda("python", "3.9.19", "h1_0_cpython")]
     assert spec_vs_lock(specs, old_py, "linux-64").checks == []
+
+
+def test_a_cuda_minor_change_is_a_cuda_line_change() -> None:
+    """12.4 -> 12.6 is a CUDA-line change (driver minimums and kernels differ by minor), in the package that
+    pins the line and in a build string alike; the same line twice, or 12 (major only) against 12.6, is not."""
+    old = [conda("cuda-version", "12.4", "h3060b56_3", subdir="noarch"),
+           conda("pytorch", "2.5.1", "cuda124_py311h1_300"), conda("cudnn", "9.3.0.75", "h93bb076_0")]
+    new = [conda("cuda-version", "12.6", "h7480c83_3", subdir="noarch"),
+           conda("pytorch", "2.5.1", "cuda126_py311h1_300"), conda("cudnn", "9.3.0.75", "h50b6be5_0")]
+    changes = {c.name: c for c in diff_packages(old, new)}
+    assert changes["cuda-version"].kinds == ("upgraded", "cuda-line") and "CUDA 12.4 → 12.6" in changes["cuda-version"].detail
+    assert changes["pytorch"].kinds == ("rebuilt", "cuda-line") and "CUDA 12.4 → 12.6" in changes["pytorch"].detail
+    assert changes["cudnn"].kinds == ("rebuilt",)
+    same_major = diff_packages([conda("pytorch", "2.5.1", "cuda12_py311h1_300")],
+                               [conda("pytorch", "2.5.1", "cuda126_py311h1_300")])
+    assert "cuda-line" not in same_major[0].kinds

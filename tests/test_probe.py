@@ -79,6 +79,10 @@ def test_probe_full_run_in_the_test_venv_without_envguard_importable(tmp_path: P
     if not torch.cuda.is_available():
         assert checks["pinned-memory"]["status"] == "not-exercised"
         assert doc["dataloader"]["pin_memory"] is False
+    else:  # on a GPU host pinned memory is checked here too, not only in one skipped test
+        assert checks["pinned-memory"]["status"] == "pass", checks["pinned-memory"]
+        assert checks["pinned-memory"]["detail"]["pinned_gbps"] > 0
+        assert doc["dataloader"]["pin_memory"] is True
     lim = doc["limits"]
     assert lim["nofile"]["soft"] > 0 and lim["sharing_strategy"] in ("file_descriptor", "file_system")
     if Path("/dev/shm").is_dir():

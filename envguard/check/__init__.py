@@ -353,10 +353,18 @@ def run_check(
         raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
                         fix="pass an existing conda-lock.yml, or run `envguard lock` first")
     target = resolve_target(prefix, name, env=env, cwd=cwd)
+    platform = host_platform()
     if not target.is_dir():
+        moved = half_built_reason(target) if not target.exists() else None
+        if moved:  # moved aside by an interrupted `create --force`: say where it is (EG534)
+            finding = Finding("EG534", Severity.ERROR, f"no environment at {target}: {moved}",
+                              f"run `{checks.create_command(target, str(lock_path) if lock_path else None)}` again: it "
+                              "puts the previous environment back", file=str(target))
+            return CheckReport(prefix=target, platform=platform, kind="other", python_version=None,
+                               lock_file=None, findings=[finding], packages=[], strict=strict,
+                               target_why=target.why)
         raise NoTargetError(f"no environment at {target} ({target.why})", key="-p",
                             fix="pass an existing prefix with -p or a name with -n, or build it with `envguard create`")
-    platform = host_platform()
     info: PrefixInfo = inspect_prefix(target)
 
     findings: list[Finding] = []

@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from envguard.redact import shorten
 from envguard.findings import Finding, Severity
 from envguard.model import Package, canonical_name, pep503
 from envguard.prefix import CondaRecord, Dist, FileProblem, PrefixInfo
@@ -27,7 +28,7 @@ DEFAULT_CORE: tuple[str, ...] = (
 
 # Codes whose findings mean the prefix no longer matches its own records:
 # exit code 3 instead of 1 (README, exit codes).
-INTEGRITY_CODES = frozenset({"EG514", "EG530", "EG531", "EG532", "EG533", "EG534", "EG535"})
+INTEGRITY_CODES = frozenset({"EG514", "EG530", "EG531", "EG532", "EG533", "EG534", "EG535", "EG536"})
 MAX_FILES_PER_FINDING = 5
 
 
@@ -238,23 +239,29 @@ def rule_integrity(inp: CheckInput) -> list[Finding]:
 def rule_files(inp: CheckInput) -> list[Finding]:
     if not inp.file_problems:
         return []
-    code = {"missing": "EG530", "size": "EG531", "sha256": "EG532", "unreadable": "EG535"}
+    code = {"missing": "EG530", "size": "EG531", "sha256": "EG532", "unreadable": "EG535", "outside": "EG536"}
     what = {"missing": "missing", "size": "changed size", "sha256": "changed content (sha256)",
-            "unreadable": "unreadable"}
+            "unreadable": "unreadable", "outside": "outside the prefix (a path leaving it, or a symlink out)"}
     grouped: dict[tuple[str, str], list[FileProblem]] = {}
     for p in inp.file_problems:
         grouped.setdefault((p.package, p.problem), []).append(p)
     out: list[Finding] = []
     for (pkg, problem), items in sorted(grouped.items()):
-        shown = ", ".join(p.path for p in items[:MAX_FILES_PER_FINDING])
+        if problem == "outside":
+            shown = ", ".join(f"{shorten(p.path, 120)} ({p.actual})" for p in items[:MAX_FILES_PER_FINDING])
+            fix = (f"{pkg} puts or points files outside the environment: remove it, or rebuild the environment "
+                   f"with `{create_command(inp.info.prefix, inp.lock_file)}`, which refuses such packages unless "
+                   "ENVGUARD_SYMLINK_ALLOW names a trusted symlink")
+        else:
+            shown = ", ".join(shorten(p.path, 120) for p in items[:MAX_FILES_PER_FINDING])
+            fix = (f"another installer (often pip) or a manual edit changed {pkg}'s files; rebuild the environment "
+                   f"from the lock (`{create_command(inp.info.prefix, inp.lock_file)}`) and install leaves with "
+                   "`pip install --no-deps`")
         more = f" and {len(items) - MAX_FILES_PER_FINDING} more" if len(items) > MAX_FILES_PER_FINDING else ""
         n = len(items)
         out.append(Finding(
             code[problem], E,
-            f"{n} file{'s' * (n != 1)} of conda package {pkg} {what[problem]}: {shown}{more}",
-            f"another installer (often pip) or a manual edit changed {pkg}'s files; rebuild the environment "
-            f"from the lock (`{create_command(inp.info.prefix, inp.lock_file)}`) and install leaves with "
-            "`pip install --no-deps`",
+            f"{n} file{'s' * (n != 1)} of conda package {pkg} {what[problem]}: {shown}{more}", fix,
             file=items[0].path, package=pkg))
     return out
 

@@ -33,9 +33,10 @@ from typing import Any
 from envguard import __version__
 from envguard.create.backends import Backend, InstallPlan, get_backend
 from envguard.create.backends.pip_step import PipArtifact, install_pip
-from envguard.errors import BackendError, EnvguardError, IntegrityError, StaleLockError, UserError
+from envguard.errors import BackendError, EnvguardError, IntegrityError, Interrupted, StaleLockError, UserError
 from envguard.create.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
-from envguard.create.integrity import Artifact, strip_archive_suffix, verify_cache_entries, verify_local_artifacts
+from envguard.create.integrity import Artifact, strip_archive_suffix, verify_cache_entries
+from envguard.create.prelink import prepare
 from envguard.model import pep503
 from envguard.platforms import host_platform
 from envguard.create.prefixlock import PrefixLock
@@ -48,6 +49,7 @@ from envguard.create.staging import (
     deferred_sigint,
     fault_hook,
     hook_value,
+    interrupt_report,
     interruption,  # public: check reads the state an interrupted create left
     is_empty_dir,
     is_env,
@@ -282,8 +284,9 @@ def read_plan(lockfile: Path, platform: str) -> LockPlan:
             conda.append(_conda_artifact(f, expand_url(f["url"], lockfile, f["name"]), lockfile))
     for entry in pip_records(lock, platform):
         f = _entry_fields(entry, lockfile)
-        pip.append(PipArtifact(f["name"], f["version"], expand_url(f["url"], lockfile, f["name"]),
-                               (f["sha256"] or "").lower() or None))
+        url = expand_url(f["url"], lockfile, f["name"])
+        pip.append(PipArtifact(f["name"], f["version"], url, (f["sha256"] or "").lower() or None,
+                               locked_url=f["url"] if url != f["url"] else None))
     sources = [lockfile.parent / s for s in lock.sources]
     return LockPlan(lockfile, platform, lock.content_hash.get(platform), conda, pip, sources)
 
@@ -379,20 +382,22 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
 
 
 def scrub_credentials(prefix: Path, artifacts: Sequence[Artifact]) -> int:
-    """Put the lock's ``${VAR}`` placeholders back into conda-meta where the installer recorded the URL
-    with the credentials filled in: secrets never land in the environment's metadata."""
+    """Write into conda-meta the URL as the lock has it (``${VAR}`` placeholders included) where the
+    installer was given another one: the URL without credentials, or a verified local copy of the archive."""
     changed = 0
     for art in artifacts:
-        if not art.locked_url:
+        wanted = art.locked_url or art.url
+        if art.install_url == wanted:
             continue
         record = prefix / "conda-meta" / f"{art.stem}.json"
         try:
             text = record.read_text(encoding="utf-8")
         except OSError:
             continue
-        locked_channel = art.locked_url.rsplit("/", 2)[0]
-        new = text.replace(json_str(art.url), json_str(art.locked_url)).replace(
-            json_str(art.channel), json_str(locked_channel))
+        locked_channel = wanted.rsplit("/", 2)[0]
+        new = text.replace(json_str(art.install_url), json_str(wanted))
+        if locked_channel != art.channel:
+            new = new.replace(json_str(art.channel), json_str(locked_channel))
         if new != text:
             record.write_text(new, encoding="utf-8")
             changed += 1
@@ -467,8 +472,21 @@ def create(
     warnings: list[str] = []
     expected = plan.fingerprint(be.name)
     pkgs = Path(cache_dir) if cache_dir is not None else default_pkgs_dir()
-    drift: list[str] = []
+    try:
+        return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, force=force, timeout=timeout,
+                              check=check, warnings=warnings, rep=rep, started=started)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:  # say what the target really holds now
+        current = read_fingerprint(target) if target.exists() else None
+        raise Interrupted(interrupt_report(target, current is not None and current.digest == expected.digest)) \
+            from None
 
+
+def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, platform: str, expected: Fingerprint,
+                   pkgs: Path, *, force: bool, timeout: float | None, check: bool, warnings: list[str],
+                   rep: CreateReporter, started: float) -> CreateResult:
+    drift: list[str] = []
     with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
         for note in cleanup_leftovers(target):
             rep.note(note)
@@ -488,14 +506,21 @@ def create(
                                     fingerprint=expected, conda_count=len(plan.conda), pip_count=len(plan.pip),
                                     waited=plock.waited, warnings=warnings, seconds=time.monotonic() - started)
 
-        rep.stage(f"verifying {sum(1 for a in plan.conda if a.url.startswith('file:'))} local artifacts")
-        verified = verify_local_artifacts(plan.conda, pkgs, lockfile=lock_path)
+        # hashes, the package cache and every path checked before anything is linked (envguard.create.prelink)
+        prepared = prepare(plan.conda, pkgs, platform=platform, lockfile=lock_path, use_cache=be.name == "rattler",
+                           note=rep.note, stage=rep.stage)
+        verified = prepared.verified_local
+        plan.conda = list(prepared.artifacts)
         progress = _Progress(rep)
-        install_plan = InstallPlan(tuple(plan.conda), target, pkgs, platform, lock_path)
-        if be.relocatable:
-            _build_staged(be, install_plan, plan, expected, target, pkgs, progress, rep)
-        else:
-            _build_in_place(be, install_plan, plan, expected, target, progress, rep)
+        install_plan = InstallPlan(prepared.artifacts, target, pkgs, platform, lock_path, prepared.client)
+        try:
+            if be.relocatable:
+                _build_staged(be, install_plan, plan, expected, target, pkgs, progress, rep)
+            else:
+                _build_in_place(be, install_plan, plan, expected, target, progress, rep)
+            prepared.finalize()
+        finally:
+            prepared.cleanup()
 
     result = CreateResult(prefix=target, status="replaced" if replacing else "created", backend=be.name,
                           lockfile=lock_path, fingerprint=expected, conda_count=len(plan.conda),

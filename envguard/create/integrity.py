@@ -22,6 +22,7 @@ import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -47,12 +48,24 @@ class Artifact:
     depends: tuple[str, ...] = ()
     #: the URL as the lock writes it, when it differs from ``url`` (``${VAR}`` credentials filled in)
     locked_url: str | None = None
+    #: a verified local copy of the archive (downloaded by envguard.create.prelink) the installer reads
+    local: Path | None = None
 
     @property
+    def install_url(self) -> str:
+        """The URL the installer is given: the local verified copy when there is one."""
+        return self.local.resolve().as_uri() if self.local is not None else self.url
+
+    @property
+    def key(self) -> str:
+        """The archive's identity for envguard's records: its locked sha256 (else md5)."""
+        return f"sha256:{self.sha256}" if self.sha256 else f"md5:{self.md5}"
+
+    @cached_property
     def filename(self) -> str:
         return urlsplit(self.url).path.rsplit("/", 1)[-1]
 
-    @property
+    @cached_property
     def stem(self) -> str:
         """``name-version-build``: the package cache's directory name."""
         return strip_archive_suffix(self.filename)
@@ -76,14 +89,20 @@ def is_file_url(url: str) -> bool:
     head = url[:5]
     if head[:1].isalnum() and not any(c in head for c in "\t\r\n"):  # nothing urlsplit strips or removes
         return head.lower() == "file:"
-    return urlsplit(url).scheme == "file"
+    try:
+        return urlsplit(url).scheme == "file"
+    except ValueError:  # a malformed host ("https://[x"): not a local file
+        return False
 
 
 def file_url_path(url: str) -> Path | None:
     """The local path of a ``file://`` URL, else None."""
     if not is_file_url(url):
         return None
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
     if parts.scheme != "file":
         return None
     path = unquote(parts.path)
@@ -113,13 +132,15 @@ def mismatch_error(name: str, version: str, url: str, expected: str, actual: str
 
 
 def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None,
-                           *, lockfile: str | os.PathLike[str] | None = None) -> int:
+                           *, lockfile: str | os.PathLike[str] | None = None,
+                           missing: set[str] | None = None) -> int:
     """Check every ``file://`` artifact against the lock's hash; return how many were checked.
 
     An artifact is hashed unless :class:`VerifiedStamps` in ``cache_dir`` vouches that this very file (same
     size, mtime, ctime, inode and device) already had that hash; what hashes right is stamped for next time.
     Raises IntegrityError for the first mismatch (in lock order) after purging that package from the cache.
-    A missing local file is reported as a backend error by the installer later; here it is one line too.
+    A missing local file is a backend error (exit 6), or, with ``missing`` given, its stem is added there:
+    the caller decides whether a verified package cache entry can stand in for it (envguard.create.prelink).
     """
     local: list[tuple[Artifact, Path]] = []
     for art in artifacts:
@@ -173,6 +194,9 @@ def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None
         if res is None:
             continue
         art, algorithm, expected, actual = res
+        if actual == "<file missing>" and missing is not None:
+            missing.add(art.stem)
+            continue
         if actual == "<file missing>":
             from envguard.errors import BackendError
 
@@ -211,9 +235,12 @@ class VerifiedStamps:
         try:
             data = json.loads(self.path.read_bytes())
             entries = data["artifacts"] if data.get("format") == 1 else {}
+            packages = data.get("packages", {}) if data.get("format") == 1 else {}
         except (OSError, ValueError, AttributeError, KeyError, TypeError):
-            entries = {}
+            entries, packages = {}, {}
         self.entries: dict[str, list[Any]] = entries if isinstance(entries, dict) else {}
+        #: extracted packages (envguard.create.prelink): archive key -> [info digest, identity digest, when]
+        self.packages: dict[str, list[Any]] = packages if isinstance(packages, dict) else {}
 
     @staticmethod
     def _identity(st: os.stat_result) -> list[int]:
@@ -232,22 +259,50 @@ class VerifiedStamps:
         self.entries[str(path)] = [digest, self._identity(st), now]
         self.changed = True
 
+    # ---- extracted packages in the package cache (envguard.create.prelink)
+
+    def package(self, key: str) -> tuple[str, str | None, int] | None:
+        """(info digest, identity digest or None, when recorded) of an extracted package, if recorded."""
+        entry = self.packages.get(key)
+        if (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+                and (entry[1] is None or isinstance(entry[1], str)) and isinstance(entry[2], int)):
+            return entry[0], entry[1], entry[2]
+        return None
+
+    def record_package(self, key: str, info: str, identity: str | None, newest_ns: int = 0,
+                       fine_clock: bool = False) -> None:
+        """Remember the digest of a package's ``info/`` files as its verified archive has them and, when its
+        files are known to be right, their identity. Linking an extracted file into an environment changes
+        its ctime, so the identity is taken after each create's own links (envguard.create.prelink). On a
+        file system whose ctimes have sub-millisecond resolution (``fine_clock``) no rewrite can keep the
+        same ctime; elsewhere, as for artifacts, files changed within STAMP_MIN_AGE_NS get no identity."""
+        now = time.time_ns()
+        if identity is not None and not fine_clock and newest_ns + STAMP_MIN_AGE_NS > now:
+            identity = None  # too recent to be told apart from a rewrite in the same clock tick
+        rec = self.package(key)
+        if rec is None or rec[:2] != (info, identity):
+            self.packages[key] = [info, identity, now]
+            self.changed = True
+
+    def vouches_package(self, key: str, info: str, identity: str) -> bool:
+        rec = self.package(key)
+        return rec is not None and rec[0] == info and rec[1] == identity
+
+    def forget_package(self, key: str) -> None:
+        if self.packages.pop(key, None) is not None:
+            self.changed = True
+
     def save(self) -> None:
         """Write atomically when something was recorded; a failure to write is not an error."""
         if not self.changed:
             return
-        entries = self.entries
-        if len(entries) > self.LIMIT:
-            def recorded(key: str) -> int:
-                entry = entries[key]
-                return entry[2] if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], int) else 0
-
-            entries = {k: entries[k] for k in sorted(entries, key=recorded)[-self.LIMIT:]}
+        entries = _newest(self.entries, self.LIMIT)
+        packages = _newest(self.packages, self.LIMIT)
         tmp = self.path.with_name(f"{self.NAME}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"format": 1, "artifacts": entries}, separators=(",", ":")),
-                           encoding="utf-8")
+            tmp.write_text(json.dumps({"format": 1, "artifacts": entries, "packages": packages},
+                                      separators=(",", ":")), encoding="utf-8")
             os.replace(tmp, self.path)
         except OSError:
             tmp.unlink(missing_ok=True)
@@ -256,6 +311,18 @@ class VerifiedStamps:
 
 #: how long a file must have been unchanged when it was hashed for its stamp to be trusted (see above)
 STAMP_MIN_AGE_NS = 2_000_000_000
+
+
+def _newest(entries: dict[str, list[Any]], limit: int) -> dict[str, list[Any]]:
+    """The ``limit`` most recently recorded entries (the time is each entry's last item)."""
+    if len(entries) <= limit:
+        return entries
+
+    def recorded(key: str) -> int:
+        entry = entries[key]
+        return entry[-1] if isinstance(entry, list) and entry and isinstance(entry[-1], int) else 0
+
+    return {k: entries[k] for k in sorted(entries, key=recorded)[-limit:]}
 
 
 def purge_cache_entry(cache_dir: Path, stem: str) -> list[Path]:
@@ -284,7 +351,8 @@ def purge_cache_entry(cache_dir: Path, stem: str) -> list[Path]:
 def cache_entry_sha256(cache_dir: Path, stem: str) -> str | None:
     """The sha256 rattler recorded for an extracted package (bytes 8..40 of ``<stem>.lock``), if any."""
     try:
-        data = (cache_dir / f"{stem}.lock").read_bytes()
+        with open(os.path.join(cache_dir, f"{stem}.lock"), "rb") as fh:
+            data = fh.read(64)
     except OSError:
         return None
     return data[8:40].hex() if len(data) >= 40 else None

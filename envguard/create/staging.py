@@ -146,7 +146,7 @@ def interruption(prefix: str | os.PathLike[str]) -> Interruption | None:
                 "a directory `envguard create` was building")
         return Interruption(tag, pid, running, f"{target.name} is {what}, and process {pid} is " + (
             "still running" if running else "gone (interrupted)"))
-    for tag, pid, _path in leftovers(target):
+    for tag, pid, path in leftovers(target):
         running = pid_alive(pid)
         if tag == BUILDING_TAG:
             return Interruption(tag, pid, running, (
@@ -157,8 +157,24 @@ def interruption(prefix: str | os.PathLike[str]) -> Interruption | None:
             return Interruption(tag, pid, running, (
                 f"envguard process {pid} is replacing this environment right now" if running else
                 f"an interrupted `envguard create --force` (process {pid}) moved the old environment "
-                "aside; run `envguard create` again to put it back"))
+                f"aside to {path}; run `envguard create` again to put it back"))
     return None
+
+
+def interrupt_report(target: Path, finished: bool) -> str:
+    """The one line for a Ctrl-C: the state ``target`` is actually in (``finished``: it holds the new
+    environment), and what the next run will clean up."""
+    beside = leftovers(target)
+    cleanup = "; the next `envguard create` removes what this run left beside it" if beside else ""
+    if finished:
+        return f"interrupted: the new environment is in place at {target}{cleanup}"
+    if target.exists():
+        return f"interrupted: {target} was left as it was{cleanup}"
+    old = [path for tag, _pid, path in beside if tag == OLD_TAG]
+    if old:
+        return (f"interrupted: the previous environment is at {old[0]}; the next `envguard create` puts it "
+                f"back at {target}")
+    return f"interrupted: nothing was created at {target}{cleanup}"
 
 
 def interrupted_state(prefix: str | os.PathLike[str]) -> str | None:

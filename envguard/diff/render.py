@@ -9,7 +9,10 @@ def print_diff(result: "object", max_unrequested: int = 25) -> None:
     from rich.text import Text
 
     from envguard.diff import LABELS, describe
-    from envguard.redact import redact
+    from envguard.redact import redact as _redact, shorten_words
+
+    def redact(text: str) -> str:  # masked, and what hostile input makes long cut short
+        return shorten_words(_redact(text))
 
     r = result  # envguard.diff.DiffResult
     render.out.print(Text(f"A: {redact(r.a.describe())}\nB: {redact(r.b.describe())}"))
@@ -23,9 +26,9 @@ def print_diff(result: "object", max_unrequested: int = 25) -> None:
         for c in pd.changes:
             a = describe(c.old) if c.old or c.old_spec is None else redact(c.old_spec)
             b = describe(c.new) if c.new or c.new_spec is None else redact(c.new_spec)
-            table.add_row(Text(c.name, style="bold" if c.core else ""),
+            table.add_row(Text(redact(c.name), style="bold" if c.core else ""),
                           Text(", ".join(LABELS[k] for k in c.kinds), style=style[c.severity]),
-                          Text(a), Text(b), Text(redact(c.detail)))
+                          Text(redact(a)), Text(redact(b)), Text(redact(c.detail)))
         render.out.print(table)
     for rep in r.spec_reports:
         where = f" {rep.where}" if rep.where else ""
@@ -35,13 +38,13 @@ def print_diff(result: "object", max_unrequested: int = 25) -> None:
         for chk in rep.checks:
             ok = chk.status == "satisfied"
             table.add_row(Text("ok" if ok else chk.status, style="green" if ok else "bold red"),
-                          Text(redact(chk.spec.spec)), Text(describe(chk.locked)), Text(redact(chk.reason)))
+                          Text(redact(chk.spec.spec)), Text(redact(describe(chk.locked))), Text(redact(chk.reason)))
         render.out.print(table)
         if rep.unrequested:
             names = [p.name for p in rep.unrequested]
             more = f", … (+{len(names) - max_unrequested})" if len(names) > max_unrequested else ""
             render.out.print(Text(f"{len(names)} locked packages nobody asked for directly{where}: "
-                           f"{', '.join(names[:max_unrequested])}{more}", style="dim"))
+                           f"{redact(', '.join(names[:max_unrequested]))}{more}", style="dim"))
     for n in r.notes:
         render.out.print(Text(f"note: {redact(n)}", style="dim"))
     render.out.print(Text(redact(r.summary()), style="bold" if not r.equal else "green"))

@@ -31,7 +31,7 @@ from envguard.lock.lockfile import (
     read_lock,
     read_metadata,
 )
-from envguard.yamlio import load_fast
+from envguard.yamlio import load_fast, read_bytes
 
 # The wing's public API beyond the command itself: what other wings may use (docs/architecture.md).
 # The spec reader is imported on first use: `lock --check` answers without it.
@@ -280,7 +280,7 @@ def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str)
 
     content_hash = compute_content_hashes(lock_spec, vpr)
     custom = {META_CUDA: cuda_record}
-    contents = [Path(f).read_bytes() for f in files]
+    contents = [read_bytes(f) for f in files]
     if fast_path_possible([c.decode("utf-8", "replace") for c in contents]):
         digest = input_digest(files, contents, cuda_record, mapping_path().read_bytes())
         for p in lock_spec.platforms:
@@ -325,15 +325,10 @@ def check_fresh(
     lockfile = default_lockfile(files, lockfile)
     contents: list[bytes] = []
     for f in files:
-        try:
-            contents.append(Path(f).read_bytes())
-        except FileNotFoundError:
-            raise UserError("file not found", file=str(f), fix="check the path or pass -f FILE") from None
-        except IsADirectoryError:
+        if Path(f).is_dir():
             raise UserError("is a directory, expected a file", file=str(f), key="-f",
-                            fix="pass the environment file, e.g. -f environment.yml") from None
-        except OSError as e:
-            raise UserError(f"cannot read: {e.strerror}", file=str(f), fix="check the path") from None
+                            fix="pass the environment file, e.g. -f environment.yml")
+        contents.append(read_bytes(f))  # regular files only, size-limited (yamlio)
         try:
             contents[-1].decode("utf-8")
         except UnicodeDecodeError:

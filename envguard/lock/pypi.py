@@ -67,7 +67,7 @@ def solve_pip(
             platform_virtual_packages=platform_virtual_packages,
             pip_repositories=lock_spec.pip_repositories,
             allow_pypi_requests=lock_spec.allow_pypi_requests,
-            strip_auth=True,
+            strip_auth=False,  # keep the `${VAR}` userinfo conda-lock puts back (literal credentials are masked below)
             mapping_url=mapping_url or str(mapping_path()),
         )
     except BackendError:

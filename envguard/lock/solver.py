@@ -99,6 +99,15 @@ def _match_spec(dep: Any) -> str:
     return spec
 
 
+def _restore_credentials(record: Any, restore: dict[str, str]) -> None:
+    """Put a channel's credentials back into a solved record's URL (conda-lock maps it to ``${VAR}``s)."""
+    url = str(record.url)
+    for clean, real in restore.items():
+        if url.startswith(clean):
+            record.url = real + url[len(clean):]
+            return
+
+
 def _explain(e: BaseException) -> str:
     text = str(e).strip() or type(e).__name__
     return redact(text)
@@ -121,9 +130,17 @@ def solve_platforms(
     import rattler
     from rattler import Channel, ChannelPriority, Gateway, MatchSpec
 
+    # Credentials go to rattler's client, never inside a URL its repodata cache would write (envguard.auth);
+    # the solved records get them back so that the lock keeps the channel URL as written.
+    from envguard.auth import Credentials
+
+    creds = Credentials()
+    clean = [creds.strip(c) for c in channels]
+    restore = {c.rstrip("/") + "/": real.rstrip("/") + "/" for c, real in zip(clean, channels) if c != real}
+
     async def run() -> dict[str, list[Any]]:
-        gateway = Gateway(cache_dir=cache_dir())
-        chans = [Channel(c) for c in channels]
+        gateway = Gateway(cache_dir=cache_dir(), client=creds.client())
+        chans = [Channel(c) for c in clean]
         out: dict[str, list[Any]] = {}
         for i, (platform, deps) in enumerate(dependencies.items(), start=1):
             if on_platform:
@@ -140,6 +157,8 @@ def solve_platforms(
                     channel_priority=ChannelPriority.Strict,
                     strategy="highest",
                 )
+                for record in out[platform] if restore else ():
+                    _restore_credentials(record, restore)
             except Exception as e:
                 kind = type(e).__name__
                 if kind == "SolverError":

@@ -20,7 +20,10 @@ _SDIST_EXTENSIONS = (".tar.gz", ".zip", ".tar.bz2", ".tgz", ".tar.xz")
 
 
 def basename(url: str) -> str:
-    path = urlsplit(url).path if "://" in url else url
+    try:
+        path = urlsplit(url).path if "://" in url else url
+    except ValueError:  # a malformed host ("https://[x") in a hostile file: the name is still the last part
+        path = url.split("?", 1)[0]
     return unquote(path.rstrip("/").rsplit("/", 1)[-1])
 
 

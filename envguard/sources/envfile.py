@@ -69,10 +69,14 @@ def _requirements_file(path: Path, selector: tuple[str, ...] | None, notes: list
     if resolved in seen_files:
         return []
     seen_files.add(resolved)
+    from envguard.errors import UserError
+    from envguard.yamlio import read_text
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        notes.append(f"pip -r {redact(str(path))} not found: its requirements are not compared")
+        text = read_text(path)  # regular files only, size-limited: `-r /dev/zero` must not hang
+    except UserError as e:
+        notes.append(f"pip -r {redact(str(path))} not read ({e.message.split(': ', 1)[-1]}): its requirements "
+                     "are not compared")
         return []
     out: list[RequestedSpec] = []
     for line in text.splitlines():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from envguard.create.integrity import Artifact
 
@@ -20,6 +20,8 @@ class InstallPlan:
     cache_dir: Path  # rattler package cache (external backends use their own)
     platform: str
     lockfile: Path | None = None
+    #: rattler's HTTP client carrying the channels' credentials (envguard.auth), None for the default one
+    client: Any = None
 
 
 class InstallProgress(Protocol):

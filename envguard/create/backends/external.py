@@ -32,7 +32,7 @@ def render_explicit(artifacts: tuple[Artifact, ...] | list[Artifact], platform: 
     ]
     for art in artifacts:
         digest = art.sha256 or art.md5
-        lines.append(f"{art.url}#{digest}" if digest else art.url)
+        lines.append(f"{art.install_url}#{digest}" if digest else art.install_url)
     return "\n".join(lines) + "\n"
 
 

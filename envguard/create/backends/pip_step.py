@@ -28,6 +28,21 @@ class PipArtifact:
     version: str
     url: str
     sha256: str | None
+    #: the URL as the lock writes it, when it differs from ``url`` (``${VAR}`` credentials filled in)
+    locked_url: str | None = None
+
+    @property
+    def requirement_url(self) -> str:
+        """The URL written into pip's requirements file: the lock's ``${VAR}`` form when pip can expand
+        every variable itself (pip expands ``${NAME}`` of upper-case names), so that no credential is ever
+        written to disk; else the expanded URL (in a private temporary directory, removed at once)."""
+        if self.locked_url and all(_PIP_VAR.fullmatch(v) for v in _ANY_VAR.findall(self.locked_url)):
+            return self.locked_url
+        return self.url
+
+
+_ANY_VAR = re.compile(r"\$\{([^}]*)\}")
+_PIP_VAR = re.compile(r"[A-Z0-9_]+")  # pip's req_file expands ${VAR} only for these names
 
 
 def _pip_command(build_python: str) -> list[str]:
@@ -54,7 +69,8 @@ def install_pip(pip: Sequence[PipArtifact], build_dir: Path, target: Path, lockf
 
     with tempfile.TemporaryDirectory(prefix="envguard-pip-") as tmp:
         req = Path(tmp) / "requirements.txt"
-        req.write_text("".join(f"{p.name} @ {p.url} --hash=sha256:{p.sha256}\n" for p in pip), encoding="utf-8")
+        req.write_text("".join(f"{p.name} @ {p.requirement_url} --hash=sha256:{p.sha256}\n" for p in pip),
+                       encoding="utf-8")
         cmd = _pip_command(python) + [
             "install", "--no-deps", "--require-hashes", "--no-input", "--disable-pip-version-check",
             "--no-warn-script-location", "--no-compile", "--no-cache-dir", "-r", str(req),

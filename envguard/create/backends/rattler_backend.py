@@ -8,6 +8,8 @@ placeholders) from the extracted package itself, so this links exactly what a so
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 from collections.abc import Coroutine
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 from envguard.create.backends.base import InstallPlan, InstallProgress
 from envguard.errors import BackendError, EnvguardError
 from envguard.create.integrity import Artifact, mismatch_error, parse_rattler_mismatch, purge_cache_entry
-from envguard.redact import redact
+from envguard.redact import redact, shorten
 
 
 def run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -54,7 +56,7 @@ def to_record(art: Artifact) -> Any:
         sha256=bytes.fromhex(art.sha256) if art.sha256 else None,
         md5=bytes.fromhex(art.md5) if art.md5 else None,
     )
-    return RepoDataRecord(record, art.filename, art.url, art.channel)
+    return RepoDataRecord(record, art.filename, art.install_url, art.channel)
 
 
 def _build_number(build: str) -> int:
@@ -119,22 +121,68 @@ class RattlerBackend:
         records = [to_record(a) for a in plan.artifacts]
         alternative = plan.target if Path(build_dir) != Path(plan.target) else None
         try:
-            run_coroutine(
-                rattler.install(
-                    records,
-                    build_dir,
-                    cache_dir=plan.cache_dir,
-                    installed_packages=[],  # a fresh directory: no scan of conda-meta
-                    execute_link_scripts=False,  # link scripts are arbitrary code; never run them
-                    show_progress=False,
-                    reporter=_reporter(progress) if getattr(progress, "wants_events", True) else None,
-                    alternative_target_prefix=alternative,
+            with contained_stderr():
+                run_coroutine(
+                    rattler.install(
+                        records,
+                        build_dir,
+                        cache_dir=plan.cache_dir,
+                        installed_packages=[],  # a fresh directory: no scan of conda-meta
+                        execute_link_scripts=False,  # link scripts are arbitrary code; never run them
+                        show_progress=False,
+                        client=plan.client,
+                        reporter=_reporter(progress) if getattr(progress, "wants_events", True) else None,
+                        alternative_target_prefix=alternative,
+                    )
                 )
-            )
         except EnvguardError:
             raise
         except Exception as e:  # rattler's exception classes carry the whole causal chain in str(e)
             raise translate_error(e, plan, build_dir) from e
+        except BaseException as e:
+            if type(e).__name__ != "PanicException":  # KeyboardInterrupt, SystemExit
+                raise
+            # pyo3 turns a Rust panic into PanicException (a BaseException): one line, never a backtrace
+            first = (str(e).strip().splitlines() or ["no message"])[0]
+            raise BackendError(f"rattler's installer crashed: {redact(shorten(first, 300))} (nothing was "
+                               "installed at the target; rerun with --verbose for rattler's own report)") from e
+
+
+class contained_stderr:
+    """Hold what the installer's native code writes to file descriptor 2 (a Rust panic message and
+    backtrace) and show it afterwards only with ``--verbose`` (ENVGUARD_VERBOSE=1): the user sees
+    envguard's one-line error instead. Python-level output goes through sys.stderr as usual."""
+
+    def __enter__(self) -> None:
+        import tempfile
+
+        self.saved: int | None = None
+        if os.environ.get("ENVGUARD_VERBOSE") == "1" or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            sys.stderr.flush()
+            self.tmp = tempfile.TemporaryFile()
+            self.saved = os.dup(2)
+            os.dup2(self.tmp.fileno(), 2)
+        except (OSError, ValueError, AttributeError):
+            self.saved = None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved is None:
+            return
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        try:
+            self.tmp.seek(0)
+            held = self.tmp.read(1 << 16)
+        finally:
+            self.tmp.close()
+        noise = b"panicked at" in held or b"RUST_BACKTRACE" in held or b"stack backtrace" in held
+        if held and not noise:  # anything else (a warning) is shown after all
+            try:
+                sys.stderr.write(held.decode("utf-8", "replace"))
+            except (OSError, ValueError):
+                pass
 
 
 def translate_error(error: BaseException, plan: InstallPlan, build_dir: Path) -> EnvguardError:

@@ -1,0 +1,483 @@
+"""Before the installer links a single file: every package verified and every path it declares safe.
+
+For each locked conda artifact, in lock order:
+
+1. **Warm**: rattler's package cache holds it extracted (``<cache>/<stem>/``, recorded for the locked
+   sha256). It is checked against what its verified archive held: the digest of the ``info/`` files the
+   installer reads (``paths.json``, ``index.json``, ``link.json``, ...), recorded when envguard scanned the
+   archive, then every file ``paths.json`` lists, by type, size and sha256. The identities of those files
+   (size, mtime, ctime, inode, device: the rule of :class:`~envguard.create.integrity.VerifiedStamps`),
+   recorded after a full verification, spare the hashing on the next create while none of them changed.
+   Any difference (a file edited, truncated or deleted in the cache, or edited in an environment it is
+   hard-linked into, an edited ``paths.json``) removes the entry: the installer extracts it again.
+2. **Cold** (no entry, or one just removed): the verified archive is scanned. That is the ``file://``
+   artifact itself (hashed against the lock by verify_local_artifacts) or, over http(s), a copy envguard
+   downloads and hashes first, so that a flipped or truncated download is an integrity failure (exit 3)
+   naming the package; the installer then extracts that very copy. Every entry name, link target and
+   ``paths.json`` path is collected. An entry that must be re-extracted but whose archive is gone is exit 3.
+3. All packages' paths and symlinks are checked together with :mod:`envguard.pathsafety` (relative,
+   normalised, inside the prefix, symlinks included): exit 3 naming the package and the path.
+
+Credentials never travel inside a URL the installer or its caches see: :class:`envguard.auth.Credentials`
+takes them out and gives rattler a client that sends them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import stat
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envguard.auth import Credentials
+from envguard.create.integrity import (
+    Artifact,
+    VerifiedStamps,
+    cache_entry_sha256,
+    file_digest,
+    file_url_path,
+    is_file_url,
+    mismatch_error,
+    purge_cache_entry,
+    verify_local_artifacts,
+)
+from envguard.errors import BackendError, IntegrityError
+from envguard.pathsafety import Unsafe, allow_list, allowed, check_package, path_problem
+from envguard.redact import redact, shorten
+
+#: the ``info/`` files an installer reads to link a package: their digest is recorded from the archive
+INFO_FILES = ("info/index.json", "info/paths.json", "info/link.json", "info/files", "info/has_prefix",
+              "info/no_link", "info/repodata_record.json")
+DOWNLOAD_TAG = ".envguard-downloads-"
+_CONCURRENCY = 4
+
+
+@dataclass
+class _Package:
+    """What one package will put into the prefix."""
+
+    art: Artifact
+    entries: list[tuple[str, str]] = field(default_factory=list)  # paths.json: (path, path_type)
+    paths: list[str] = field(default_factory=list)  # paths.json paths (and, from an archive, every entry)
+    symlinks: dict[str, str] = field(default_factory=dict)  # declared path -> link target
+    inner_links: dict[str, str] = field(default_factory=dict)  # every symlink of the archive
+    info: str = ""  # digest of the INFO_FILES, from the archive
+
+
+@dataclass
+class Prepared:
+    """The artifacts to hand the installer (a downloaded one points at its verified copy) and its client."""
+
+    artifacts: tuple[Artifact, ...]
+    client: Any = None
+    verified_local: int = 0
+    reextracted: list[str] = field(default_factory=list)
+    download_dir: Path | None = None
+    cache_dir: Path | None = None
+    packages: list[_Package] = field(default_factory=list)  # verified, to be stamped after linking
+
+    def finalize(self) -> None:
+        """After a successful install: record the identities of the extracted files, now that this create's
+        own hard links have changed their ctimes, so that the next create need not hash them."""
+        if self.cache_dir is None or not self.packages:
+            return
+        stamps = VerifiedStamps(self.cache_dir)
+        for pkg in self.packages:
+            found = _identity(os.path.join(self.cache_dir, pkg.art.stem), pkg.entries)
+            if not isinstance(found, str):
+                identity, newest, fine, _todo = found
+                stamps.record_package(pkg.art.key, pkg.info, identity, newest, fine)
+        stamps.save()
+
+    def cleanup(self) -> None:
+        """Remove the downloaded copies (the installer has extracted them into the package cache)."""
+        if self.download_dir is not None:
+            shutil.rmtree(self.download_dir, ignore_errors=True)
+            self.download_dir = None
+
+
+def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lockfile: Path | None = None,
+            use_cache: bool = True, note: Callable[[str], None] = lambda _t: None,
+            stage: Callable[[str], None] = lambda _t: None) -> Prepared:
+    """Verify and check everything the installer will link; see the module doc. Raises IntegrityError (3)
+    or BackendError (6). ``use_cache`` False (external installers with caches of their own): every artifact
+    is taken from its verified archive."""
+    creds = Credentials()
+    arts = [_without_credentials(a, creds) for a in artifacts]
+    missing: set[str] = set()
+    stage(f"verifying {sum(1 for a in arts if is_file_url(a.url))} local artifacts")
+    verified = verify_local_artifacts(arts, cache_dir, lockfile=lockfile, missing=missing)
+    stamps = VerifiedStamps(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    ready: list[_Package] = []
+    cold: list[tuple[int, Artifact, str | None]] = []  # (index, artifact, why its cache entry was altered)
+    for i, art in enumerate(arts):
+        altered = None
+        if use_cache and (cache_dir / art.stem).is_dir():
+            pkg, altered = _check_entry(art, cache_dir, stamps)
+            if pkg is not None:
+                ready.append(pkg)
+                continue
+            purge_cache_entry(cache_dir, art.stem)
+            stamps.forget_package(art.key)
+            if altered:
+                note(f"{art.name} {art.version}: its package cache entry was altered ({altered}); extracting it "
+                     "again from the verified archive")
+        cold.append((i, art, altered))
+    client = creds.client()
+    prepared = Prepared(tuple(arts), client, verified, [a.name for _i, a, why in cold if why],
+                        cache_dir=cache_dir if use_cache else None)
+    try:
+        if cold:
+            scanned = _run(_obtain_all(cold, cache_dir, client, missing, prepared, lockfile, stage))
+            for (i, _art, _why), (local, pkg) in zip(cold, scanned):
+                if local is not None:
+                    arts[i] = dataclasses.replace(arts[i], local=local)
+                stamps.record_package(pkg.art.key, pkg.info, None)
+                ready.append(pkg)
+        prepared.artifacts = tuple(arts)
+        _check_paths(ready, platform)
+        prepared.packages = ready
+    except BaseException:
+        prepared.cleanup()
+        stamps.save()
+        raise
+    stamps.save()
+    return prepared
+
+
+def _without_credentials(art: Artifact, creds: Credentials) -> Artifact:
+    clean = creds.strip(art.url)
+    if clean == art.url:
+        return art
+    return dataclasses.replace(art, url=clean, locked_url=art.locked_url or art.url)
+
+
+# --------------------------------------------------------------------------- warm: the extracted entry
+
+
+def _info_digest(read: Callable[[str], bytes | None]) -> str:
+    h = hashlib.sha256()
+    for name in INFO_FILES:
+        data = read(name)
+        if data is not None:
+            h.update(f"{name}\0{hashlib.sha256(data).hexdigest()}\n".encode())
+    return h.hexdigest()
+
+
+def _read_entry_file(entry: str, name: str) -> bytes | None:
+    path = os.path.join(entry, name)
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return b"\0not a regular file"  # differs from any archive's digest
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"\0{e}".encode()
+
+
+def _info_present(entry: str) -> list[str]:
+    """The INFO_FILES an extracted entry has (one directory listing instead of a stat per name)."""
+    try:
+        names = set(os.listdir(os.path.join(entry, "info")))
+    except OSError:
+        return []
+    return [n for n in INFO_FILES if n[5:] in names]
+
+
+def _paths_entries(data: bytes | None, files: bytes | None) -> list[dict[str, Any]]:
+    """paths.json's entries; for a package without one, info/files' paths (no hashes)."""
+    if data is not None:
+        doc = json.loads(data)
+        entries = doc.get("paths") if isinstance(doc, dict) else None
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("_path"), str)
+                                                   for e in entries):
+            raise ValueError("info/paths.json has no list of paths")
+        return entries
+    if files is not None:
+        return [{"_path": line, "path_type": "hardlink"} for line in files.decode("utf-8", "replace").splitlines()
+                if line.strip()]
+    return []
+
+
+def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps) -> tuple[_Package | None, str | None]:
+    """(package, None) when the extracted entry is what the verified archive held; else (None, why), where
+    why is None for an entry envguard never verified (it is simply extracted again).
+
+    Cheap when nothing changed: paths.json is read and every file it lists is lstat'ed; when their identities
+    (and those of the info/ files) are the ones stamped after the last create, nothing is hashed."""
+    rec = stamps.package(art.key)
+    if rec is None:
+        return None, None
+    recorded = cache_entry_sha256(cache_dir, art.stem)
+    if art.sha256 and recorded is not None and recorded != art.sha256:
+        return None, None  # extracted from another build of the same name: rattler would replace it too
+    entry = os.path.join(cache_dir, art.stem)
+    present = _info_present(entry)
+    paths_json = _read_entry_file(entry, "info/paths.json") if "info/paths.json" in present else None
+    files = _read_entry_file(entry, "info/files") if paths_json is None and "info/files" in present else None
+    try:
+        entries = _paths_entries(paths_json, files)
+    except (ValueError, UnicodeDecodeError) as e:
+        return None, f"info/paths.json: {shorten(str(e), 80)}"
+    pkg = _Package(art, info=rec[0], entries=[(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries])
+    pkg.paths = [p for p, _t in pkg.entries]
+    found = _identity(entry, pkg.entries, pkg.symlinks, present)
+    if isinstance(found, str):
+        return None, found
+    identity, _newest, _fine, to_hash = found
+    pkg.inner_links = dict(pkg.symlinks)
+    if stamps.vouches_package(art.key, rec[0], identity):
+        return pkg, None
+    # not vouched for: the info/ files against the archive's digest, then every file against paths.json
+    loaded = {"info/paths.json": paths_json}
+    info = _info_digest(lambda n: loaded[n] if n in loaded else
+                        (_read_entry_file(entry, n) if n in present else None))
+    if info != rec[0]:
+        return None, "its info/ metadata (paths.json, index.json, ...) differs from the verified archive's"
+    meta = {e["_path"]: e for e in entries}
+    for rel, full, size in to_hash:
+        want = meta[rel].get("size_in_bytes")
+        if isinstance(want, int) and size != want:
+            return None, f"{shorten(rel, 120)} changed size ({size} bytes, {want} in paths.json)"
+    bad = _hash_files([(rel, full, str(meta[rel]["sha256"]).lower()) for rel, full, _size in to_hash
+                       if isinstance(meta[rel].get("sha256"), str)])
+    return (None, bad) if bad else (pkg, None)
+
+
+def _escapes(rel: str) -> bool:
+    """A cheap test for what must never be stat'ed or hashed inside a cache entry: a '..' part or an absolute
+    path (pathsafety.path_problem, run on every path anyway, says exactly what is wrong with it)."""
+    return (rel.startswith(("/", "\\")) or rel == ".." or rel.startswith("../") or "/../" in rel
+            or rel.endswith("/..") or "\x00" in rel or (len(rel) > 1 and rel[1] == ":"))
+
+
+def _identity(entry: str, declared: list[tuple[str, str]], links: dict[str, str] | None = None,
+              present: list[str] | None = None) -> tuple[str, int, bool, list[tuple[str, str, int]]] | str:
+    """(identity digest, newest ctime, whether ctimes are finer than a millisecond, regular files as
+    (path, full path, size)) of an extracted package's declared files and metadata, or why it does not
+    match its paths.json."""
+    seen: list[tuple[object, ...]] = []
+    to_hash: list[tuple[str, str, int]] = []
+    newest = 0
+    fine = True
+    prefix = entry + os.sep
+    lstat, is_reg, is_lnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
+    for rel, kind in declared:
+        if _escapes(rel):
+            continue  # the archive itself declares it: refused with the other unsafe paths
+        full = prefix + rel
+        try:
+            st = lstat(full)
+        except OSError:
+            return f"{shorten(rel, 120)} is missing"
+        mode = st.st_mode
+        if is_reg(mode) and kind != "softlink" and kind != "directory":
+            ctime = st.st_ctime_ns
+            seen.append((rel, st.st_size, st.st_mtime_ns, ctime, st.st_ino, st.st_dev))
+            if ctime > newest or st.st_mtime_ns > newest:
+                newest = max(ctime, st.st_mtime_ns)
+            if fine and ctime % 1_000_000 == 0:
+                fine = False
+            to_hash.append((rel, full, st.st_size))
+        elif is_lnk(mode):
+            target = os.readlink(full)
+            if links is not None:
+                links[rel] = target
+            seen.append(("L", rel, target, st.st_ino, st.st_dev))
+        elif kind == "softlink":
+            return f"{shorten(rel, 120)} is no longer a symlink"
+        elif kind == "directory":
+            if not stat.S_ISDIR(mode):
+                return f"{shorten(rel, 120)} is no longer a directory"
+        else:
+            return f"{shorten(rel, 120)} is no longer a regular file"
+    for name in _info_present(entry) if present is None else present:
+        try:  # the metadata itself: an edit after the check is caught next time
+            st = lstat(prefix + name)
+        except OSError:
+            continue
+        seen.append(("I", name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev))
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+    digest = hashlib.sha256(repr(seen).encode("utf-8", "surrogateescape")).hexdigest()
+    return digest, newest, fine, to_hash
+
+
+def _hash_files(items: list[tuple[str, str, str]]) -> str | None:
+    """The first file whose sha256 differs from paths.json's, as a reason; None when all agree."""
+    todo = items
+
+    def one(item: tuple[str, str, str]) -> str | None:
+        rel, full, sha = item
+        try:
+            return None if file_digest(full) == sha else f"{shorten(rel, 120)} changed content (sha256)"
+        except OSError as e:
+            return f"{shorten(rel, 120)} cannot be read ({e.strerror or e})"
+
+    if len(todo) > 8:
+        with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+            results = list(pool.map(one, todo, chunksize=16))
+    else:
+        results = [one(it) for it in todo]
+    return next((r for r in results if r), None)
+
+
+# --------------------------------------------------------------------------- cold: the verified archive
+
+
+def _run(coro: Any) -> Any:
+    from envguard.create.backends.rattler_backend import run_coroutine
+
+    return run_coroutine(coro)
+
+
+async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: Path, client: Any,
+                      missing: set[str], prepared: Prepared, lockfile: Path | None,
+                      stage: Callable[[str], None]) -> list[tuple[Path | None, _Package]]:
+    remote = [art for _i, art, _w in cold if not is_file_url(art.url)]
+    if remote:
+        prepared.download_dir = cache_dir / f"{DOWNLOAD_TAG}{os.getpid()}"
+        shutil.rmtree(prepared.download_dir, ignore_errors=True)
+        prepared.download_dir.mkdir(mode=0o700, parents=True)
+        stage(f"downloading {len(remote)} packages")
+    gate = asyncio.Semaphore(_CONCURRENCY)
+
+    async def one(art: Artifact, altered: str | None) -> tuple[Path | None, _Package]:
+        async with gate:
+            if is_file_url(art.url):
+                path = file_url_path(art.url)
+                if path is None or art.stem in missing:
+                    raise _gone(art, altered) if altered else BackendError(
+                        f"{art.name} {art.version}: artifact not found: {redact(art.url)} (fix: restore the "
+                        "channel, or re-lock against a channel that has it)")
+                return None, await _scan(art, path)
+            assert prepared.download_dir is not None
+            local = prepared.download_dir / art.filename
+            await _download(art, local, client, cache_dir, lockfile, altered)
+            return local, await _scan(art, local)
+
+    tasks = [asyncio.ensure_future(one(art, why)) for _i, art, why in cold]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _gone(art: Artifact, altered: str) -> IntegrityError:
+    return IntegrityError(f"{art.name} {art.version}: its package cache entry was altered ({altered}) and its "
+                          f"archive {redact(art.locked_url or art.url)} is gone, so it cannot be extracted again "
+                          "(fix: restore the archive, or re-lock against a channel that has it)")
+
+
+async def _download(art: Artifact, dest: Path, client: Any, cache_dir: Path, lockfile: Path | None,
+                    altered: str | None) -> None:
+    """Download ``art`` to ``dest`` and check it against the lock's hash before anything reads it."""
+    from rattler.networking import Client
+    from rattler.package_streaming import download_to_path
+
+    try:
+        await download_to_path(client or Client.default_client(), art.url, dest)
+    except Exception as e:  # rattler's errors carry the causal chain in str(e)
+        detail = " ".join(str(e).split())
+        if altered and ("404" in detail or "410" in detail):
+            raise _gone(art, altered) from None
+        raise BackendError(f"{art.name} {art.version}: cannot download {redact(art.locked_url or art.url)}: "
+                           f"{shorten(redact(detail), 300)}") from None
+    algorithm, expected = ("sha256", art.sha256) if art.sha256 else ("md5", art.md5)
+    if not expected:
+        raise IntegrityError(f"{art.name} {art.version}: the lock has no sha256 or md5 for "
+                             f"{redact(art.locked_url or art.url)} (fix: re-lock with `envguard lock`)")
+    actual = await asyncio.to_thread(file_digest, dest, algorithm)
+    if actual != expected.lower():
+        dest.unlink(missing_ok=True)
+        purge_cache_entry(cache_dir, art.stem)
+        raise mismatch_error(art.name, art.version, art.locked_url or art.url, expected, actual, algorithm,
+                             lockfile=lockfile)
+
+
+async def _scan(art: Artifact, path: Path) -> _Package:
+    """Every entry of the archive (names, symlink and hard-link targets) and its info files."""
+    from rattler.package_streaming import PackageArchive
+
+    pkg = _Package(art)
+    infos: dict[str, bytes] = {}
+    names: list[str] = []
+    unsafe: list[Unsafe] = []
+    try:
+        archive = await PackageArchive.from_path(path)
+        for section in ("info", "pkg"):
+            async for entry in archive.stream(section):
+                name = entry.name
+                if not (entry.is_file or entry.is_link):  # a directory entry ("share/x/"): its name only
+                    name = name.rstrip("/")
+                    if not name:
+                        continue
+                names.append(name)
+                if entry.is_symlink:
+                    pkg.inner_links[name] = entry.link_target or ""
+                elif entry.is_hardlink:
+                    problem = path_problem(entry.link_target or "")
+                    if problem:
+                        unsafe.append(Unsafe(art.name, name, f"is a hard link to {shorten(entry.link_target or '', 120)}"
+                                             f", which {problem}"))
+                elif section == "info" and name in INFO_FILES and entry.is_file:
+                    infos[name] = await entry.read()
+    except Exception as e:
+        raise IntegrityError(f"{art.name} {art.version}: the archive {path.name} cannot be read: "
+                             f"{shorten(' '.join(str(e).split()), 200)} (fix: restore the archive from the "
+                             "channel, or re-lock)") from None
+    pkg.info = _info_digest(infos.get)
+    try:
+        entries = _paths_entries(infos.get("info/paths.json"), infos.get("info/files"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise IntegrityError(f"{art.name} {art.version}: {shorten(str(e), 200)} in {path.name} (fix: re-lock "
+                             "against a channel with an intact build)") from None
+    pkg.entries = [(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries]
+    declared = [p for p, _t in pkg.entries]
+    known = set(declared)
+    pkg.paths = declared + [n for n in names if n not in known]
+    pkg.symlinks = {p: pkg.inner_links[p] for p in declared if p in pkg.inner_links}
+    if unsafe:
+        raise _refusal(unsafe)
+    return pkg
+
+
+# --------------------------------------------------------------------------- every path, together
+
+
+def _check_paths(packages: list[_Package], platform: str) -> None:
+    links: dict[str, str] = {}
+    for pkg in packages:
+        links.update(pkg.symlinks)
+    allow = allow_list()
+    windows = platform.startswith("win")
+    final_ok = frozenset(p for pkg in packages for p in pkg.symlinks if allow and allowed(pkg.art.name, p, allow))
+    unsafe: list[Unsafe] = []
+    for pkg in packages:
+        own = {**pkg.inner_links, **links} if pkg.inner_links else links
+        unsafe += check_package(pkg.art.name, pkg.paths, pkg.symlinks, own, allow, windows=windows,
+                                final_ok=final_ok)
+    if unsafe:
+        raise _refusal(unsafe)
+
+
+def _refusal(unsafe: list[Unsafe]) -> IntegrityError:
+    first = unsafe[0]
+    more = f" (and {len(unsafe) - 1} more unsafe path{'s' * (len(unsafe) > 2)})" if len(unsafe) > 1 else ""
+    return IntegrityError(
+        f"{first.package}: unsafe path in the package: {first.describe()}{more}; nothing was installed (fix: "
+        "remove the package from the lock or use a fixed build; a symlink to a trusted location outside the "
+        f"prefix can be allowed with ENVGUARD_SYMLINK_ALLOW={first.package}:PATH)")
