@@ -198,7 +198,7 @@ def test_unused_channel_is_reported_as_unused_not_frozen(realworld: Path, tmp_pa
 def test_lint_never_says_no_findings_next_to_an_unreadable_file(tmp_path: Path) -> None:
     good = tmp_path / "environment.yml"
     good.write_text("channels: [conda-forge, nodefaults]\ndependencies:\n  - python=3.11\n"
-                    "  - pytorch=2.15.*=cpu*\n")
+                    "  - pytorch=2.13.*=cpu*\n")
     bad = tmp_path / "broken.yml"
     bad.write_text("dependencies: [a\n")
     assert lint_paths([good]).findings == []

@@ -624,8 +624,8 @@ class _EnvLinter:
                  package="cudatoolkit")
 
     def _build_guard(self, names: dict[str, _Dep]) -> None:
-        if names.keys() & {"pytorch-cuda", "pytorch-gpu", "pytorch-cpu", "cpuonly"}:
-            return  # the variant is chosen on purpose: pytorch-cuda/pytorch-gpu pick CUDA, pytorch-cpu/cpuonly CPU
+        if names.keys() & {"pytorch-cuda", "cpuonly"}:
+            return  # the legacy channel picks the variant through pytorch-cuda (CUDA) or cpuonly (CPU)
         signals = sorted(n for n in names if n == "cuda-version" or n == "cudatoolkit" or n.startswith("cuda-")
                          or n in ("cudnn", "nccl"))
         if "nvidia" in self.channel_names:

@@ -76,6 +76,8 @@ class _ManifestEnvLinter(_EnvLinter):
         self.torch_conda = [d for d in self.conda if d.name in ("pytorch", "pytorch-gpu", "pytorch-cpu")]
         self.torch_pip = [d for d in self.pip if d.name == "torch"]
         self.torch_lines = self._torch_lines()
+        self.route = self._route()
+        self.platforms = [self.manifest.platforms.get(p, p) for p in self.env.platforms]
 
     def cuda_signals(self) -> list[str]:
         cuda = self.env.system.get("cuda")  # the driver level pixi solves for: a request for CUDA builds
@@ -95,7 +97,7 @@ class _ManifestEnvLinter(_EnvLinter):
 
     def _system_cuda_rule(self) -> None:
         cuda = self.env.system.get("cuda")
-        rel = self.c.torch(self.torch_release) if self.torch_release else None
+        rel = self._release()
         if not cuda or rel is None or not rel.cuda:
             return
         lines = release_lines(cuda, "conda", _CUDA_UNIVERSE)
