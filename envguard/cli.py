@@ -420,14 +420,14 @@ def tune_cmd(
     if plot_path is not None and result.ok_trials:
         write_plot(result, plot_path)
         print_plain(render.err, f"wrote {plot_path}")
+    elif plot_path is not None:
+        warn(f"no plot written to {plot_path}: no configuration worked")
     if fmt == "json":
         from envguard.redact import redact
 
         sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, default=str)) + "\n")
     elif fmt == "markdown":
-        from envguard.tune.report import to_markdown
-
-        sys.stdout.write(to_markdown(result))
+        sys.stdout.write(result.to_markdown())
     else:
         print_tune(result)
     raise typer.Exit(result.exit_code)

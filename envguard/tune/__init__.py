@@ -91,6 +91,11 @@ class TuneResult:
 
         return to_json(self)
 
+    def to_markdown(self) -> str:
+        from envguard.tune.report import to_markdown
+
+        return to_markdown(self)
+
 
 def parse_current(text: str | None) -> Settings:
     """``--current 'num_workers=4,pin_memory=False'``: the user's present DataLoader settings.
@@ -229,6 +234,7 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
          step_ms: float = 0.0, busy: bool = False, budget: float = DEFAULT_BUDGET, current: str | Settings | None = None,
          max_workers: int | None = None, timeout: float | None = None, trial_timeout: float | None = None,
          strategy: str = "adaptive", h2d: str = "auto", cwd: str | os.PathLike[str] | None = None,
+         candidates: list[Settings] | None = None,
          on_trial: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:
     """Measure DataLoader settings for ``dataset`` in the target interpreter and return the evidence.
 
@@ -237,7 +243,8 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
     twice the budget) is the hard limit after which everything is stopped (exit 124). ``trial_timeout``
     (default 60 s) is the longest one trial may take before it counts as hung. ``h2d``: ``auto`` copies
     batches to the GPU when CUDA is available, ``cpu`` runs the same path into host memory (no GPU),
-    ``off`` never. ``strategy="grid"`` measures the whole space (the benchmark's peer).
+    ``off`` never. ``strategy="grid"`` measures the whole space (the benchmark's peer); ``candidates``
+    measures exactly those settings after the current ones, in order and repeats included, with no search.
     """
     from envguard.tune import report
     from envguard.tune.runner import ProbeGone, ProbeProcess
@@ -268,7 +275,7 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
     timed_out, stopped, crash = False, None, None
     options: dict[str, Any] = {"batch_size": batch_size, "step_ms": step_ms, "busy": busy, "budget_s": budget,
                                "timeout_s": timeout, "trial_timeout_s": trial_timeout, "max_workers": max_workers,
-                               "h2d": h2d, "dataset": dataset or "--demo"}
+                               "h2d": h2d, "dataset": dataset or "--demo", "current_given": current is not None}
     finished = False
     run = None
     try:
@@ -293,15 +300,18 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
             cur = cur.normal()
             samples = _samples_per_trial(inspect, int(options["batch_size"]))
             options["samples_per_trial"] = samples
-            search = AdaptiveSearch(space) if strategy == "adaptive" else GridSearch(space)
+            search: AdaptiveSearch | GridSearch | None = (
+                None if candidates is not None else AdaptiveSearch(space) if strategy == "adaptive" else GridSearch(space))
             est = _Estimator(inspect, samples)
             results: dict[Settings, float | None] = {}
             skip: set[Settings] = set()
-            queue_: list[tuple[Settings, str]] = [(cur, "current")]
+            queue_: list[tuple[Settings, str]] = [(cur, "current")] + [(c.normal(), "given") for c in candidates or ()]
             while True:
                 if queue_:
                     s, role = queue_.pop(0)
                 else:
+                    if search is None:
+                        break
                     s, role = search.propose(results, skip), "search"
                     if s is None:
                         break
@@ -315,11 +325,15 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
                     skipped.append({"settings": s.to_dict(), "reason": "budget", "estimate_s": round(guess, 1)})
                     if left < 1.0:
                         stopped = stopped or f"the budget of {budget:g} s was spent"
-                        _skip_rest(search, results, skip, skipped)
+                        if search is not None:
+                            _skip_rest(search, results, skip, skipped)
                         break
                     continue
-                # The first trial always runs; later ones stop at the budget (a little past it at most).
-                limit = min(trial_timeout, max(left + 2.0, 2.0 * guess)) if trials else trial_timeout
+                # A trial may take trial_timeout, or three times its estimate when that is longer (spawn
+                # workers under load). The first trial always runs; later ones stop at the budget.
+                base = max(trial_timeout, 3.0 * guess)
+                limit = min(base, max(left + 2.0, 2.0 * guess)) if trials else base
+                budget_limited = limit < base
                 limit = max(1.0, min(limit, deadline - now - 5.0))
                 req = {"op": "trial", "id": len(trials) + 1, "settings": s.to_dict(), "samples": samples,
                        "limit_s": round(limit, 2), "dl_timeout": round(est.batch_timeout(s, limit), 2)}
@@ -333,8 +347,8 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
                     break
                 res["role"] = role
                 res["settings"] = s.to_dict()
-                if res.get("status") == "timeout" and limit < trial_timeout:
-                    res["status"] = "budget"  # stopped at the budget, not hung
+                if res.get("status") == "slow" and budget_limited:
+                    res["status"] = "budget"  # still loading when the budget ran out
                 trials.append(res)
                 if res.get("seconds"):
                     est.learn(s, float(res["seconds"]))
@@ -352,7 +366,8 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
         stopped = f"the probe process ended unexpectedly ({_how(run.returncode)})"
     duration = time.monotonic() - t0
     result = TuneResult(python=str(exe), inspect=inspect, options=options, space=space, trials=trials, current=cur,
-                        findings=[], exit_code=0, timed_out=timed_out, duration=duration, strategy=strategy,
+                        findings=[], exit_code=0, timed_out=timed_out, duration=duration,
+                        strategy=strategy if candidates is None else "given",
                         skipped=skipped, stopped=stopped, shm_removed=run.shm_removed, pids=run.pids)
     result.findings = report.findings(result, probe_stderr=run.stderr_tail, crashed=crash is not None)
     if timed_out:

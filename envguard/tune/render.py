@@ -21,7 +21,7 @@ def progress(trial: dict[str, Any]) -> None:
 
 
 @contextmanager
-def _wide(width: int = 110) -> Iterator[None]:
+def _wide(width: int = 120) -> Iterator[None]:
     """A log or a pipe (80 columns to rich) gets whole rows rather than cells wrapped word by word."""
     console = render.rich_console(render.out)
     old = console.width  # type: ignore[attr-defined]

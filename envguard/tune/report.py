@@ -120,6 +120,10 @@ def findings(result: "TuneResult", *, probe_stderr: str = "", crashed: bool = Fa
         out.append(_f(case.id, Severity.ERROR, f"{result.stopped}: {headline(probe_stderr.strip()[-3000:]) or 'no output'}"))
     elif result.timed_out:
         out.append(_f("hang", Severity.ERROR, f"{result.stopped}; its processes were stopped"))
+    if result.trials and not result.ok_trials and not [f for f in out if f.severity is Severity.ERROR]:
+        what = "was stopped by the budget" if all(t.get("status") == "budget" for t in result.trials) else \
+            "finished within its limit"
+        out.append(_f("tune-error", Severity.ERROR, f"no configuration {what}: nothing was measured"))
     ds = insp.get("dataset") or {}
     methods = insp.get("methods") or {}
     dropped = [m for m in methods.get("available") or [] if m not in (methods.get("usable") or [])]
@@ -310,6 +314,9 @@ def not_tried(result: "TuneResult") -> list[str]:
         out.append(f"{', '.join(dropped)}: the dataset cannot be pickled")
     if not (insp.get("cuda") or {}).get("available"):
         out.append("pin_memory=True: no CUDA device")
+    slow = [label(t) for t in result.trials if t.get("status") == "slow"]
+    if slow:
+        out.append(f"too slow to measure within the trial limit: {'; '.join(slow)}")
     budget = [Settings.from_dict(s["settings"]).label() for s in result.skipped if s.get("reason") == "budget"]
     budget += [label(t) for t in result.trials if t.get("status") == "budget"]
     if budget:
@@ -394,7 +401,7 @@ def trial_rows(result: "TuneResult") -> list[dict[str, str]]:
             "#": str(t["id"]), "settings": Settings.from_dict(t["settings"]).short(),
             "samples/s": _num(t.get("samples_per_s")) if ok else f"{t.get('status')}: {t.get('code', '')}".rstrip(": "),
             "epoch start": _num(t.get("epoch_start_s"), "{:.2f} s"),
-            "waits": _num(t.get("wait_fraction"), "{:.0%}"), "efficiency": _num(d.get("efficiency"), "{:.0%}"),
+            "waits": _num(t.get("wait_fraction"), "{:.0%}"), "eff.": _num(d.get("efficiency"), "{:.0%}"),
             "mem/worker": ("+" + human_bytes(grow)) if isinstance(grow, int) and grow >= 0 else "",
             "": role})
     return rows
@@ -437,10 +444,11 @@ def verdict_lines(result: "TuneResult") -> list[str]:
     d = derived(result, rec)
     g = gain(result)
     vs = ""
+    whose = "the current settings'" if result.options.get("current_given", True) else "DataLoader's defaults' (num_workers=0)"
     if g is not None and cur is not None:
-        vs = f", {g:.2f}x the current settings' {cur['samples_per_s']:.0f}"
+        vs = f", {g:.2f}x {whose} {cur['samples_per_s']:.0f}"
     elif cur is not None:
-        vs = " (the current settings failed)"
+        vs = f" ({whose.rstrip(chr(39))} failed)"
     eff = d.get("efficiency")
     out.append(f"recommended: {d['label']}: {rec['samples_per_s']:.0f} samples/s{vs}"
                + (f"; {eff:.0%} of the ideal {d['ideal_samples_per_s']:.0f}" if eff else ""))
@@ -450,7 +458,8 @@ def verdict_lines(result: "TuneResult") -> list[str]:
         out.append(f"with a {step:g} ms step the loop is {bound}: the step waits for data "
                    f"{rec['wait_fraction']:.0%} of the time")
     if cur is not None and cur.get("status") == "ok" and cur.get("wait_fraction") is not None and step > 0:
-        out.append(f"the current settings leave the GPU idle {cur['wait_fraction']:.0%} of the time "
+        who = "the current settings" if result.options.get("current_given", True) else "DataLoader's defaults"
+        out.append(f"{who} leave the GPU idle {cur['wait_fraction']:.0%} of the time "
                    "(the step waiting for the next batch)")
     elif cur is not None and step <= 0:
         out.append("no --step-ms: the consumer does no work, so this is the loader's own throughput "

@@ -6,7 +6,7 @@ results so far, so the runner can stop at its budget after any trial:
 
 1. grow ``num_workers`` geometrically (0, 1, 2, 4, 8, ...) until throughput stops improving by more than
    ``tolerance`` (a few percent: measurements on a shared machine are that noisy),
-2. refine between the best worker count and its measured neighbours, where a neighbour is clearly worse,
+2. refine between the best worker count and its measured neighbours (a peak lies between them),
 3. at the best so far: the other prefetch factors, the other start methods that work for this dataset,
    ``persistent_workers=False`` and, with CUDA, the other ``pin_memory``; a change that wins is adopted
    and its own neighbours are tried in turn (coordinate search).
@@ -184,7 +184,7 @@ class AdaptiveSearch:
             best = max(best, v)
         return None
 
-    # 2. refine between the best worker count and clearly worse measured neighbours
+    # 2. refine between the best worker count and its measured neighbours
     def _refine(self, results: Mapping[Settings, float | None], tried: set[Settings]) -> Settings | None:
         sp = self.space
         line = {w: results.get(sp.base(w)) for w in sp.workers if sp.base(w) in results}
@@ -195,10 +195,11 @@ class AdaptiveSearch:
         b = min(w for w, v in measured.items() if v == top)
         lower = [w for w in measured if w < b]
         upper = [w for w in measured if w > b]
+        # For a curve with one peak, the best lies between the measured neighbours of the best measured.
         gaps = []
-        if upper and measured[min(upper)] < top * (1 - self.tol):
+        if upper:
             gaps.append([w for w in sp.workers if b < w < min(upper)])
-        if lower and measured[max(lower)] < top * (1 - self.tol):
+        if lower:
             gaps.append([w for w in sp.workers if max(lower) < w < b])
         for gap in gaps:
             open_ = [w for w in gap if sp.base(w) not in tried]

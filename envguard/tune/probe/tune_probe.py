@@ -145,6 +145,20 @@ class _Chain:
             self.user(worker_id)
 
 
+_PROGRESS_FD: int | None = None  # set in a trial process: its pipe to the serving process
+MEASURE_S = 3.0  # the measured epoch stops after this long (once every worker delivered twice)
+
+
+def progress(**fields: object) -> None:
+    """A line on the trial's pipe while it runs, so a trial still loading at its limit is told from a hung one."""
+    if _PROGRESS_FD is None:
+        return
+    try:
+        os.write(_PROGRESS_FD, (json.dumps({"progress": True, **fields}) + "\n").encode())
+    except OSError:
+        pass
+
+
 def _err(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"[:_MAX_ERROR]
 
@@ -450,9 +464,10 @@ class Trial:
         kw: dict = {"num_workers": s["num_workers"], "pin_memory": bool(s.get("pin_memory")),
                     "collate_fn": user.get("collate_fn"), "drop_last": bool(user.get("drop_last", False)),
                     "batch_size": self.opts["batch_size"]}
+        self.prefix = None
         if not iterable:
             sampler = user.get("sampler") or SequentialSampler(ds)
-            kw["sampler"] = Prefix(sampler, int(self.req["samples"]))
+            kw["sampler"] = self.prefix = Prefix(sampler, int(self.req["samples"]))
             ds = Indexed(ds)
         if s["num_workers"] > 0:
             kw.update(prefetch_factor=s.get("prefetch_factor") or 2,
@@ -510,33 +525,71 @@ class Trial:
         return snap
 
     def measure(self) -> None:
-        opts, s = self.opts, self.s
-        step_s = opts["step_ms"] / 1000.0
-        busy = opts["busy"]
-        h2d = H2D(opts["h2d"], step_s, busy) if opts.get("h2d") else None
+        """Epoch 1 warms up (worker start-up, spawn's imports; every worker delivers twice), epoch 2 is
+        measured: its time to the first batch (what each later epoch pays again) and its steady rate."""
+        opts, s, req = self.opts, self.s, self.req
+        w, b = s["num_workers"], opts["batch_size"]
+        h2d = H2D(opts["h2d"], opts["step_ms"] / 1000.0, opts["busy"]) if opts.get("h2d") else None
         self.phase = "build"
         loader = self.loader()
+        total = int(req["samples"])
         shm0 = shm_state()
-        shm_peak = shm0["used"] if shm0 else None
-        fd_peak = open_fds()
-        self.phase = "start"
+        self.shm_peak = shm0["used"] if shm0 else None
+        self.fd_peak = open_fds()
+        if self.prefix is not None:
+            self.prefix.n = min(total, 2 * max(w, 1) * b)
+        self.phase = "warm-up epoch"
         t0 = time.perf_counter()
-        self.it = it = iter(loader)  # starts the workers
-        pids = [w.pid for w in getattr(it, "_workers", []) or []]
-        event(trial=self.req.get("id"), pids=pids)
+        self.it = iter(loader)  # starts the workers
+        pids = [p.pid for p in getattr(self.it, "_workers", []) or []]
+        event(trial=req.get("id"), pids=pids)
+        warm = self.epoch(self.it, t0, h2d=None, pids=pids, snapshots=False,
+                          stop_samples=total if self.prefix is None else None)
+        if not warm["arrivals"]:
+            raise RuntimeError("the DataLoader yielded no batch")
+        if self.prefix is not None:
+            self.prefix.n = total
+        self.phase = "measured epoch"
+        t1 = time.perf_counter()
+        self.it = iter(loader)  # persistent workers: the same processes; otherwise new ones
+        pids = [p.pid for p in getattr(self.it, "_workers", []) or []]
+        event(trial=req.get("id"), pids=pids)
+        # The last epoch may stop early (nothing is left to drain): at MEASURE_S, once every worker
+        # has delivered twice, so that slow settings cost no more than they tell.
+        ep = self.epoch(self.it, t1, h2d=h2d, pids=pids, snapshots=True, stop_samples=total,
+                        stop_after_s=MEASURE_S, min_batches=2 * w + 2)
+        if not ep["arrivals"]:
+            raise RuntimeError("the DataLoader yielded no batch in the second epoch")
+        self.phase = "done"
+        r = self.result
+        r.update(first_batch_s=round(warm["arrivals"][0] - t0, 4), warmup_s=round(warm["arrivals"][-1] - t0, 4),
+                 warmup_samples=sum(warm["sizes"]))
+        self.finish(t1, ep, pids)
+        r["shm"] = {"free": shm0["free"] if shm0 else None,
+                    "peak_delta": (self.shm_peak - shm0["used"]) if shm0 and self.shm_peak is not None else None}
+        r["fds_peak"] = self.fd_peak
+        r["h2d"] = h2d.report() if h2d is not None else None
+        for one in (self.it, getattr(loader, "_iterator", None)):
+            if one is not None and hasattr(one, "_shutdown_workers"):
+                try:
+                    one._shutdown_workers()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def epoch(self, it, t_start: float, *, h2d, pids: list[int], snapshots: bool, stop_samples: int | None = None,
+              stop_after_s: float | None = None, min_batches: int = 0) -> dict:
+        """Consume one epoch the way a training loop does (the simulated step after each batch)."""
+        opts = self.opts
+        step_s, busy = opts["step_ms"] / 1000.0, opts["busy"]
+        w = self.s["num_workers"]
         try:
-            nb: int | None = len(loader)
+            nb: int | None = len(self.it)
         except TypeError:
             nb = None
-        # Warm-up: the first batches arrive as the workers come up; the steady window starts after them.
-        k0 = max(1, min(s["num_workers"], 4))
-        if nb is not None:
-            k0 = min(k0, max(nb - 2, 0))
-        iterable_cap = int(self.req["samples"]) if self.info["kind"] == "iterable" else None
-        arrivals, sizes, waits = [], [], []
-        first_snap = last_snap = None
-        self.phase = "epoch"
-        k = 0
+        k0 = max(1, min(w, (nb or 0) - 2)) if nb is not None else max(1, w)  # the steady window starts after
+        ep: dict = {"arrivals": [], "sizes": [], "waits": [], "first": None, "last": None, "k0": k0}
+        last_report = 0.0
+        k = seen = 0
         while True:
             tw = time.perf_counter()
             try:
@@ -544,92 +597,75 @@ class Trial:
             except StopIteration:
                 break
             now = time.perf_counter()
-            arrivals.append(now)
-            waits.append(now - tw)
-            sizes.append(batch_len(batch, opts["batch_size"]))
-            if k == 0:
-                self.result["batch_bytes"] = sum(t.numel() * t.element_size() for t in tensors_in(batch, []))
-                self.result["tensors_per_batch"] = len(tensors_in(batch, []))
+            ep["arrivals"].append(now)
+            ep["waits"].append(now - tw)
+            ep["sizes"].append(batch_len(batch, opts["batch_size"]))
+            if "batch_bytes" not in self.result:
+                ts = tensors_in(batch, [])
+                self.result["batch_bytes"] = sum(t.numel() * t.element_size() for t in ts)
+                self.result["tensors_per_batch"] = len(ts)
             shm = shm_state()
-            if shm and shm_peak is not None:
-                shm_peak = max(shm_peak, shm["used"])
-            if k == k0 or k == (nb or 0) - 1 or (first_snap is not None and now - last_snap["t"] >= 0.2):
+            if shm and self.shm_peak is not None:
+                self.shm_peak = max(self.shm_peak, shm["used"])
+            seen += ep["sizes"][-1]
+            done = (stop_samples is not None and seen >= stop_samples) or (nb is not None and k == nb - 1) \
+                or (stop_after_s is not None and now - ep["arrivals"][0] >= stop_after_s and k + 1 >= min_batches)
+            # Two snapshots only: reading /proc/<pid>/smaps_rollup of many large workers takes milliseconds.
+            if snapshots and (k == k0 or done):
                 snap = self.sample(pids)
-                if k == k0:
-                    first_snap = snap
-                last_snap = snap
-                n = open_fds()
-                fd_peak = max(fd_peak or 0, n or 0) or None
+                if ep["first"] is None:
+                    ep["first"] = snap
+                ep["last"] = snap
+                self.fd_peak = max(self.fd_peak or 0, open_fds() or 0) or None
+            if now - last_report >= 0.25:
+                progress(trial=self.req.get("id"), phase=self.phase, batches=k + 1)
+                last_report = now
             if h2d is not None:
                 h2d.consume(batch)
             else:
                 _step(step_s, busy)
             k += 1
-            if iterable_cap is not None and sum(sizes) >= iterable_cap:
+            if done:
                 break
-        if not arrivals:
-            raise RuntimeError("the DataLoader yielded no batch")
-        if first_snap is not None and last_snap is first_snap:  # an epoch too short for two snapshots
-            last_snap = self.sample([p for p in pids if cpu_seconds(p) is not None])
-        self.phase = "second epoch"
-        t1 = time.perf_counter()
-        it2 = iter(loader)  # persistent workers: the same processes; otherwise new ones
-        next(it2)
-        epoch_start = time.perf_counter() - t1
-        self.phase = "done"
-        self.finish(t0, arrivals, sizes, waits, k0, epoch_start, first_snap, last_snap, pids)
-        self.result["shm"] = {"free": shm0["free"] if shm0 else None,
-                              "peak_delta": (shm_peak - shm0["used"]) if shm0 and shm_peak is not None else None}
-        self.result["fds_peak"] = fd_peak
-        self.result["h2d"] = h2d.report() if h2d is not None else None
-        for one in (it2, getattr(loader, "_iterator", None)):
-            if one is not None and hasattr(one, "_shutdown_workers"):
-                try:
-                    one._shutdown_workers()
-                except Exception:  # noqa: BLE001
-                    pass
+        return ep
 
-    def finish(self, t0, arrivals, sizes, waits, k0, epoch_start, first_snap, last_snap, pids) -> None:
+    def finish(self, t1: float, ep: dict, pids: list[int]) -> None:
         r = self.result
-        n = len(arrivals)
-        samples = sum(sizes)
-        first = arrivals[0] - t0
-        epoch1 = arrivals[-1] - t0
-        r.update(batches=n, samples=samples, first_batch_s=round(first, 4), epoch1_s=round(epoch1, 4),
-                 epoch_start_s=round(epoch_start, 4), worker_pids=pids)
+        arrivals, sizes, waits, k0 = ep["arrivals"], ep["sizes"], ep["waits"], ep["k0"]
+        n, samples = len(arrivals), sum(sizes)
+        start, span_all = arrivals[0] - t1, arrivals[-1] - t1
+        r.update(batches=n, samples=samples, epoch_start_s=round(start, 4), measured_s=round(span_all, 4),
+                 worker_pids=pids)
         lo = k0 if n - k0 >= 3 else (1 if n >= 3 else 0)
         span = arrivals[-1] - arrivals[lo]
         steady = sum(sizes[lo + 1:]) / span if span > 0 and n > lo + 1 else None
         r["steady_samples_per_s"] = round(steady, 3) if steady else None
         r["wait_fraction"] = round(min(1.0, sum(waits[lo + 1:]) / span), 4) if span > 0 and n > lo + 1 else None
-        # The repeated-epoch regime: each epoch pays `epoch_start` (worker start-up again, unless
-        # persistent) and then delivers the rest at the rate seen in epoch 1 after its first batch.
+        # The repeated-epoch regime: each epoch pays its start (worker start-up again, unless persistent),
+        # then delivers the rest at the rate measured after its first batch.
         epoch_n = self.info.get("length")
-        if epoch_n is None or self.info["kind"] == "iterable":
-            epoch_n = samples
+        epoch_n = samples if epoch_n is None or self.info["kind"] == "iterable" else self.epoch_samples(epoch_n)
+        rest, b1 = span_all - start, sizes[0]
+        if samples > b1 and rest > 0:
+            epoch_s = start + rest * (epoch_n - b1) / (samples - b1)
         else:
-            epoch_n = self.epoch_samples(epoch_n)
-        rest_time = epoch1 - first
-        b1 = sizes[0]
-        if samples > b1 and rest_time > 0:
-            epoch_s = epoch_start + rest_time * (epoch_n - b1) / (samples - b1)
-        else:
-            epoch_s = epoch_start * epoch_n / max(samples, 1)
+            epoch_s = start * epoch_n / max(samples, 1)
         r["epoch_samples"] = epoch_n
         r["epoch_s"] = round(epoch_s, 4)
         r["samples_per_s"] = round(epoch_n / epoch_s, 3) if epoch_s > 0 else None
-        if first_snap is not None and last_snap is not None:
-            window = max(last_snap["t"] - first_snap["t"], 1e-9)
+        first, last = ep["first"], ep["last"]
+        if first is not None and last is not None and last is not first:
+            window = max(last["t"] - first["t"], 1e-9)
 
-            def cores(pid_list):
-                used = [last_snap["cpu"].get(p) - first_snap["cpu"].get(p) for p in pid_list
-                        if last_snap["cpu"].get(p) is not None and first_snap["cpu"].get(p) is not None]
+            def cores(pid_list: list[int]) -> float | None:
+                used = [last["cpu"][p] - first["cpu"][p] for p in pid_list
+                        if last["cpu"].get(p) is not None and first["cpu"].get(p) is not None]
                 return round(sum(used) / window, 3) if used else None
 
             main = os.getpid()
             r["cpu"] = {"main_cores": cores([main]), "workers_cores": cores(pids), "window_s": round(window, 3)}
-            r["memory"] = {"main": {"start": first_snap["mem"].get(main), "end": last_snap["mem"].get(main)},
-                           "workers": [{"pid": p, "start": first_snap["mem"].get(p), "end": last_snap["mem"].get(p)}
+            r["memory"] = {"main": {"start": first["mem"].get(main), "end": last["mem"].get(main)},
+                           "workers": [{"pid": p, "start": first["mem"].get(p), "end": last["mem"].get(p)}
                                        for p in pids]}
 
     def epoch_samples(self, length: int) -> int:
@@ -676,6 +712,10 @@ class H2D:
         self.bytes = 0
         self.pinned: bool | None = None
         self.batches = 0
+        if self.cuda:
+            # CUDA's start-up belongs to no batch: pay it before the workers start, as a training script
+            # does when it moves its model to the GPU (fork workers never touch CUDA).
+            torch.ones(1).to(self.device).sum().item()
 
     def consume(self, batch) -> None:
         tensors = tensors_in(batch, [])
@@ -888,6 +928,8 @@ def run_forked(fn, req: dict, workdir: str, protocol_fd: int | None) -> dict:
             os.dup2(null, 0)
             os.close(null)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            global _PROGRESS_FD
+            _PROGRESS_FD = w
             try:
                 res = fn()
             except BaseException as e:  # noqa: BLE001
@@ -908,21 +950,34 @@ def run_forked(fn, req: dict, workdir: str, protocol_fd: int | None) -> dict:
     except OSError:
         pass  # the child already did it (or is gone)
     event(trial=req.get("id"), trial_pid=pid, pids=[pid])
-    # One JSON line comes back. Read up to its newline, not to EOF: fork workers the trial left behind
-    # inherited the pipe and would hold it open.
-    data, timed_out = b"", False
+    # Progress lines, then one result line. Read up to the result, not to EOF: fork workers the trial
+    # left behind inherited the pipe and would hold it open.
+    data, res, timed_out = b"", None, False
+    last_progress: dict | None = None
+    last_progress_t = t0
     deadline = t0 + limit
-    while b"\n" not in data:
+    while res is None:
         left = deadline - time.perf_counter()
         if left <= 0:
             timed_out = True
             break
         ready, _, _ = select.select([r], [], [], min(left, 1.0))
-        if ready:
-            chunk = os.read(r, 65536)
-            if not chunk:
-                break
-            data += chunk
+        if not ready:
+            continue
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+        while b"\n" in data and res is None:
+            line, data = data.split(b"\n", 1)
+            try:
+                doc = json.loads(line.decode())
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and doc.get("progress"):
+                last_progress, last_progress_t = doc, time.perf_counter()
+            elif isinstance(doc, dict):
+                res = doc
     os.close(r)
     status = None
     if not timed_out:  # the child exits right after writing its line
@@ -941,17 +996,19 @@ def run_forked(fn, req: dict, workdir: str, protocol_fd: int | None) -> dict:
     _stop_group(pid, 0.5)  # workers, forkserver, resource tracker left by the trial
     _reap()
     seconds = time.perf_counter() - t0
-    res = None
-    if b"\n" in data:
-        try:
-            res = json.loads(data.split(b"\n", 1)[0].decode())
-        except ValueError:
-            res = None
-    if res is None:
+    if res is None and timed_out and last_progress is not None and \
+            time.perf_counter() - last_progress_t < max(5.0, limit / 4):
+        # Batches were still arriving: too slow for its limit, not hung.
+        res = {"type": "trial", "id": req.get("id"), "settings": req.get("settings"), "status": "slow",
+               "error": f"still loading when stopped at its limit of {limit:g} s ({last_progress.get('phase')}, "
+                        f"{last_progress.get('batches')} batches in)", "progress": last_progress}
+    elif res is None:
         how = f"did not finish within {limit:g} s" if timed_out else \
             f"ended by {_signal_name(status)} without a result" if status is not None else "ended without a result"
+        stalled = f" (no progress for {time.perf_counter() - last_progress_t:.0f} s, during " \
+                  f"{last_progress.get('phase')})" if timed_out and last_progress else ""
         res = {"type": "trial", "id": req.get("id"), "settings": req.get("settings"),
-               "status": "timeout" if timed_out else "crashed", "error": f"the trial process {how}",
+               "status": "timeout" if timed_out else "crashed", "error": f"the trial process {how}{stalled}",
                "headline": f"the trial process {how}", "exit": _signal_name(status) if status is not None else None}
     if res.get("status", "ok") != "ok" or res.get("error"):
         res["stderr_tail"] = _tail(errfile)
@@ -1084,9 +1141,19 @@ def serve(args: dict, out_fd: int) -> int:
         while data:
             data = data[os.write(out_fd, data):]
 
+    if args["workdir"]:
+        return _serve(args, args["workdir"], out_fd, emit)
+    import shutil
     import tempfile
 
-    workdir = args["workdir"] or tempfile.mkdtemp(prefix="envguard-tune-")
+    workdir = tempfile.mkdtemp(prefix="envguard-tune-probe-")
+    try:
+        return _serve(args, workdir, out_fd, emit)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _serve(args: dict, workdir: str, out_fd: int, emit) -> int:
     user, doc = _setup(args)
     if user is None:
         emit(doc)
@@ -1098,6 +1165,8 @@ def serve(args: dict, out_fd: int) -> int:
     doc["isolation"] = isolation
     opts = _opts(args, doc["cuda"]["available"])
     doc["h2d"] = opts["h2d"]
+    if isolation == "fork":
+        _subreaper()
     # Fetching items runs the user's code: do it in a child, so this process stays as the factory left it.
     event(phase="sampling items")
     req = {"id": "sample", "limit_s": 120}
@@ -1109,8 +1178,6 @@ def serve(args: dict, out_fd: int) -> int:
         doc["errors"].append({"stage": "sample", "error": doc["sample"].get("error"),
                               "traceback": doc["sample"].get("traceback"), "index": doc["sample"].get("index")})
     emit(doc)
-    if isolation == "fork":
-        _subreaper()
     while True:
         line = sys.stdin.buffer.readline()
         if not line:
