@@ -399,10 +399,10 @@ def tune_cmd(
     max_workers: Optional[int] = typer.Option(None, "--max-workers", help="Largest num_workers to try (default: "
                                               "4 x the usable CPUs, at least 8)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before everything is stopped "
-                                            "(exit 124; default: the budget + 120)."),
+                                            "(exit 124; default: the budget + 120, at least twice the budget)."),
     fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
     plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE", help="Write throughput against workers "
-                                        "as PNG or SVG (needs matplotlib: envguard[plot])."),
+                                        "as PNG or SVG (needs matplotlib: the plot extra)."),
 ) -> None:
     """Measure your DataLoader inside the environment and recommend its settings, with evidence."""
     import json

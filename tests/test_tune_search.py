@@ -199,3 +199,21 @@ def test_failures_are_grouped_with_their_trials() -> None:
     hang = [f for f in r.findings if f.code == "hang"]
     assert len(hang) == 1 and "trial 2 (1 worker, fork" in hang[0].message and "trials 3" in hang[0].message
     assert math.isclose(r.recommended_trial["samples_per_s"], 90.0)  # type: ignore[index]
+
+
+def test_close_winners_are_measured_again_side_by_side() -> None:
+    from envguard.tune.search import mean_results
+    from envguard.tune.session import Session
+
+    fork8, fs8, fork4 = (Settings(8, 2, True, False, "fork"), Settings(8, 2, True, False, "forkserver"),
+                         Settings(4, 2, True, False, "fork"))
+    session = Session(None, budget=60, timeout=180, trial_timeout=60)  # type: ignore[arg-type]
+    session.trials = [{"settings": s.to_dict(), "status": "ok", "samples_per_s": v}
+                      for s, v in ((fork4, 350.0), (fork8, 590.0), (fs8, 663.0))]
+    assert session.confirmations() == [(fork8, "confirm"), (fs8, "confirm")]  # the runner-up first
+    session.trials.append({"settings": fs8.to_dict(), "status": "ok", "samples_per_s": 580.0})
+    session.trials.append({"settings": fork8.to_dict(), "status": "failed"})
+    means = mean_results(session.trials)
+    assert means[fs8] == pytest.approx(621.5) and means[fork8] == 590.0 and means[fork4] == 350.0
+    session.trials = session.trials[:1] + [{"settings": fs8.to_dict(), "status": "ok", "samples_per_s": 663.0}]
+    assert session.confirmations() == []  # a clear winner needs no second look

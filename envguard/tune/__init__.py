@@ -16,16 +16,15 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding
-from envguard.tune.search import AdaptiveSearch, GridSearch, Settings, Space, best_of
+from envguard.tune.search import AdaptiveSearch, GridSearch, Settings, Space, best_of, mean_results
 
 DEFAULT_BUDGET = 60.0
-TARGET_EPOCH_S = 5.0  # a trial's epoch: at most what one process loads in about this long
 RECOMMEND_TOLERANCE = 0.03  # within this of the best, the simplest setting is recommended
 _CURRENT_KEYS = {"num_workers": int, "prefetch_factor": int, "persistent_workers": bool, "pin_memory": bool,
                  "multiprocessing_context": str}
@@ -59,23 +58,17 @@ class TuneResult:
         return [t for t in self.trials if t.get("status") == "ok" and t.get("samples_per_s")]
 
     def results(self) -> dict[Settings, float | None]:
-        """samples/s per setting (the best of repeated measurements; None where every one failed)."""
-        out: dict[Settings, float | None] = {}
-        for t in self.trials:
-            s = Settings.from_dict(t["settings"])
-            v = t.get("samples_per_s") if t.get("status") == "ok" else None
-            if v is not None or s not in out:
-                out[s] = v if out.get(s) is None else max(out[s] or 0, v or 0)
-        return out
+        """samples/s per setting: the mean of its measurements (None where every one failed)."""
+        return mean_results(self.trials)
 
     @property
     def recommended_trial(self) -> dict[str, Any] | None:
+        """The recommended setting's trial (its latest measurement, when it was measured again)."""
         base = self.space.base_method if self.space else "fork"
         best = best_of(self.results(), base, RECOMMEND_TOLERANCE)
         if best is None:
             return None
-        return max((t for t in self.ok_trials if Settings.from_dict(t["settings"]) == best),
-                   key=lambda t: t["samples_per_s"])
+        return [t for t in self.ok_trials if Settings.from_dict(t["settings"]) == best][-1]
 
     @property
     def recommended(self) -> Settings | None:
@@ -178,57 +171,6 @@ def resolve_python(prefix: str | os.PathLike[str] | None, name: str | None) -> P
     return interpreter_of(prefix=resolve_target(prefix, name))
 
 
-def _samples_per_trial(inspect: dict[str, Any], batch_size: int) -> int:
-    """A trial's epoch: the whole dataset when one process loads it in TARGET_EPOCH_S, else a prefix."""
-    length = (inspect.get("dataset") or {}).get("length")
-    item_s = float((inspect.get("sample") or {}).get("item_s") or 0.0)
-    if item_s <= 0:
-        want = 64 * batch_size
-    else:
-        want = max(4 * batch_size, math.ceil(TARGET_EPOCH_S / item_s / batch_size) * batch_size)
-    return int(min(length, want)) if length else int(want)
-
-
-class _Estimator:
-    """Seconds a trial will take: a model from the serial item time, corrected by what trials really took."""
-
-    def __init__(self, inspect: dict[str, Any], samples: int) -> None:
-        sample = inspect.get("sample") or {}
-        self.batch = int(inspect.get("batch_size") or 1)
-        self.item_s = max(float(sample.get("item_s") or 0.001), 1e-6)
-        self.item_cpu = max(float(sample.get("item_cpu_s") or 0.0), 1e-6)
-        self.cpus = float((inspect.get("cpus") or {}).get("usable") or 1.0)
-        self.import_s = float(inspect.get("torch_import_s") or 1.0)
-        self.samples = samples
-        self.ratios: list[float] = []
-
-    def startup(self, s: Settings) -> float:
-        """Starting the workers: a fork is cheap; spawn and forkserver workers import torch, about as many
-        at a time as there are CPUs, and without persistent workers again for the second epoch."""
-        w = s.num_workers
-        if w and s.multiprocessing_context in ("spawn", "forkserver"):
-            return self.import_s * (1 + math.ceil(w / max(self.cpus, 1.0))) * (1 if s.persistent_workers else 2)
-        return 0.1 + 0.02 * w
-
-    def model(self, s: Settings) -> float:
-        w = s.num_workers
-        rate = 1 / self.item_s if w == 0 else min(w / self.item_s, self.cpus / self.item_cpu)
-        return self.samples / rate + self.startup(s) + 0.3
-
-    def batch_timeout(self, s: Settings, limit: float) -> float:
-        """DataLoader's ``timeout=``: far beyond one batch and the workers' start-up, so that only a stall
-        trips it (with DataLoader's own message) and before the trial's own limit does."""
-        wanted = 20 * self.batch * self.item_s + 2 * self.startup(s) + 3.0
-        return max(1.0, min(wanted, 0.75 * limit, 60.0))
-
-    def estimate(self, s: Settings) -> float:
-        fix = sorted(self.ratios)[len(self.ratios) // 2] if self.ratios else 1.5
-        return self.model(s) * max(fix, 0.5)
-
-    def learn(self, s: Settings, seconds: float) -> None:
-        self.ratios.append(seconds / max(self.model(s), 1e-3))
-
-
 def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathLike[str] | None = None,
          name: str | None = None, dataset: str | None = None, demo: bool = False, batch_size: int | None = None,
          step_ms: float = 0.0, busy: bool = False, budget: float = DEFAULT_BUDGET, current: str | Settings | None = None,
@@ -248,6 +190,7 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
     """
     from envguard.tune import report
     from envguard.tune.runner import ProbeGone, ProbeProcess
+    from envguard.tune.session import Session, samples_per_trial
 
     _validate(dataset, demo, batch_size, step_ms, budget, max_workers, timeout, strategy)
     if h2d not in ("auto", "cuda", "cpu", "off"):
@@ -260,132 +203,50 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
     work_dir = Path(cwd) if cwd is not None else Path.cwd()
     timeout = timeout if timeout is not None else max(2 * budget, budget + 120.0)
     trial_timeout = trial_timeout if trial_timeout is not None else 60.0
-    t0 = time.monotonic()
-    deadline = t0 + timeout
-
+    options: dict[str, Any] = {"batch_size": batch_size, "step_ms": step_ms, "busy": busy, "budget_s": budget,
+                               "timeout_s": timeout, "trial_timeout_s": trial_timeout, "max_workers": max_workers,
+                               "h2d": h2d, "dataset": dataset or "--demo", "current_given": current is not None}
     args = ["--demo"] if demo else ["--dataset", str(dataset)]
     args += ["--path", str(work_dir), "--step-ms", f"{step_ms:g}", "--h2d", h2d] + ["--busy"] * busy
     if batch_size is not None:
         args += ["--batch-size", str(batch_size)]
     probe = ProbeProcess(exe, args, work_dir)
-    trials: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
-    inspect: dict[str, Any] = {}
+    session = Session(probe, budget=budget, timeout=timeout, trial_timeout=trial_timeout, on_trial=on_trial)
     space: Space | None = None
-    timed_out, stopped, crash = False, None, None
-    options: dict[str, Any] = {"batch_size": batch_size, "step_ms": step_ms, "busy": busy, "budget_s": budget,
-                               "timeout_s": timeout, "trial_timeout_s": trial_timeout, "max_workers": max_workers,
-                               "h2d": h2d, "dataset": dataset or "--demo", "current_given": current is not None}
     finished = False
-    run = None
     try:
         probe.start()
-        try:
-            got = probe.receive(deadline - time.monotonic())
-        except ProbeGone:
-            got, crash = None, "inspect"
-        if got is None and crash is None:
-            timed_out = True
-            stopped = f"the probe did not load the dataset within {timeout:g} s (stopped while " \
-                      f"{probe.last_phase() or 'starting'})"
-        elif got is not None:
-            inspect = got
-            options["batch_size"] = inspect.get("batch_size") or batch_size
-        if inspect and not inspect.get("errors"):
-            space = Space.for_machine(float(inspect["cpus"]["usable"]), inspect["methods"]["usable"],
-                                      inspect["methods"]["default"], bool(inspect["cuda"]["available"]), max_workers)
-            if cur.num_workers and not cur.multiprocessing_context:
-                cur = Settings(cur.num_workers, cur.prefetch_factor, cur.persistent_workers, cur.pin_memory,
-                               inspect["methods"]["default"])
+        if session.load():
+            insp = session.inspect
+            options["batch_size"] = insp.get("batch_size") or batch_size
+            space = Space.for_machine(float(insp["cpus"]["usable"]), insp["methods"]["usable"],
+                                      insp["methods"]["default"], bool(insp["cuda"]["available"]), max_workers)
+            if cur.num_workers and not cur.multiprocessing_context:  # torch's default: the platform's
+                cur = replace(cur, multiprocessing_context=insp["methods"]["default"])
             cur = cur.normal()
-            samples = _samples_per_trial(inspect, int(options["batch_size"]))
+            samples = samples_per_trial(insp, int(options["batch_size"]))
             options["samples_per_trial"] = samples
-            search: AdaptiveSearch | GridSearch | None = (
-                None if candidates is not None else AdaptiveSearch(space) if strategy == "adaptive" else GridSearch(space))
-            est = _Estimator(inspect, samples)
-            results: dict[Settings, float | None] = {}
-            skip: set[Settings] = set()
-            queue_: list[tuple[Settings, str]] = [(cur, "current")] + [(c.normal(), "given") for c in candidates or ()]
-            while True:
-                if queue_:
-                    s, role = queue_.pop(0)
-                else:
-                    if search is None:
-                        break
-                    s, role = search.propose(results, skip), "search"
-                    if s is None:
-                        break
-                    if s in results:  # the current settings were already measured
-                        continue
-                now = time.monotonic()
-                left = budget - (now - t0)
-                guess = est.estimate(s)
-                if trials and guess > left:
-                    skip.add(s)
-                    skipped.append({"settings": s.to_dict(), "reason": "budget", "estimate_s": round(guess, 1)})
-                    if left < 1.0:
-                        stopped = stopped or f"the budget of {budget:g} s was spent"
-                        if search is not None:
-                            _skip_rest(search, results, skip, skipped)
-                        break
-                    continue
-                # A trial may take trial_timeout, or three times its estimate when that is longer (spawn
-                # workers under load). The first trial always runs; later ones stop at the budget.
-                base = max(trial_timeout, 3.0 * guess)
-                limit = min(base, max(left + 2.0, 2.0 * guess)) if trials else base
-                budget_limited = limit < base
-                limit = max(1.0, min(limit, deadline - now - 5.0))
-                req = {"op": "trial", "id": len(trials) + 1, "settings": s.to_dict(), "samples": samples,
-                       "limit_s": round(limit, 2), "dl_timeout": round(est.batch_timeout(s, limit), 2)}
-                probe.send(req)
-                res = probe.receive(max(0.0, min(limit + 20.0, deadline - time.monotonic())))
-                if res is None:
-                    timed_out = True
-                    stopped = f"the overall timeout of {timeout:g} s was reached during trial {req['id']}"
-                    trials.append({"id": req["id"], "settings": s.to_dict(), "status": "timeout", "role": role,
-                                   "error": f"stopped by the overall timeout ({timeout:g} s)"})
-                    break
-                res["role"] = role
-                res["settings"] = s.to_dict()
-                if res.get("status") == "slow" and budget_limited:
-                    res["status"] = "budget"  # still loading when the budget ran out
-                trials.append(res)
-                if res.get("seconds"):
-                    est.learn(s, float(res["seconds"]))
-                results[s] = res.get("samples_per_s") if res.get("status") == "ok" else None
-                if res.get("status") == "budget":
-                    skip.add(s)
-                if on_trial is not None:
-                    on_trial(res)
-        finished = not timed_out and crash is None
+            search = None if candidates is not None else \
+                AdaptiveSearch(space) if strategy == "adaptive" else GridSearch(space)
+            session.run([(cur, "current")] + [(c.normal(), "given") for c in candidates or ()], search, samples)
+        finished = not session.timed_out and not session.crashed
     except ProbeGone:
-        crash = "trial"
+        session.crashed = True
     finally:  # also on Ctrl-C: nothing the probe started outlives the run
         run = probe.stop(finished=finished)
-    if crash is not None:
-        stopped = f"the probe process ended unexpectedly ({_how(run.returncode)})"
-    duration = time.monotonic() - t0
-    result = TuneResult(python=str(exe), inspect=inspect, options=options, space=space, trials=trials, current=cur,
-                        findings=[], exit_code=0, timed_out=timed_out, duration=duration,
-                        strategy=strategy if candidates is None else "given",
-                        skipped=skipped, stopped=stopped, shm_removed=run.shm_removed, pids=run.pids)
-    result.findings = report.findings(result, probe_stderr=run.stderr_tail, crashed=crash is not None)
-    if timed_out:
+    if session.crashed:
+        session.stopped = f"the probe process ended unexpectedly ({_how(run.returncode)})"
+    result = TuneResult(python=str(exe), inspect=session.inspect, options=options, space=space,
+                        trials=session.trials, current=cur, findings=[], exit_code=0, timed_out=session.timed_out,
+                        duration=time.monotonic() - session.t0,
+                        strategy=strategy if candidates is None else "given", skipped=session.skipped,
+                        stopped=session.stopped, shm_removed=run.shm_removed, pids=run.pids)
+    result.findings = report.findings(result, probe_stderr=run.stderr_tail, crashed=session.crashed)
+    if result.timed_out:
         result.exit_code = int(ExitCode.SMOKE_TIMEOUT)
     elif not result.ok_trials:
         result.exit_code = int(ExitCode.SMOKE_FAILED)
     return result
-
-
-def _skip_rest(search: AdaptiveSearch | GridSearch, results: dict[Settings, float | None], skip: set[Settings],
-               skipped: list[dict[str, Any]]) -> None:
-    """Record what the search would still have proposed (results unchanged), for "not tried"."""
-    for _ in range(500):
-        s = search.propose(results, skip)
-        if s is None:
-            return
-        skip.add(s)
-        skipped.append({"settings": s.to_dict(), "reason": "budget"})
 
 
 def _how(returncode: int | None) -> str:

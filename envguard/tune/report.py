@@ -88,7 +88,8 @@ def derived(result: "TuneResult", t: dict[str, Any]) -> dict[str, Any]:
     best = ideal(result, s)
     v = t.get("samples_per_s")
     out["ideal_samples_per_s"] = round(best, 3) if best else None
-    out["efficiency"] = round(v / best, 4) if best and v else None
+    # The ideal comes from items timed one by one before the trials: a measurement a little above it is noise.
+    out["efficiency"] = round(min(1.0, v / best), 4) if best and v else None
     wait = t.get("wait_fraction")
     step = float(result.options.get("step_ms") or 0.0)
     out["bound"] = None if wait is None else ("data" if wait >= 0.10 or step <= 0 else "compute")
@@ -519,8 +520,13 @@ def text_chart(result: "TuneResult", width: int = 60, height: int = 8) -> list[s
     for n in names:
         for w, v in data[n]:
             row = height - 1 - min(height - 1, int(round(v / top * (height - 1))))
-            col = xs.index(w) * col_w + col_w // 2
-            grid[row][col] = marks[n] if grid[row][col] == " " else "*"
+            mid = xs.index(w) * col_w + col_w // 2
+            # Points that fall in one cell sit side by side; "*" only when the column is full.
+            free = [c for c in (mid, mid + 1, mid - 1, mid + 2, mid - 2) if 0 <= c < len(grid[row]) and grid[row][c] == " "]
+            if free:
+                grid[row][free[0]] = marks[n]
+            else:
+                grid[row][mid] = "*"
     label_w = max(len(f"{top:.0f}"), 4)
     out = ["samples/s"]
     for i, row in enumerate(grid):

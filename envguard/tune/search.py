@@ -154,6 +154,16 @@ def best_of(results: Mapping[Settings, float | None], base_method: str, toleranc
     return min(near, key=lambda s: simplest_key(s, base_method))
 
 
+def mean_results(trials: list[dict[str, Any]]) -> dict[Settings, float | None]:
+    """samples/s per setting over trials: the mean of the successful measurements, None if none succeeded."""
+    values: dict[Settings, list[float]] = {}
+    for t in trials:
+        got = values.setdefault(Settings.from_dict(t["settings"]), [])
+        if t.get("status") == "ok" and t.get("samples_per_s"):
+            got.append(float(t["samples_per_s"]))
+    return {s: (sum(v) / len(v) if v else None) for s, v in values.items()}
+
+
 class AdaptiveSearch:
     def __init__(self, space: Space, tolerance: float = 0.05) -> None:
         self.space, self.tol = space, tolerance

@@ -21,6 +21,7 @@ The probe reports facts and real error texts; the runner in envguard decides wha
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -640,6 +641,7 @@ class Trial:
         span = arrivals[-1] - arrivals[lo]
         steady = sum(sizes[lo + 1:]) / span if span > 0 and n > lo + 1 else None
         r["steady_samples_per_s"] = round(steady, 3) if steady else None
+        r["steady_batches_per_s"] = round((n - lo - 1) / span, 3) if span > 0 and n > lo + 1 else None
         r["wait_fraction"] = round(min(1.0, sum(waits[lo + 1:]) / span), 4) if span > 0 and n > lo + 1 else None
         # The repeated-epoch regime: each epoch pays its start (worker start-up again, unless persistent),
         # then delivers the rest at the rate measured after its first batch.
@@ -653,6 +655,7 @@ class Trial:
         r["epoch_samples"] = epoch_n
         r["epoch_s"] = round(epoch_s, 4)
         r["samples_per_s"] = round(epoch_n / epoch_s, 3) if epoch_s > 0 else None
+        r["batches_per_s"] = round(math.ceil(epoch_n / max(b1, 1)) / epoch_s, 3) if epoch_s > 0 else None
         first, last = ep["first"], ep["last"]
         if first is not None and last is not None and last is not first:
             window = max(last["t"] - first["t"], 1e-9)
