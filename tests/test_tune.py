@@ -166,6 +166,7 @@ def test_the_overall_timeout_stops_everything_and_exits_124() -> None:
     (["--demo", "--current", "workers=2,speed=3"], "unknown setting 'speed=3'"),
     (["--demo", "--current", "num_workers=two"], "not a whole number"),
     (["--demo", "--current", "prefetch_factor=4"], "need num_workers > 0"),
+    (["--demo", "--current", "num_workers=5000"], "out of range"),
     (["--dataset", "tune_datasets"], "is not MODULE:FACTORY"),
     (["--demo", "--dataset", "tune_datasets:tiny"], "exclude each other"),
     ([], "either --dataset MODULE:FACTORY or --demo"),

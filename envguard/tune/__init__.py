@@ -118,9 +118,9 @@ def parse_current(text: str | None) -> Settings:
             except ValueError:
                 raise UserError(f"{key}={raw!r} is not a whole number", key="--current",
                                 fix=f"e.g. {key}=4") from None
-            if values[key] < 0 or (key == "prefetch_factor" and values[key] < 1):
+            if not (1 if key == "prefetch_factor" else 0) <= values[key] <= 256:
                 raise UserError(f"{key}={raw} is out of range", key="--current",
-                                fix="num_workers >= 0, prefetch_factor >= 1")
+                                fix="num_workers from 0 to 256, prefetch_factor from 1 to 256")
         else:
             if raw.lower() in ("none", "null", ""):
                 values[key] = None

@@ -144,14 +144,13 @@ class Session:
     def trial(self, s: Settings, role: str, est: Estimator, samples: int, left: float) -> bool:
         """Run one trial. False when the overall timeout stopped it (nothing more can run)."""
         # A trial may take trial_timeout, or three times its estimate when that is longer (spawn workers
-        # under load). The first trial always runs in full; later ones stop at the budget.
-        guess = est.estimate(s)
-        base = max(self.trial_timeout, 3.0 * guess)
-        limit = min(base, max(left + 2.0, 2.0 * guess)) if self.trials else base
+        # under load). The first trial always runs in full; later ones are cut at the budget.
+        base = max(self.trial_timeout, 3.0 * est.estimate(s))
+        limit = min(base, max(left, 0.0) + 1.0) if self.trials else base
         budget_limited = limit < base
         limit = max(1.0, min(limit, self.deadline - time.monotonic() - 5.0))
         req = {"op": "trial", "id": len(self.trials) + 1, "settings": s.to_dict(), "samples": samples,
-               "limit_s": round(limit, 2), "dl_timeout": round(est.batch_timeout(s, limit), 2)}
+               "limit_s": round(limit, 2), "dl_timeout": round(est.batch_timeout(s, base), 2)}
         self.probe.send(req)
         res = self.probe.receive(max(0.0, min(limit + 20.0, self.deadline - time.monotonic())))
         if res is None:
@@ -161,10 +160,10 @@ class Session:
                                 "error": f"stopped by the overall timeout ({self.timeout:g} s)"})
             return False
         res["role"], res["settings"] = role, s.to_dict()
-        if res.get("status") == "slow" and budget_limited:
-            res["status"] = "budget"  # still loading when the budget ran out
+        if res.get("status") in ("slow", "timeout") and budget_limited:
+            res["status"] = "budget"  # cut at the budget: not measured, and no verdict on it
         self.trials.append(res)
-        if res.get("seconds"):
+        if res.get("seconds") and res.get("status") == "ok":
             est.learn(s, float(res["seconds"]))
         self.results[s] = res.get("samples_per_s") if res.get("status") == "ok" else None
         if res.get("status") == "budget":
