@@ -138,9 +138,10 @@ def growth_sequence(workers: tuple[int, ...]) -> list[int]:
 
 
 def simplest_key(s: Settings, base_method: str) -> tuple:
-    """Among settings that perform alike: fewer workers, smaller prefetch, the default start method,
-    persistent workers, no pinning."""
-    return (s.num_workers, s.prefetch_factor or 0, s.multiprocessing_context != base_method,
+    """Among settings that perform alike: fewer workers, the platform's default start method (spawn and
+    forkserver need a picklable dataset and a ``__main__`` guard), smaller prefetch, persistent workers,
+    no pinning."""
+    return (s.num_workers, s.multiprocessing_context != base_method, s.prefetch_factor or 0,
             not s.persistent_workers, s.pin_memory)
 
 
