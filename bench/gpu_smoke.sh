@@ -5,7 +5,8 @@
 #
 # 1. driver facts (nvidia-smi), 2. the standalone probe with CUDA, pinned memory and
 # torch.distributed (NCCL with >= 2 GPUs, else gloo), 3. the best host->device copy bandwidth
-# (bench/copy_bw.py), 4. envguard's own classification when envguard's dependencies import.
+# (bench/copy_bw.py), 4. envguard's own classification when envguard's dependencies import,
+# 5. `envguard tune`'s pinned against pageable host-to-device copy of the demo's batches (bench/tune.py --h2d).
 # Prints the probe's pinned host->device bandwidth as a fraction of the best copy measured.
 # Installs nothing heavy: torch must already be importable (or set TORCH_WHEEL=/path/to/torch.whl to
 # install that wheel into a throwaway venv; no network is needed or used).
@@ -58,6 +59,14 @@ if timeout "$(left)" "$PY" -m envguard smoke --python "$PY" --require-cuda --for
   echo "envguard smoke --require-cuda: exit 0"
 else
   echo "envguard smoke --require-cuda: exit $? (see $OUT/envguard_smoke.*; exit 1/2 = envguard deps missing here)"
+fi
+
+echo "== envguard tune: the pinned-memory gain of the host-to-device copy (bench/tune.py --h2d)"
+if [ "$(left)" -gt 45 ]; then
+  timeout "$(left)" "$PY" bench/tune.py --python "$PY" --h2d --budget 25 --repeats 2 --step-ms 20 \
+    2>&1 | tee "$OUT/tune_h2d.txt" || echo "(bench/tune.py --h2d: exit $?; envguard's dependencies needed)"
+else
+  echo "(skipped: under 45 s left)"
 fi
 
 "$PY" - "$OUT" <<'EOF'

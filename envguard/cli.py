@@ -554,6 +554,59 @@ def fleet_cmd(
         for path, why in result.unreadable:
             render.err.print(f"[red]error:[/red] {_escape(_lint_redact(path))}: {_escape(_lint_redact(why))} "
                              "(skipped)", markup=True)
+# ---------------------------------------------------------------- tune (#16)
+
+
+@app.command("tune")
+def tune_cmd(
+    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", help="Environment to tune in (default: the "
+                                          "active one)."),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="Named environment to tune in."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", metavar="MODULE:FACTORY", help="A function that "
+                                          "returns your Dataset (or a dict with dataset, collate_fn, sampler)."),
+    demo: bool = typer.Option(False, "--demo", help="Tune the built-in slow dataset (500 samples, 10 ms each)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (default: the factory's, "
+                                             "else 32)."),
+    step_ms: float = typer.Option(0.0, "--step-ms", help="Simulated training step per batch, in ms."),
+    busy: bool = typer.Option(False, "--busy", help="The simulated step spins a CPU instead of sleeping (a CPU "
+                              "training loop, not a GPU one)."),
+    budget: float = typer.Option(60.0, "--budget", help="Seconds the search may take."),
+    current: Optional[str] = typer.Option(None, "--current", metavar="'num_workers=0,pin_memory=False'",
+                                          help="Your present DataLoader settings, to measure the gain against."),
+    max_workers: Optional[int] = typer.Option(None, "--max-workers", help="Largest num_workers to try (default: "
+                                              "4 x the usable CPUs, at least 8)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before everything is stopped "
+                                            "(exit 124; default: the budget + 120, at least twice the budget)."),
+    fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
+    plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE", help="Write throughput against workers "
+                                        "as PNG or SVG (needs matplotlib: the plot extra)."),
+) -> None:
+    """Measure your DataLoader inside the environment and recommend its settings, with evidence."""
+    import json
+
+    from envguard.errors import UserError
+    from envguard.tune import check_plot, tune, write_plot
+    from envguard.tune.render import print_tune, progress
+
+    if fmt not in ("text", "json", "markdown"):
+        raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
+    plot_path = check_plot(plot) if plot is not None else None
+    result = tune(prefix=prefix, name=name, dataset=dataset, demo=demo, batch_size=batch_size, step_ms=step_ms,
+                  busy=busy, budget=budget, current=current, max_workers=max_workers, timeout=timeout,
+                  on_trial=progress if fmt == "text" else None)
+    if plot_path is not None and result.ok_trials:
+        write_plot(result, plot_path)
+        print_plain(render.err, f"wrote {plot_path}")
+    elif plot_path is not None:
+        warn(f"no plot written to {plot_path}: no configuration worked")
+    if fmt == "json":
+        from envguard.redact import redact
+
+        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, default=str)) + "\n")
+    elif fmt == "markdown":
+        sys.stdout.write(result.to_markdown())
+    else:
+        print_tune(result)
     raise typer.Exit(result.exit_code)
 
 # ---------------------------------------------------------------- entry point

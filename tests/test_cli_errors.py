@@ -264,7 +264,7 @@ def test_module_entry_point_and_help_list_every_command(tmp_path: Path) -> None:
                           timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     commands = {c.name: (c.callback.__doc__ or "").strip().splitlines()[0] for c in app.registered_commands}
-    assert set(commands) >= {"lock", "create", "smoke", "check", "diff", "init", "lint", "export", "fleet"}
+    assert set(commands) >= {"lock", "create", "smoke", "check", "diff", "init", "lint", "export", "fleet", "tune"}
     for name, first_line in commands.items():
         row = next((ln for ln in proc.stdout.splitlines() if f" {name} " in ln), "")
         assert first_line and first_line in row, (name, first_line, proc.stdout)

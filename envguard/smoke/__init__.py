@@ -361,14 +361,7 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
     timed_out = False
     seen: list[int] = []
     with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
-        popen_kw: dict[str, Any] = {"start_new_session": True} if sys.platform != "win32" else {
-            "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=work,
-                                    env=_probe_env(env), **popen_kw)
-        except OSError as e:
-            raise UserError(f"cannot run the interpreter: {e.strerror or e}", file=str(exe),
-                            fix="pass a working Python interpreter") from None
+        proc = start_session(argv, cwd=work, env=env, stdout=out, stderr=err)
         try:
             timed_out = not _wait(proc, timeout, events, progress)
         except BaseException:  # Ctrl-C: never leave the probe behind
@@ -661,3 +654,39 @@ def _limit_findings(probe: dict[str, Any], already: set[str], cuda_build: bool) 
                 out.append(_f(case, Severity.WARNING, f"more than one {prefix.replace('_', '-')}* distribution is "
                                                       f"installed: {', '.join(same)}"))
     return out
+
+
+# ---------------------------------------------------------------- for other probes (envguard tune)
+
+
+def start_session(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, stdin: Any = subprocess.DEVNULL,
+                  stdout: Any = None, stderr: Any = None) -> subprocess.Popen[bytes]:
+    """Start a probe (``argv[0]`` is the target interpreter) in a session and process group of its own."""
+    popen_kw: dict[str, Any] = {"start_new_session": True} if sys.platform != "win32" else {
+        "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+    try:
+        return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=_probe_env(env),
+                                **popen_kw)
+    except OSError as e:
+        raise UserError(f"cannot run the interpreter: {e.strerror or e}", file=str(argv[0]),
+                        fix="pass a working Python interpreter") from None
+
+
+def stop_session(proc: subprocess.Popen[bytes], reported: list[int], *, finished: bool) -> list[int]:
+    """Leave nothing of a probe's session running. ``finished``: it exited by itself, so helpers get a
+    moment before stragglers are stopped; otherwise SIGTERM, then SIGKILL, right away. Returns the pids seen."""
+    return _sweep(proc, reported) if finished else _stop_session(proc, reported)
+
+
+def event_pids(events_file: Path) -> set[int]:
+    """Every pid a probe reported as its own in its events file (JSON lines)."""
+    return _event_pids(_read_events(events_file))
+
+
+def headline(error: str) -> str:
+    """One line out of an error text: the original exception of a worker traceback."""
+    return _headline(error)
+
+
+def human_bytes(n: float) -> str:
+    return _bytes(n)

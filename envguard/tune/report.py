@@ -1,0 +1,548 @@
+"""What a tuning run means: findings, derived figures, the recommendation, JSON, markdown and a text chart.
+
+Pure: reads a :class:`envguard.tune.TuneResult`, starts nothing. Failures are classified with the failure
+catalogue (``envguard/data/failures.yaml``) exactly like the smoke test's, so one wording reaches the user.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from envguard import catalog
+from envguard.findings import Finding, Severity, sort_findings
+from envguard.redact import redact
+from envguard.smoke import SHM_WARN_BYTES, NOFILE_WARN, headline, human_bytes
+from envguard.tune.search import Settings, untried
+
+if TYPE_CHECKING:
+    from envguard.tune import TuneResult
+
+SCHEMA = "envguard.tune/1"
+COW_WARN_BYTES = 32 << 20  # a worker's private memory growing this much over an epoch is copy-on-read at work
+RESTART_WARN_FRACTION = 0.10  # worker start-up above this share of an epoch, paid every epoch
+
+
+def _f(case_id: str, severity: Severity, message: str) -> Finding:
+    return Finding(code=case_id, severity=severity, message=message, fix=catalog.get(case_id).fix)
+
+
+def _clean(line: str) -> str:
+    """A worker's re-raised ItemError reads ``__main__.ItemError: ValueError in __getitem__(13): ...``."""
+    return re.sub(r"^(?:__main__\.|__mp_main__\.)?ItemError: ", "", line.strip())
+
+
+def _index(text: str) -> int | None:
+    m = re.search(r"in __getitems?__\(\[?(\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+def label(t: dict[str, Any]) -> str:
+    return Settings.from_dict(t["settings"]).label()
+
+
+# ---------------------------------------------------------------- derived figures
+
+
+def ideal(result: "TuneResult", s: Settings) -> float | None:
+    """What the pipeline could reach with these settings: the step's pace, or the workers' (no overheads).
+
+    Workers: ``w`` items in parallel, capped by the usable CPUs for the CPU share of an item. In the main
+    process (no workers) loading and the step take turns.
+    """
+    sample = result.inspect.get("sample") or {}
+    item_s = float(sample.get("item_s") or 0.0)
+    if item_s <= 0:
+        return None
+    item_cpu = max(float(sample.get("item_cpu_s") or 0.0), 1e-9)
+    cpus = float((result.inspect.get("cpus") or {}).get("usable") or 1.0)
+    batch = int(result.options.get("batch_size") or 1)
+    step = float(result.options.get("step_ms") or 0.0) / 1000.0
+    if s.num_workers == 0:
+        return 1.0 / (item_s + step / batch)
+    data = min(s.num_workers / item_s, cpus / item_cpu)
+    return min(data, batch / step) if step > 0 else data
+
+
+def uss_growth(t: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(largest worker growth, main process growth) of private memory over the measured window, bytes."""
+    mem = t.get("memory") or {}
+
+    def grow(entry: dict[str, Any] | None) -> int | None:
+        if not entry or not entry.get("start") or not entry.get("end"):
+            return None
+        a, b = entry["start"].get("uss"), entry["end"].get("uss")
+        if a is None or b is None:
+            a, b = entry["start"].get("rss"), entry["end"].get("rss")
+        return None if a is None or b is None else int(b) - int(a)
+
+    workers = [g for g in (grow(w) for w in mem.get("workers") or []) if g is not None]
+    return (max(workers) if workers else None), grow(mem.get("main"))
+
+
+def derived(result: "TuneResult", t: dict[str, Any]) -> dict[str, Any]:
+    s = Settings.from_dict(t["settings"])
+    out: dict[str, Any] = {"label": s.label()}
+    if t.get("status") != "ok":
+        return out
+    best = ideal(result, s)
+    v = t.get("samples_per_s")
+    out["ideal_samples_per_s"] = round(best, 3) if best else None
+    # The ideal comes from items timed one by one before the trials: a measurement a little above it is noise.
+    out["efficiency"] = round(min(1.0, v / best), 4) if best and v else None
+    wait = t.get("wait_fraction")
+    step = float(result.options.get("step_ms") or 0.0)
+    out["bound"] = None if wait is None else ("data" if wait >= 0.10 or step <= 0 else "compute")
+    out["worker_uss_growth"], out["main_uss_growth"] = uss_growth(t)
+    return out
+
+
+# ---------------------------------------------------------------- findings
+
+
+def findings(result: "TuneResult", *, probe_stderr: str = "", crashed: bool = False) -> list[Finding]:
+    out: list[Finding] = []
+    insp = result.inspect
+    if not insp:
+        if result.timed_out:
+            out.append(_f("hang", Severity.ERROR, result.stopped or "the tune probe did not answer in time"))
+        else:
+            case = catalog.classify(probe_stderr, default="tune-error")
+            last = headline(probe_stderr.strip()[-3000:]) or "no output"
+            out.append(_f(case.id, Severity.ERROR, f"the tune probe ended before inspecting the dataset: {last}"))
+        return out
+    for err in insp.get("errors") or []:
+        out.append(_inspect_error(err))
+    if insp.get("errors"):
+        return out
+    out += _trial_failures(result)
+    if crashed:
+        case = catalog.classify(probe_stderr, default="tune-error")
+        out.append(_f(case.id, Severity.ERROR, f"{result.stopped}: {headline(probe_stderr.strip()[-3000:]) or 'no output'}"))
+    elif result.timed_out:
+        out.append(_f("hang", Severity.ERROR, f"{result.stopped}; its processes were stopped"))
+    if result.trials and not result.ok_trials and not [f for f in out if f.severity is Severity.ERROR]:
+        what = "was stopped by the budget" if all(t.get("status") == "budget" for t in result.trials) else \
+            "finished within its limit"
+        out.append(_f("tune-error", Severity.ERROR, f"no configuration {what}: nothing was measured"))
+    ds = insp.get("dataset") or {}
+    methods = insp.get("methods") or {}
+    dropped = [m for m in methods.get("available") or [] if m not in (methods.get("usable") or [])]
+    if not ds.get("picklable", True) and dropped:
+        out.append(_f("pickling", Severity.WARNING,
+                      f"the dataset cannot be pickled ({ds.get('pickle_error')}): {' and '.join(dropped)} were "
+                      f"skipped, since they pickle it into every worker; only fork workers were measured"))
+    out += warnings(result)
+    return out
+
+
+def _inspect_error(err: dict[str, Any]) -> Finding:
+    stage, text = str(err.get("stage")), str(err.get("error") or "")
+    full = text + "\n" + str(err.get("traceback") or "")
+    head = _clean(headline(text)) or text[:300]
+    if stage == "torch":
+        case = catalog.classify(full, default="torch-missing")
+        return _f(case.id, Severity.ERROR, f"import torch failed in the target interpreter: {head}")
+    if stage in ("import", "spec"):
+        case = catalog.classify(full, default="dataset-import")
+        return _f(case.id, Severity.ERROR, f"the dataset module does not import: {head}")
+    if stage == "empty":
+        return _f("dataset-empty", Severity.ERROR, head)
+    if stage == "sample":
+        idx = err.get("index")
+        idx = _index(full) if idx is None else idx
+        case = catalog.classify(full, default="dataset-item" if idx is not None else "tune-error")
+        where = f" at index {idx}" if idx is not None else ""
+        return _f(case.id, Severity.ERROR, f"loading the first items in the main process failed{where} "
+                                           f"(before any trial): {head}")
+    case = catalog.classify(full, default="dataset-factory")
+    return _f(case.id, Severity.ERROR, f"the dataset factory failed: {head}")
+
+
+def _trial_failures(result: "TuneResult") -> list[Finding]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for t in result.trials:
+        if t.get("status") not in ("failed", "timeout", "crashed"):
+            continue
+        error = str(t.get("error") or "")
+        sigs = [str(s) for s in t.get("worker_signals") or []]
+        text = "\n".join([error, str(t.get("traceback") or ""), str(t.get("stderr_tail") or "")]
+                         + (["worker signals: " + " ".join(sigs)] if sigs else []))
+        idx = _index(text)
+        default = "dataset-item" if idx is not None else ("hang" if t["status"] == "timeout" else "tune-error")
+        case = catalog.classify(text, default=default)
+        head = _clean(headline(error)) or error[:300]
+        if sigs:
+            head += f" (worker ended by {', '.join(sigs)})"
+        if idx is not None and f"({idx})" not in head:
+            head += f" (at index {idx})"
+        t["code"] = case.id
+        groups.setdefault((case.id, head), []).append(t)
+    out = []
+    for (code, head), ts in groups.items():
+        first = ts[0]
+        more = f" and {len(ts) - 1} more: trials {', '.join(str(t['id']) for t in ts[1:])}" if len(ts) > 1 else ""
+        phase = f" during {first['phase']}" if first.get("phase") else ""
+        out.append(_f(code, Severity.ERROR, f"trial {first['id']} ({label(first)}){more} failed{phase}: {head}"))
+    return out
+
+
+def warnings(result: "TuneResult") -> list[Finding]:
+    """Numbers that will bite the recommended (or the current) settings in production."""
+    out: list[Finding] = []
+    insp = result.inspect
+    rec = result.recommended_trial
+    cur = result.current_trial
+    lim = insp.get("limits") or {}
+    batch_bytes = next((t.get("batch_bytes") for t in result.ok_trials if t.get("batch_bytes")), None) or \
+        (insp.get("sample") or {}).get("batch_bytes")
+    for who, t in (("recommended", rec), ("current", cur)):
+        if t is None or t.get("status") != "ok" or (who == "current" and rec is not None and t["id"] == rec["id"]):
+            continue
+        s = Settings.from_dict(t["settings"])
+        shm = lim.get("shm") or {}
+        if s.num_workers and batch_bytes and shm.get("free") is not None:
+            need = s.num_workers * (s.prefetch_factor or 2) * int(batch_bytes)
+            free = int(shm["free"])
+            what = (f"the {who} settings keep {s.num_workers} workers x prefetch {s.prefetch_factor} x "
+                    f"{human_bytes(batch_bytes)} batches = {human_bytes(need)} in flight")
+            if need > free:
+                out.append(_f("shm", Severity.ERROR, f"{shm.get('path', '/dev/shm')} has {human_bytes(free)} free, "
+                                                     f"less than {what}"))
+            elif free < SHM_WARN_BYTES or need > free / 2:
+                out.append(_f("shm", Severity.WARNING, f"{shm.get('path', '/dev/shm')} has only {human_bytes(free)} "
+                                                       f"free; {what}"))
+        nofile = (lim.get("nofile") or {}).get("soft")
+        tensors = int(t.get("tensors_per_batch") or 1)
+        if s.num_workers and nofile is not None and lim.get("sharing_strategy") == "file_descriptor" and nofile >= 0:
+            fds = s.num_workers * (s.prefetch_factor or 2) * tensors
+            if nofile < NOFILE_WARN or nofile < 4 * fds + 256:
+                out.append(_f("fd-limit", Severity.WARNING,
+                              f"open-file limit (ulimit -n) is {nofile} with the file_descriptor sharing strategy; "
+                              f"the {who} settings hold about {fds} descriptors for batches in flight "
+                              f"({s.num_workers} workers x prefetch {s.prefetch_factor} x {tensors} tensors), and "
+                              "every batch the training loop keeps holds more"))
+        grow, _ = uss_growth(t)
+        if grow is not None and grow > COW_WARN_BYTES:
+            epoch = t.get("samples")
+            out.append(_f("cow-memory", Severity.WARNING,
+                          f"with the {who} settings each worker's private memory grew by up to {human_bytes(grow)} "
+                          f"over {epoch} samples (trial {t['id']}); with {s.num_workers} workers that is "
+                          f"{human_bytes(grow * s.num_workers)} more than the dataset needs"))
+    out += _restart_warning(result)
+    if not (insp.get("cuda") or {}).get("available"):
+        h2d = result.options.get("h2d")
+        ran = " (the copy path ran in its CPU fallback)" if h2d == "cpu" else ""
+        out.append(_f("pin-cpu", Severity.INFO, "no CUDA device: pin_memory was not searched and host-to-device "
+                                                f"copies were not measured{ran}"))
+    out += _cap_note(result)
+    return out
+
+
+def _restart_warning(result: "TuneResult") -> list[Finding]:
+    """spawn/forkserver without persistent workers re-imports torch and the user's modules every epoch."""
+    worst: tuple[float, dict[str, Any], float] | None = None
+    for t in result.ok_trials:
+        s = Settings.from_dict(t["settings"])
+        if not s.num_workers or s.persistent_workers:
+            continue
+        start, epoch = float(t.get("epoch_start_s") or 0.0), float(t.get("epoch_s") or 0.0)
+        if epoch <= 0:
+            continue
+        share = start / epoch
+        if share >= RESTART_WARN_FRACTION and (worst is None or share > worst[0]):
+            worst = (share, t, start)
+    if worst is None:
+        return []
+    share, t, start = worst
+    s = Settings.from_dict(t["settings"])
+    cur = result.current_trial
+    sev = Severity.WARNING if cur is not None and cur["id"] == t["id"] or \
+        (result.recommended_trial or {}).get("id") == t["id"] else Severity.INFO
+    imports = " (each one imports torch and the dataset's modules)" if s.multiprocessing_context != "fork" else ""
+    return [_f("worker-restart", sev,
+               f"without persistent workers, {s.num_workers} {s.multiprocessing_context} workers start again every "
+               f"epoch{imports}: {start:.2f} s, {share:.0%} of the epoch (trial {t['id']})")]
+
+
+def _cap_note(result: "TuneResult") -> list[Finding]:
+    space = result.space
+    rec = result.recommended
+    if space is None or rec is None or rec.num_workers != space.workers[-1] or result.options.get("max_workers"):
+        return []
+    cpus = (result.inspect.get("cpus") or {}).get("usable")
+    return [Finding(code="max-workers", severity=Severity.INFO,
+                    message=f"throughput was still best at {rec.num_workers} workers, the most tried (4 x {cpus:g} "
+                            "usable CPUs, at least 8): a dataset that waits on I/O may gain from more",
+                    fix=f"rerun with --max-workers {rec.num_workers * 2}")]
+
+
+# ---------------------------------------------------------------- the recommendation
+
+
+def gain(result: "TuneResult") -> float | None:
+    rec, cur = result.recommended_trial, result.current_trial
+    if not rec or not cur or cur.get("status") != "ok" or not cur.get("samples_per_s"):
+        return None
+    return rec["samples_per_s"] / cur["samples_per_s"]
+
+
+def snippet(result: "TuneResult", indent: str = "") -> str | None:
+    rec = result.recommended
+    if rec is None:
+        return None
+    ds = result.inspect.get("dataset") or {}
+    lines = ["loader = DataLoader(", "    dataset,", f"    batch_size={result.options.get('batch_size')},"]
+    if ds.get("sampler"):
+        lines.append("    sampler=sampler,")
+    if ds.get("collate_fn"):
+        lines.append("    collate_fn=collate_fn,")
+    for k, v in rec.kwargs().items():
+        lines.append(f"    {k}={v!r}," if not isinstance(v, str) else f'    {k}="{v}",')
+    lines.append(")")
+    return "\n".join(indent + ln for ln in lines)
+
+
+def not_tried(result: "TuneResult") -> list[str]:
+    """What the run did not measure, and why."""
+    out: list[str] = []
+    insp = result.inspect
+    if not insp or insp.get("errors"):
+        return out
+    methods = insp.get("methods") or {}
+    dropped = [m for m in methods.get("available") or [] if m not in (methods.get("usable") or [])]
+    if dropped:
+        out.append(f"{', '.join(dropped)}: the dataset cannot be pickled")
+    if not (insp.get("cuda") or {}).get("available"):
+        out.append("pin_memory=True: no CUDA device")
+    slow = [label(t) for t in result.trials if t.get("status") == "slow"]
+    if slow:
+        out.append(f"too slow to measure within the trial limit: {'; '.join(slow)}")
+    budget = [Settings.from_dict(s["settings"]).label() for s in result.skipped if s.get("reason") == "budget"]
+    budget += [label(t) for t in result.trials if t.get("status") == "budget"]
+    if budget:
+        shown = "; ".join(budget[:4]) + (f"; and {len(budget) - 4} more" if len(budget) > 4 else "")
+        out.append(f"over the budget ({result.options.get('budget_s'):g} s): {shown}")
+    if result.space is not None:
+        tried = {Settings.from_dict(t["settings"]) for t in result.trials}
+        tried |= {Settings.from_dict(s["settings"]) for s in result.skipped}
+        for dim, values in untried(result.space, tried).items():
+            if values:
+                shown = ", ".join(str(v) for v in values)
+                out.append(f"{dim}={shown}: not needed by the search (neighbouring settings showed no gain)")
+    return out
+
+
+# ---------------------------------------------------------------- formats
+
+
+def to_json(result: "TuneResult") -> dict[str, Any]:
+    rec = result.recommended
+    rt, ct = result.recommended_trial, result.current_trial
+    insp = result.inspect
+    trials = []
+    for t in result.trials:
+        d = {k: v for k, v in t.items() if k not in ("type", "stderr_tail", "traceback")}
+        d.update(derived(result, t))
+        trials.append(d)
+    g = gain(result)
+    return {
+        "schema": SCHEMA,
+        "python": result.python,
+        "torch": insp.get("torch"),
+        "dataset": insp.get("dataset"),
+        "batch_size": result.options.get("batch_size"),
+        "step_ms": result.options.get("step_ms"),
+        "busy_step": result.options.get("busy"),
+        "strategy": result.strategy,
+        "budget_s": result.options.get("budget_s"),
+        "duration_s": round(result.duration, 3),
+        "samples_per_trial": result.options.get("samples_per_trial"),
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "stopped": result.stopped,
+        "machine": {"cpus": insp.get("cpus"), "limits": insp.get("limits"), "cuda": insp.get("cuda"),
+                    "start_methods": insp.get("methods"), "isolation": insp.get("isolation"),
+                    "h2d": insp.get("h2d"), "torch_import_s": insp.get("torch_import_s")},
+        "sample": {k: v for k, v in (insp.get("sample") or {}).items() if k not in ("stderr_tail", "traceback")},
+        "space": result.space.to_dict() if result.space else None,
+        "trials": trials,
+        "recommended": rec.kwargs() if rec else None,
+        "recommended_trial": rt["id"] if rt else None,
+        "recommended_samples_per_s": rt.get("samples_per_s") if rt else None,
+        "current": result.current.kwargs(),
+        "current_trial": ct["id"] if ct else None,
+        "gain": round(g, 4) if g else None,
+        "current_idle_fraction": ct.get("wait_fraction") if ct and ct.get("status") == "ok" else None,
+        "snippet": snippet(result),
+        "not_tried": not_tried(result),
+        "skipped": result.skipped,
+        "shm_removed": result.shm_removed,
+        "findings": [{k: (redact(v) if isinstance(v, str) else v) for k, v in f.to_dict().items()}
+                     for f in sort_findings(result.findings)],
+    }
+
+
+def _num(v: Any, fmt: str = "{:.0f}") -> str:
+    return fmt.format(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
+
+
+def trial_rows(result: "TuneResult") -> list[dict[str, str]]:
+    """The trial table's cells, shared by the terminal and markdown renderings."""
+    rec = result.recommended_trial
+    rows = []
+    for t in result.trials:
+        d = derived(result, t)
+        role = "current" if t.get("role") == "current" else ""
+        if rec is not None and t["id"] == rec["id"]:
+            role = (role + ", " if role else "") + "recommended"
+        grow = d.get("worker_uss_growth")
+        ok = t.get("status") == "ok"
+        rows.append({
+            "#": str(t["id"]), "settings": Settings.from_dict(t["settings"]).short(),
+            "samples/s": _num(t.get("samples_per_s")) if ok else f"{t.get('status')}: {t.get('code', '')}".rstrip(": "),
+            "epoch start": _num(t.get("epoch_start_s"), "{:.2f} s"),
+            "waits": _num(t.get("wait_fraction"), "{:.0%}"), "eff.": _num(d.get("efficiency"), "{:.0%}"),
+            "mem/worker": ("+" + human_bytes(grow)) if isinstance(grow, int) and grow >= 0 else "",
+            "": role})
+    return rows
+
+
+def summary_lines(result: "TuneResult") -> list[str]:
+    insp = result.inspect
+    out = []
+    tv = insp.get("torch") or {}
+    ds = insp.get("dataset") or {}
+    if tv:
+        build = f"CUDA {tv['cuda']}" if tv.get("cuda") else "CPU build"
+        out.append(f"torch {tv.get('version')} ({build}); dataset {ds.get('label', '?')}: {ds.get('class', '?')}, "
+                   f"{ds.get('length') if ds.get('length') is not None else 'unknown'} samples, "
+                   f"batch size {result.options.get('batch_size')}, step {result.options.get('step_ms'):g} ms"
+                   + (" (busy)" if result.options.get("busy") else ""))
+    cpus = insp.get("cpus") or {}
+    if cpus:
+        quota = cpus.get("cgroup_quota")
+        why = f"cgroup quota {quota:g}" if quota is not None else "no cgroup CPU quota"
+        shm = (insp.get("limits") or {}).get("shm") or {}
+        free = f"; /dev/shm {human_bytes(shm['free'])} free" if shm.get("free") is not None else ""
+        methods = ", ".join((insp.get("methods") or {}).get("usable") or [])
+        out.append(f"usable CPUs {cpus.get('usable'):g} (affinity {cpus.get('affinity')}, {why}; os.cpu_count() "
+                   f"{cpus.get('cpu_count')}); start methods {methods}{free}")
+    if result.trials:
+        n_ok = len(result.ok_trials)
+        out.append(f"{len(result.trials)} trials ({n_ok} worked) of {result.options.get('samples_per_trial')} "
+                   f"samples each, {result.strategy} search, {result.duration:.0f} s of a {result.options['budget_s']:g} s "
+                   "budget" + (f"; {result.stopped}" if result.stopped else ""))
+    return out
+
+
+def verdict_lines(result: "TuneResult") -> list[str]:
+    rec, cur = result.recommended_trial, result.current_trial
+    out = []
+    if rec is None:
+        out.append("no configuration worked: see the findings")
+        return out
+    d = derived(result, rec)
+    g = gain(result)
+    vs = ""
+    whose = "the current settings'" if result.options.get("current_given", True) else "DataLoader's defaults' (num_workers=0)"
+    if g is not None and cur is not None:
+        vs = f", {g:.2f}x {whose} {cur['samples_per_s']:.0f}"
+    elif cur is not None:
+        vs = f" ({whose.rstrip(chr(39))} failed)"
+    eff = d.get("efficiency")
+    out.append(f"recommended: {d['label']}: {rec['samples_per_s']:.0f} samples/s{vs}"
+               + (f"; {eff:.0%} of the ideal {d['ideal_samples_per_s']:.0f}" if eff else ""))
+    step = float(result.options.get("step_ms") or 0.0)
+    if step > 0 and rec.get("wait_fraction") is not None:
+        bound = "data-bound" if d.get("bound") == "data" else "compute-bound"
+        out.append(f"with a {step:g} ms step the loop is {bound}: the step waits for data "
+                   f"{rec['wait_fraction']:.0%} of the time")
+    if cur is not None and cur.get("status") == "ok" and cur.get("wait_fraction") is not None and step > 0:
+        who = "the current settings" if result.options.get("current_given", True) else "DataLoader's defaults"
+        out.append(f"{who} leave the GPU idle {cur['wait_fraction']:.0%} of the time "
+                   "(the step waiting for the next batch)")
+    elif cur is not None and step <= 0:
+        out.append("no --step-ms: the consumer does no work, so this is the loader's own throughput "
+                   "(pass --step-ms to see the GPU idle time the current settings imply)")
+    return out
+
+
+def to_markdown(result: "TuneResult") -> str:
+    from envguard.report import findings_to_markdown
+
+    lines = [f"### envguard tune {redact(result.python)}", ""]
+    lines += [f"- {redact(x)}" for x in summary_lines(result) + verdict_lines(result)]
+    rows = trial_rows(result)
+    if rows:
+        cols = list(rows[0])
+        lines += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        lines += ["| " + " | ".join(r[c].replace("|", "\\|") for c in cols) + " |" for r in rows]
+    code = snippet(result)
+    if code:
+        lines += ["", "```python", code, "```"]
+    nt = not_tried(result)
+    if nt:
+        lines += ["", "Not tried:"] + [f"- {x}" for x in nt]
+    lines += ["", findings_to_markdown("findings", result.findings).rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- a chart without matplotlib
+
+MARKS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def series(result: "TuneResult") -> dict[str, list[tuple[int, float]]]:
+    """samples/s against num_workers, one line per other setting (the best of repeats)."""
+    lines: dict[str, dict[int, float]] = {}
+    for t in result.ok_trials:
+        s = Settings.from_dict(t["settings"])
+        pts = lines.setdefault(s.series() if s.num_workers else "in-process", {})
+        pts[s.num_workers] = max(pts.get(s.num_workers, 0.0), float(t["samples_per_s"]))
+    # the in-process point (0 workers) starts every line drawn from the default start method
+    return {k: sorted(v.items()) for k, v in lines.items()}
+
+
+def text_chart(result: "TuneResult", width: int = 60, height: int = 8) -> list[str]:
+    """samples/s against workers: one letter per setting, a legend below. Plain text, any terminal."""
+    data = series(result)
+    if not data:
+        return []
+    xs = sorted({w for pts in data.values() for w, _ in pts})
+    top = max(v for pts in data.values() for _, v in pts)
+    if top <= 0:
+        return []
+    names = sorted(data, key=lambda k: (k != "in-process", -max(v for _, v in data[k])))
+    marks = {n: MARKS[i % len(MARKS)] for i, n in enumerate(names)}
+    col_w = max(3, min(8, (width - 10) // max(len(xs), 1)))
+    grid = [[" "] * (col_w * len(xs)) for _ in range(height)]
+    for n in names:
+        for w, v in data[n]:
+            row = height - 1 - min(height - 1, int(round(v / top * (height - 1))))
+            mid = xs.index(w) * col_w + col_w // 2
+            # Points that fall in one cell sit side by side; "*" only when the column is full.
+            free = [c for c in (mid, mid + 1, mid - 1, mid + 2, mid - 2) if 0 <= c < len(grid[row]) and grid[row][c] == " "]
+            if free:
+                grid[row][free[0]] = marks[n]
+            else:
+                grid[row][mid] = "*"
+    label_w = max(len(f"{top:.0f}"), 4)
+    out = ["samples/s"]
+    for i, row in enumerate(grid):
+        val = top * (height - 1 - i) / (height - 1)
+        tick = f"{val:.0f}" if i in (0, height // 2, height - 1) else ""
+        out.append(f"{tick:>{label_w}} │{''.join(row).rstrip()}")
+    out.append(" " * label_w + " └" + "─" * (col_w * len(xs)))
+    axis = "".join(f"{w:^{col_w}}" for w in xs)
+    out.append(" " * (label_w + 2) + axis + "  workers")
+    legend = [f"{marks[n]} {n}" for n in names] + (["* several"] if any("*" in r for r in grid) else [])
+    line = ""
+    for item in legend:  # as many per line as fit
+        if line and len(line) + 3 + len(item) > width:
+            out.append(" " * (label_w + 2) + line)
+            line = ""
+        line = f"{line}   {item}" if line else item
+    out.append(" " * (label_w + 2) + line)
+    return out
+

@@ -1,0 +1,219 @@
+"""The tuner's pure parts: the search space, the adaptive search against the exhaustive grid on known
+throughput surfaces, the recommendation rule, and the report's findings with numbers. No processes."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import pytest
+
+from envguard.findings import Severity
+from envguard.tune import TuneResult
+from envguard.tune.report import findings, gain, not_tried, snippet, text_chart, to_json, verdict_lines
+from envguard.tune.search import AdaptiveSearch, GridSearch, Settings, Space, best_of, growth_sequence, untried
+
+MiB = 1 << 20
+
+
+def test_space_follows_the_usable_cpus_the_pickling_and_cuda() -> None:
+    sp = Space.for_machine(2.0, ["fork", "forkserver", "spawn"], "fork", cuda=False)
+    assert sp.workers == (0, 1, 2, 3, 4, 6, 8) and sp.methods == ("fork", "forkserver", "spawn")
+    assert sp.pin == (False,) and len(sp.grid()) == 6 * 3 * 2 * 2 + 1
+    assert Space.for_machine(1.5, ["fork"], "fork", cuda=False).workers[-1] == 8  # at least 8
+    assert Space.for_machine(6.0, ["fork"], "fork", cuda=False).workers[-1] == 24
+    assert Space.for_machine(2.0, ["fork"], "fork", cuda=False, max_workers=5).workers == (0, 1, 2, 3, 4, 5)
+    cuda = Space.for_machine(2.0, ["spawn"], "forkserver", cuda=True)
+    assert cuda.pin == (False, True) and cuda.base_method == "spawn" and len(cuda.grid()) == 2 * (6 * 4 + 1)
+    assert growth_sequence(sp.workers) == [0, 1, 2, 4, 8]
+    assert growth_sequence((0, 1, 2, 3, 4, 6)) == [0, 1, 2, 4, 6]
+
+
+def test_settings_round_trip_and_wording() -> None:
+    s = Settings(4, None, True, False, "fork")
+    assert s.normal().prefetch_factor == 2 and Settings.from_dict(s.to_dict()) == s.normal()
+    assert s.kwargs() == {"num_workers": 4, "prefetch_factor": 2, "persistent_workers": True, "pin_memory": False,
+                          "multiprocessing_context": "fork"}
+    assert Settings(0, 4, True, False, "spawn").normal() == Settings(0)  # the rest needs workers
+    assert Settings(0).kwargs() == {"num_workers": 0, "pin_memory": False}
+    assert s.label() == "4 workers, fork, prefetch 2, persistent"
+    assert Settings(1, 4, False, True, "spawn").short() == "1 × spawn, prefetch 4, pinned"
+
+
+def _surface(kind: str) -> Callable[[Settings], float | None]:
+    """samples/s as a function of the settings, shaped like what the tuner meets."""
+    def io_bound(s: Settings) -> float:  # a sleeping dataset: more workers help up to the cap
+        w = s.num_workers
+        v = 100.0 * max(w, 0.9)
+        if w and not s.persistent_workers and s.multiprocessing_context != "fork":
+            v *= 0.3  # spawn re-imports torch every epoch
+        return v * (1.03 if s.prefetch_factor == 4 else 1.0)
+
+    def cpu_bound(s: Settings) -> float:  # 2 CPUs: saturates, then extra workers cost
+        w = s.num_workers
+        return 300.0 if w == 0 else 280.0 * min(w, 2) - 15.0 * max(0, w - 2)
+
+    def peak_at_3(s: Settings) -> float:
+        return 400.0 - 60.0 * abs(s.num_workers - 3) + (5.0 if s.multiprocessing_context == "forkserver" else 0.0)
+
+    def with_failures(s: Settings) -> float | None:  # 1 and 2 workers fail (a hang, a crash)
+        return None if s.num_workers in (1, 2) else io_bound(s)
+
+    return {"io": io_bound, "cpu": cpu_bound, "peak": peak_at_3, "failures": with_failures}[kind]
+
+
+@pytest.mark.parametrize("kind", ["io", "cpu", "peak", "failures"])
+def test_adaptive_search_finds_the_grid_best_in_a_fraction_of_the_trials(kind: str) -> None:
+    f = _surface(kind)
+    space = Space.for_machine(2.0, ["fork", "forkserver", "spawn"], "fork", cuda=False)
+    results: dict[Settings, float | None] = {}
+    search = AdaptiveSearch(space)
+    while (s := search.propose(results)) is not None:
+        assert s not in results and s in space.grid()
+        results[s] = f(s)
+    grid = {s: f(s) for s in space.grid()}
+    grid_best = max(v for v in grid.values() if v is not None)
+    rec = best_of(results, space.base_method, 0.03)
+    assert rec is not None and grid[rec] is not None and grid[rec] >= 0.9 * grid_best, (rec, grid[rec], grid_best)
+    assert len(results) <= len(grid) / 3, len(results)
+    # it tried every start method and prefetch factor once it had a best worker count
+    tried = set(results)
+    assert not untried(space, tried)["multiprocessing_context"] and not untried(space, tried)["prefetch_factor"]
+
+
+def test_growth_stops_when_throughput_stops_improving_and_refines_between() -> None:
+    space = Space.for_machine(2.0, ["fork"], "fork", cuda=False)
+    f = _surface("cpu")
+    results: dict[Settings, float | None] = {}
+    search = AdaptiveSearch(space)
+    order = []
+    while (s := search.propose(results)) is not None:
+        order.append(s)
+        results[s] = f(s)
+    workers_on_base = [s.num_workers for s in order if s == space.base(s.num_workers)]
+    assert workers_on_base[:4] == [0, 1, 2, 4]  # 4 is no better than 2: growth stops before 8
+    assert 8 not in workers_on_base and 3 in workers_on_base  # refined between 2 and 4
+    assert best_of(results, "fork").num_workers == 2  # type: ignore[union-attr]
+
+
+def test_skipped_proposals_are_not_proposed_again_and_grid_covers_everything() -> None:
+    space = Space.for_machine(2.0, ["fork", "spawn"], "fork", cuda=False, max_workers=2)
+    skip = {space.base(1)}
+    s = AdaptiveSearch(space).propose({space.base(0): 50.0}, skip)
+    assert s == space.base(2)
+    grid = GridSearch(space)
+    seen: dict[Settings, float | None] = {}
+    while (s := grid.propose(seen)) is not None:
+        seen[s] = 1.0
+    assert set(seen) == set(space.grid()) and len(seen) == len(space.grid())
+
+
+def test_recommendation_prefers_the_simplest_of_near_equals() -> None:
+    results = {Settings(8, 2, True, False, "fork"): 1000.0, Settings(4, 2, True, False, "fork"): 985.0,
+               Settings(4, 4, True, False, "spawn"): 1001.0, Settings(2, 2, True, False, "fork"): 700.0,
+               Settings(3, 2, True, False, "fork"): None}
+    assert best_of(results, "fork", 0.03) == Settings(4, 2, True, False, "fork")
+    assert best_of(results, "fork") == Settings(4, 4, True, False, "spawn")
+    assert best_of({Settings(1): None}, "fork") is None
+
+
+# ---------------------------------------------------------------- the report, on results built by hand
+
+
+def _result(trials: list[dict], *, shm_free: int = 64 << 30, nofile: int = 65536, step_ms: float = 0.0,
+            cuda: bool = False) -> TuneResult:
+    inspect = {"torch": {"version": "2.13.0+cpu", "cuda": None}, "errors": [],
+               "dataset": {"label": "m:f", "class": "m.D", "kind": "map", "length": 1000, "picklable": True},
+               "batch_size": 32, "cpus": {"usable": 2.0, "affinity": 2, "cgroup_quota": None, "cpu_count": 2},
+               "methods": {"available": ["fork", "forkserver", "spawn"], "default": "fork",
+                           "usable": ["fork", "forkserver", "spawn"]},
+               "limits": {"shm": {"path": "/dev/shm", "free": shm_free}, "nofile": {"soft": nofile},
+                          "sharing_strategy": "file_descriptor"},
+               "cuda": {"available": cuda}, "sample": {"item_s": 0.01, "item_cpu_s": 0.0005, "batch_bytes": 8 * MiB}}
+    space = Space.for_machine(2.0, ["fork", "forkserver", "spawn"], "fork", cuda=cuda)
+    for i, t in enumerate(trials, 1):
+        t.setdefault("id", i)
+        t.setdefault("status", "ok")
+        t.setdefault("batch_bytes", 8 * MiB)
+        t.setdefault("tensors_per_batch", 2)
+    r = TuneResult(python="/env/bin/python", inspect=inspect, options={"batch_size": 32, "step_ms": step_ms,
+                   "budget_s": 60.0, "samples_per_trial": 480}, space=space, trials=trials,
+                   current=Settings.from_dict(trials[0]["settings"]), findings=[], exit_code=0, timed_out=False,
+                   duration=42.0)
+    r.findings = findings(r)
+    return r
+
+
+def _t(workers: int, v: float, method: str = "fork", persistent: bool = True, **kw: object) -> dict:
+    s = Settings(workers, 2 if workers else None, persistent if workers else False, False,
+                 method if workers else None).to_dict()
+    return {"settings": s, "samples_per_s": v, "epoch_s": 1000 / v, "epoch_start_s": 0.3, "wait_fraction": 0.5, **kw}
+
+
+def test_numbers_that_will_bite_are_warnings_with_the_numbers() -> None:
+    grow = {"memory": {"main": {}, "workers": [{"start": {"uss": 10 * MiB}, "end": {"uss": 110 * MiB}}] * 8}}
+    r = _result([_t(0, 90.0, role="current"), _t(8, 700.0, **grow),
+                 _t(4, 150.0, "spawn", persistent=False, epoch_start_s=3.2)], shm_free=64 * MiB, nofile=1024)
+    by = {f.code: f for f in r.findings}
+    assert by["shm"].severity is Severity.ERROR and "64.0 MiB free" in by["shm"].message
+    assert "8 workers x prefetch 2 x 8.0 MiB batches = 128.0 MiB" in by["shm"].message
+    assert by["fd-limit"].severity is Severity.WARNING and "1024" in by["fd-limit"].message
+    assert "100.0 MiB" in by["cow-memory"].message and "800.0 MiB" in by["cow-memory"].message
+    restart = by["worker-restart"]
+    assert restart.severity is Severity.INFO and "3.20 s" in restart.message and "imports torch" in restart.message
+    assert by["pin-cpu"].severity is Severity.INFO
+    assert by["max-workers"].fix == "rerun with --max-workers 16"  # still best at the cap (8)
+    assert r.recommended == Settings(8, 2, True, False, "fork")
+    assert gain(r) == pytest.approx(700 / 90)
+    code = snippet(r)
+    assert code is not None and 'multiprocessing_context="fork",' in code and "num_workers=8," in code
+
+
+def test_restart_cost_of_the_current_settings_is_a_warning_and_idle_time_is_reported() -> None:
+    r = _result([_t(4, 150.0, "spawn", persistent=False, epoch_start_s=3.0, wait_fraction=0.7, role="current"),
+                 _t(4, 400.0, "spawn", wait_fraction=0.05)], step_ms=40)
+    restart = next(f for f in r.findings if f.code == "worker-restart")
+    assert restart.severity is Severity.WARNING and "trial 1" in restart.message
+    lines = verdict_lines(r)
+    assert any("idle 70% of the time" in ln for ln in lines) and any("compute-bound" in ln for ln in lines)
+    assert to_json(r)["current_idle_fraction"] == 0.7
+
+
+def test_not_tried_and_the_chart() -> None:
+    r = _result([_t(0, 90.0, role="current"), _t(1, 95.0), _t(2, 180.0), _t(4, 350.0)])
+    r.skipped = [{"settings": Settings(4, 2, True, False, "spawn").to_dict(), "reason": "budget"}]
+    nt = not_tried(r)
+    assert "pin_memory=True: no CUDA device" in nt
+    assert any(x.startswith("over the budget (60 s): 4 workers, spawn") for x in nt)
+    assert any(x.startswith("num_workers=3, 6, 8:") for x in nt)
+    chart = text_chart(r, width=60, height=6)
+    assert chart[0] == "samples/s" and chart[1].startswith(" 350 │")
+    body = "\n".join(chart[1:7])
+    assert body.count("b") == 3 and body.count("a") == 1  # three points on one line, the in-process one
+    assert "a in-process" in chart[-1] and "b fork, prefetch 2, persistent" in chart[-1]
+
+
+def test_failures_are_grouped_with_their_trials() -> None:
+    failed = {"status": "failed", "error": "RuntimeError: DataLoader timed out after 5 seconds", "phase": "epoch"}
+    r = _result([_t(0, 90.0, role="current"), {**_t(1, 1.0), **failed}, {**_t(2, 1.0), **failed}])
+    hang = [f for f in r.findings if f.code == "hang"]
+    assert len(hang) == 1 and "trial 2 (1 worker, fork" in hang[0].message and "trials 3" in hang[0].message
+    assert math.isclose(r.recommended_trial["samples_per_s"], 90.0)  # type: ignore[index]
+
+
+def test_close_winners_are_measured_again_side_by_side() -> None:
+    from envguard.tune.search import mean_results
+    from envguard.tune.session import Session
+
+    fork8, fs8, fork4 = (Settings(8, 2, True, False, "fork"), Settings(8, 2, True, False, "forkserver"),
+                         Settings(4, 2, True, False, "fork"))
+    session = Session(None, budget=60, timeout=180, trial_timeout=60)  # type: ignore[arg-type]
+    session.trials = [{"settings": s.to_dict(), "status": "ok", "samples_per_s": v}
+                      for s, v in ((fork4, 350.0), (fork8, 590.0), (fs8, 663.0))]
+    assert session.confirmations() == [(fork8, "confirm"), (fs8, "confirm")]  # the runner-up first
+    session.trials.append({"settings": fs8.to_dict(), "status": "ok", "samples_per_s": 580.0})
+    session.trials.append({"settings": fork8.to_dict(), "status": "failed"})
+    means = mean_results(session.trials)
+    assert means[fs8] == pytest.approx(621.5) and means[fork8] == 590.0 and means[fork4] == 350.0
+    session.trials = session.trials[:1] + [{"settings": fs8.to_dict(), "status": "ok", "samples_per_s": 663.0}]
+    assert session.confirmations() == []  # a clear winner needs no second look
