@@ -554,6 +554,9 @@ def fleet_cmd(
         for path, why in result.unreadable:
             render.err.print(f"[red]error:[/red] {_escape(_lint_redact(path))}: {_escape(_lint_redact(why))} "
                              "(skipped)", markup=True)
+    raise typer.Exit(result.exit_code)
+
+
 # ---------------------------------------------------------------- tune (#16)
 
 
