@@ -66,8 +66,14 @@ def test_a_real_run_measures_trials_and_recommends_dataloader_kwargs(tiny_run: T
     assert {t["settings"]["num_workers"] for t in doc["trials"]} >= {0, 1, 2}
     rec = doc["recommended"]
     assert rec is not None and set(rec) >= {"num_workers", "pin_memory"}
-    best = max(t["samples_per_s"] for t in ok)
-    assert doc["recommended_samples_per_s"] >= 0.97 * best  # the simplest of the (near-)best
+    # the simplest of the (near-)best, judged on each setting's mean (a setting measured again has several
+    # trials): the invariant of the rule, whatever the noise of this shared machine
+    by_setting: dict[str, list[float]] = {}
+    for t in ok:
+        by_setting.setdefault(json.dumps(t["settings"], sort_keys=True), []).append(t["samples_per_s"])
+    means = {k: sum(v) / len(v) for k, v in by_setting.items()}
+    [chosen] = [t for t in doc["trials"] if t["id"] == doc["recommended_trial"]]
+    assert means[json.dumps(chosen["settings"], sort_keys=True)] >= 0.97 * max(means.values())
     assert doc["gain"] == pytest.approx(doc["recommended_samples_per_s"] / ok[0]["samples_per_s"], rel=1e-3)
     assert doc["current_idle_fraction"] is not None
     assert doc["machine"]["cpus"]["usable"] > 0 and doc["space"]["workers"] == [0, 1, 2]
