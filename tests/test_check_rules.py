@@ -96,7 +96,6 @@ def test_torch_build_from_probe_facts(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- CUDA truth (issue #11)
 
 from envguard import catalog, compat  # noqa: E402
-from envguard.findings import Severity  # noqa: E402
 from envguard.prefix import Dist, PrefixInfo  # noqa: E402
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -33,7 +32,7 @@ from typing import Any
 from envguard import __version__
 from envguard.create.backends import Backend, InstallPlan, get_backend
 from envguard.create.backends.pip_step import PipArtifact, install_pip
-from envguard.errors import BackendError, EnvguardError, IntegrityError, Interrupted, StaleLockError, UserError
+from envguard.errors import EnvguardError, IntegrityError, Interrupted, StaleLockError, UserError
 from envguard.create.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
 from envguard.create.integrity import Artifact, strip_archive_suffix, verify_cache_entries
 from envguard.create.prelink import prepare
@@ -167,13 +166,9 @@ def default_pkgs_dir(env: dict[str, str] | None = None) -> Path:
         return Path(env["ENVGUARD_PKGS_DIR"]).expanduser()
     if env.get("RATTLER_CACHE_DIR"):
         return Path(env["RATTLER_CACHE_DIR"]).expanduser() / "pkgs"
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
-    elif os.name == "nt":
-        base = Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    else:
-        base = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "rattler" / "cache" / "pkgs"
+    from envguard.platforms import user_cache_dir
+
+    return user_cache_dir(env) / "rattler" / "cache" / "pkgs"
 
 
 # --------------------------------------------------------------------------- lock

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,14 +25,9 @@ WaitCallback = Callable[[int | None, float], None]  # (holder pid or None, secon
 
 def lock_dir(env: dict[str, str] | None = None) -> Path:
     """envguard's own folder for prefix locks, in the user's cache directory."""
-    env = dict(os.environ) if env is None else env
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
-    elif os.name == "nt":
-        base = Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    else:
-        base = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "envguard" / "locks"
+    from envguard.platforms import user_cache_dir
+
+    return user_cache_dir(env) / "envguard" / "locks"
 
 
 def lock_path_for(prefix: str | os.PathLike[str]) -> Path:

@@ -11,7 +11,6 @@ the content, never from the file name, and returns a :class:`Description`.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

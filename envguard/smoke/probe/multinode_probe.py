@@ -19,7 +19,6 @@ bus bandwidth is measured per message size.
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import time
