@@ -248,6 +248,9 @@ def test_cuda_build_without_driver_vs_old_driver_vs_cpu_build() -> None:
     assert _codes(fs, Severity.ERROR) == ["cpu-build"] and "470.57.02" in fs[0].message
     fs = classify(_doc(cuda=None, available=False))
     assert _codes(fs) == ["cpu-build"] and fs[0].severity is Severity.INFO
+    assert fs[0].fix == ""  # a CPU build with no NVIDIA driver in sight is a choice: no CUDA advice
+    fs = classify(_doc(cuda=None, available=False), driver=old, driver_checked=True)
+    assert _codes(fs) == ["cpu-build"] and "470.57.02" in fs[0].message and "cuda12" in fs[0].fix
 
 
 def test_new_enough_driver_but_no_cuda_is_classified_from_the_init_error() -> None:

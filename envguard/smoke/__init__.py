@@ -587,8 +587,9 @@ def _cuda_findings(probe: dict[str, Any], require_cuda: bool, driver: Any, drive
             out.append(_f("cpu-build", Severity.ERROR,
                           f"torch {version} is a CPU build (torch.version.cuda is None){host}"))
         else:
-            out.append(_f("cpu-build", Severity.INFO,
-                          f"torch {version} is a CPU build: CUDA checks not exercised{host}"))
+            # a CPU build where no NVIDIA driver is seen is a choice, not a problem: no CUDA advice then
+            out.append(Finding("cpu-build", Severity.INFO, f"torch {version} is a CPU build: CUDA checks not "
+                               f"exercised{host}", catalog.get("cpu-build").fix if driver is not None else ""))
         return out
     if built_for is None:
         return out  # ROCm builds: not covered by these rules
