@@ -26,7 +26,9 @@ from envguard.model import canonical_name
 
 SCHEMA = "envguard.fleet/1"
 MAX_REPORT_BYTES = 64 << 20
-PIP_OVER_CONDA = frozenset({"EG520", "EG521", "EG522", "EG524"})
+# check's pip-over-conda codes. Only warnings and errors count: an info EG520 is a torch stack taken from pip
+# alone on conda's Python (a supported layout), an info EG523 only says where an import resolves.
+PIP_OVER_CONDA = frozenset({"EG520", "EG521", "EG522", "EG523", "EG524"})
 _FACTS = ("platform", "lock", "torch", "driver", "gpus", "pip_over_conda", "smoke", "distributed")
 
 
@@ -182,7 +184,8 @@ def _facts(rep: dict[str, Any]) -> dict[str, Any]:
         "gpus": [[_s(g.get("name")), _s(g.get("capability"))] for g in gpu.get("gpus") or [] if isinstance(g, dict)]
         if gpu else [],
         "pip_over_conda": sorted({canonical_name(str(f.get("package"))) for f in findings
-                                  if f.get("code") in PIP_OVER_CONDA and f.get("package")}),
+                                  if f.get("code") in PIP_OVER_CONDA and f.get("package")
+                                  and f.get("severity") in ("error", "warning")}),
         "smoke": ({"exit_code": smoke.get("exit_code"), "timed_out": bool(smoke.get("timed_out"))} if smoke else None),
         "distributed": ({"ok": bool(dist.get("ok")), "backend": _s(dist.get("backend")),
                          "world_size": dist.get("world_size"), "case": _s(dist.get("case"))} if dist else None),
@@ -404,7 +407,7 @@ def to_markdown(result: FleetResult, *, max_rows: int = 50) -> str:
         if not g.deviates and not shown:
             continue
         title = "Reference" if g.reference else f"Group {i + 1}"
-        lines += ["", f"#### {title}: {len(g.nodes)} nodes `{_md(g.ranges)}`", ""]
+        lines += ["", f"#### {title}: {len(g.nodes)} node{'s' * (len(g.nodes) != 1)} `{_md(g.ranges)}`", ""]
         if g.fact_changes or g.changes:
             lines += ["| what | change | reference | this group |", "|---|---|---|---|"]
             lines += [f"| {_md(k)} | differs | {_md(a)} | {_md(b)} |" for k, a, b in g.fact_changes]
