@@ -198,3 +198,52 @@ def test_nothing_readable_is_one_line_exit_2(tmp_path: Path) -> None:
 ])
 def test_host_ranges(names: list[str], expected: str) -> None:
     assert compress(names) == expected
+
+
+def test_each_platform_is_compared_with_its_own_part_of_the_lock(standard_channel, channel_url: str,
+                                                                 tmp_path: Path) -> None:
+    """A fleet of two architectures under one lock: a node matches when it installed the lock's packages for
+    its own platform. The linux node is built from the lock and checked for real; the other platform's node
+    reports exactly what the lock holds for it (no machine of that platform here)."""
+    from create_fixtures import write_env
+
+    from envguard import sources
+    from envguard.lock import lock
+
+    if not standard_channel.python_version.startswith("3.11"):
+        pytest.skip("the standard channel's python is not 3.11 here")
+    host, other = channels.host_platform(), ("osx-arm64" if channels.host_platform() != "osx-arm64" else "linux-64")
+    spec = write_env(tmp_path / "proj", channel_url, ["python=3.11", "pytorch=2.13.0=cpu*", "pip", "egtool"])
+    lockfile = Path(lock([spec], platforms=[host, other]).lockfile)
+    proc = check_envs.envguard("create", "-p", str(tmp_path / "env"), "--lockfile", str(lockfile), "--no-check",
+                               "-q")
+    assert proc.returncode == 0, proc.stderr
+    proc = check_envs.envguard("check", "-p", str(tmp_path / "env"), "--lockfile", str(lockfile), "--no-smoke",
+                               "--format", "json")
+    assert proc.returncode == 0, proc.stdout
+    here = json.loads(proc.stdout)
+    theirs = {**here, "platform": other,
+              "packages": [p.to_dict() for p in sources.load(str(lockfile)).packages_for(other)]}
+    assert {p["url"] for p in theirs["packages"]} != {p["url"] for p in here["packages"]}  # other builds
+    reports = tmp_path / "reports"
+    write_nodes(reports, here, gpu([1, 2, 3]))
+    write_nodes(reports, theirs, [f"arm{n:02d}" for n in (1, 2)])
+
+    rc, doc, _ = fleet_json(str(reports), "--lockfile", str(lockfile))
+    assert rc == 0 and doc["matching"] == doc["nodes"] == 5, doc["summary"]
+    assert sorted((g["nodes"], g["reference"]) for g in doc["groups"]) == [("arm[01-02]", True),
+                                                                           ("gpu[001-003]", True)]
+    rc, doc, _ = fleet_json(str(reports))
+    assert rc == 0 and doc["summary"] == "5 of 5 nodes match the majority of their platform"
+
+    # a node of the other platform with another numpy: that one change, against its own platform's builds
+    numpy = next(p for p in theirs["packages"] if p["name"] == "numpy")
+    changed = {**theirs, "packages": [p for p in theirs["packages"] if p is not numpy]
+               + [{**numpy, "version": "1.26.4", "build": "py311_h0_0", "sha256": "1" * 64, "md5": None,
+                   "url": numpy["url"].replace(numpy["version"], "1.26.4")}]}
+    write_nodes(reports, changed, ["arm03"])
+    rc, doc, _ = fleet_json(str(reports), "--lockfile", str(lockfile))
+    assert rc == 1 and doc["matching"] == 5
+    odd = next(g for g in doc["groups"] if not g["reference"])
+    assert odd["nodes"] == "arm03" and [c["key"] for c in odd["changes"]] == ["numpy"]
+    assert odd["fact_changes"] == []  # compared with the reference of its own platform

@@ -3,9 +3,10 @@
 Nodes are grouped by what makes them behave differently: platform, the lock (its sha256), torch's
 version and build, the CUDA runtime, the NVIDIA driver, the GPU models and capabilities, the set of
 findings, pip-over-conda state, the smoke and distributed verdicts, and the installed packages. The
-reference is the lock given with ``--lockfile`` (the largest group that installed exactly it), else the
-majority. Every other group is a deviation, shown with its nodes (``gpu[001-017,020]``), what differs
-from the reference in diff's change classes (:func:`envguard.diff.diff_packages`) and its findings.
+reference, per platform, is the lock given with ``--lockfile`` (the largest group that installed exactly
+the lock's packages for that platform), else the majority. Every other group is a deviation, shown with
+its nodes (``gpu[001-017,020]``), what differs from the reference in diff's change classes
+(:func:`envguard.diff.diff_packages`) and its findings.
 
 Reading is the cost that matters at a thousand nodes (bench/fleet.py): each report is parsed once and
 reduced to a hashable key; packages become :class:`~envguard.model.Package` objects only for one node
@@ -77,6 +78,10 @@ class FleetResult:
         return sum(len(g.nodes) for g in self.groups)
 
     @property
+    def platforms(self) -> list[str]:
+        return sorted({str(g.facts["platform"]) for g in self.groups})
+
+    @property
     def matching(self) -> int:
         return sum(len(g.nodes) for g in self.groups if g.reference)
 
@@ -91,7 +96,8 @@ class FleetResult:
 
     def summary(self) -> str:
         dev = [g for g in self.groups if g.deviates]
-        ref = "the lock" if self.lockfile else "the majority"
+        ref = "the lock" if self.lockfile else ("the majority of their platform" if len(self.platforms) > 1
+                                                 else "the majority")
         text = f"{self.matching} of {self.nodes} nodes match {ref}"
         if dev:
             text += f"; {sum(len(g.nodes) for g in dev)} deviate in {len(dev)} group{'s' * (len(dev) != 1)}"
@@ -264,30 +270,48 @@ def _packages(g: Group) -> list[Any]:
 
 def _compare(groups: list[Group], unreadable: list[tuple[str, str]], lockfile: Path | None,
              dist: dict[str, Any] | None) -> FleetResult:
+    """Mark the reference groups and say how every other group differs from them.
+
+    Each platform has its own reference: with a lock, the largest group that installed exactly the lock's
+    packages for its platform; without one, the largest group of that platform. A node on linux-aarch64
+    is never compared with linux-64 builds. Packages are compared with the lock (or that reference), facts
+    and findings with the platform's reference group (the first reference when its platform has none)."""
     from envguard.diff import diff_packages
 
     pkgs = {id(g): _packages(g) for g in groups}
-    ref_group: Group | None = groups[0]
-    ref_pkgs = pkgs[id(groups[0])]
-    reference = "majority"
-    if lockfile is not None:
-        ref_pkgs, lock_sha = _lock_packages(lockfile, groups[0].facts["platform"])
+    expected: dict[str | None, list[Any]] = {}
+    refs: dict[str | None, Group] = {}
+    if lockfile is None:
+        reference = "majority"
+        for g in groups:  # largest first: the first group of each platform is its majority
+            refs.setdefault(g.facts["platform"], g)
+        expected = {plat: pkgs[id(g)] for plat, g in refs.items()}
+    else:
         reference = f"lock {lockfile}"
-        ref_group = next((g for g in groups if g.facts["lock"] in (None, lock_sha)
-                          and not diff_packages(ref_pkgs, pkgs[id(g)])), None)
-    facts_ref = (ref_group or groups[0]).facts
+        desc, lock_sha = _lock_description(lockfile)
+        for g in groups:
+            plat = g.facts["platform"]
+            if plat not in expected:
+                expected[plat] = desc.packages_for(plat)
+            if plat not in refs and g.facts["lock"] in (None, lock_sha) \
+                    and not diff_packages(expected[plat], pkgs[id(g)]):
+                refs[plat] = g
+    first_ref = next((g for g in groups if g in refs.values()), None)
     for g in groups:
-        g.reference = g is ref_group
-        if not g.reference:
-            g.changes = diff_packages(ref_pkgs, pkgs[id(g)])
-            g.fact_changes = fact_changes(facts_ref, g.facts)
-            if ref_group is not None:
-                g.fact_changes += _finding_changes(ref_group.findings, g.findings)
-    groups.sort(key=lambda g: not g.reference)  # stable: the reference first, the rest by size
+        g.reference = refs.get(g.facts["platform"]) is g
+        if g.reference:
+            continue
+        ref_group = refs.get(g.facts["platform"]) or first_ref
+        g.changes = diff_packages(expected[g.facts["platform"]], pkgs[id(g)])
+        g.fact_changes = fact_changes((ref_group or groups[0]).facts, g.facts)
+        if ref_group is not None:
+            g.fact_changes += _finding_changes(ref_group.findings, g.findings)
+    groups.sort(key=lambda g: not g.reference)  # stable: the references first, the rest by size
     return FleetResult(groups, unreadable, reference, str(lockfile) if lockfile else None, dist)
 
 
-def _lock_packages(lockfile: Path, platform: str | None) -> tuple[list[Any], str]:
+def _lock_description(lockfile: Path) -> tuple[Any, str]:
+    """The lock, every platform of it, and the sha256 of its bytes (what check reports as lock_sha256)."""
     import hashlib
 
     from envguard import sources
@@ -295,8 +319,7 @@ def _lock_packages(lockfile: Path, platform: str | None) -> tuple[list[Any], str
     if not Path(lockfile).is_file():
         raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
                         fix="pass the conda-lock.yml the nodes were built from")
-    desc = sources.load(str(lockfile), platform=platform)
-    return desc.packages_for(platform), hashlib.sha256(Path(lockfile).read_bytes()).hexdigest()
+    return sources.load(str(lockfile)), hashlib.sha256(Path(lockfile).read_bytes()).hexdigest()
 
 
 def describe_fact(name: str, value: Any) -> str:
