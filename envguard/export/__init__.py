@@ -199,14 +199,14 @@ def _torch(info: PrefixInfo, driver_info_fn: Callable[[], Any] | None) -> tuple[
     tb = installed_torch(info)
     if tb.source == "none":
         return None, []
-    build = f"CUDA {tb.cuda}" if tb.cuda else ("CPU" if tb.cpu else "build unknown")
+    build = f"CUDA {tb.cuda} build" if tb.cuda else ("CPU build" if tb.cpu else "build not recorded")
     rec = next((r for r in info.conda if r.name in ("pytorch", "pytorch-gpu", "pytorch-cpu", "torch")), None)
     if rec is not None:
         where = f"conda channel {record_channel(rec) or '?'}"
     else:
         label = torch_label_index(tb.version or "")
         where = f"pip ({label})" if label else "pip"
-    desc = f"torch {tb.version} ({build} build) from {where}"
+    desc = f"torch {tb.version} ({build}) from {where}"
     if not tb.cpu:
         return desc, []
     if driver_info_fn is None:
