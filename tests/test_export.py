@@ -360,13 +360,19 @@ def test_editable_local_directory_and_vcs_sources(env_copy: Path, tmp_path: Path
         "egvcs": {"url": "https://github.com/org/egvcs.git",
                   "vcs_info": {"vcs": "git", "commit_id": "a" * 40, "requested_revision": "main"}},
     }
+    requires = {"egedit": "Requires-Dist: egdep>=1\nRequires-Dist: egextra; extra == 'dev'\n"}
     for name, direct in kinds.items():
+        d = site / f"{name}-1.0.dist-info"
+        d.mkdir()
+        (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n{requires.get(name, '')}")
+        (d / "INSTALLER").write_text("pip\n")
+        (d / "REQUESTED").write_text("")
+        (d / "direct_url.json").write_text(json.dumps(direct))
+    for name in ("egdep", "egextra", "egloose"):  # installed from an index as dependencies: no REQUESTED marker
         d = site / f"{name}-1.0.dist-info"
         d.mkdir()
         (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
         (d / "INSTALLER").write_text("pip\n")
-        (d / "REQUESTED").write_text("")
-        (d / "direct_url.json").write_text(json.dumps(direct))
     hostile = site / "eghostile-1.0.dist-info"  # a direct_url.json that never ends: not read, named
     hostile.mkdir()
     (hostile / "METADATA").write_text("Metadata-Version: 2.1\nName: eghostile\nVersion: 1.0\n")
@@ -381,6 +387,8 @@ def test_editable_local_directory_and_vcs_sources(env_copy: Path, tmp_path: Path
     pip = pip_section(spec_of(out))
     assert f"egvcs @ git+https://github.com/org/egvcs.git@{'a' * 40}" in pip
     assert not any(p.startswith(("egedit", "egdir")) for p in pip)
+    # the editable project cannot be in the spec, so what it requires is, pinned (not its extras' nor others')
+    assert "egdep==1.0" in pip and not any(p.startswith(("egextra", "egloose")) for p in pip)
     locked = {e.name for e in read_lock(out / "conda-lock.yml").packages if e.manager == "pip"}
     assert "egvcs" in locked and not {"egedit", "egdir"} & locked
 

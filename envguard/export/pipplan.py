@@ -159,7 +159,7 @@ def _source(d: PipDist, hit: Found | None, default_index: str, plan: PipPlan) ->
 
 def plan_pip(dists: list[PipDist], indexes: list[str], use_index: bool, timeout: float) -> PipPlan:
     """The pip part of every output, and the findings for what it cannot hold."""
-    from envguard.export.pipdists import dependencies, requested
+    from envguard.export.pipdists import dependencies, kept_dependencies, requested
     from envguard.lock import AdoptedPackage
 
     plan = PipPlan()
@@ -167,7 +167,7 @@ def plan_pip(dists: list[PipDist], indexes: list[str], use_index: bool, timeout:
         return plan
     req = requested(dists)
     plan.inferred = req.inferred
-    wanted = {d.path for d in req.dists}
+    wanted = {d.path for d in req.dists} | {d.path for d in kept_dependencies(dists, req.dists)}
     found, unreachable = _lookups(dists, indexes, timeout) if use_index else ({}, {})
     hashless: list[str] = []
     for d in dists:
