@@ -289,6 +289,7 @@ def test_explicit_format_with_hashes(created: tuple[Path, Path], tmp_path: Path)
     # the explicit file with its `# pip` lines is the same environment as the lock
     diff = envguard_run("diff", str(original), str(explicit))
     assert diff.returncode == 0, diff.stdout
+    assert "EG619" not in codes(result.findings)  # every requirement has its hash: pip takes the file as it is
 
 
 def test_pinned_and_history(env_copy: Path, tmp_path: Path) -> None:
@@ -391,6 +392,14 @@ def test_editable_local_directory_and_vcs_sources(env_copy: Path, tmp_path: Path
     assert "egdep==1.0" in pip and not any(p.startswith(("egextra", "egloose")) for p in pip)
     locked = {e.name for e in read_lock(out / "conda-lock.yml").packages if e.manager == "pip"}
     assert "egvcs" in locked and not {"egedit", "egdir"} & locked
+    assert "refuses a lock with this entry" in found["EG613"].fix  # create installs hash-checked pip only
+
+    # the requirements file: egdemo-a/-b hashed, egvcs and the index dists not: pip would refuse it as a whole
+    result = export(env_copy, output=tmp_path / "explicit", fmt="explicit", use_index=False,
+                    driver_info_fn=lambda: None)
+    mixed = next(f for f in result.findings if f.code == "EG619")
+    assert mixed.message.startswith(f"requirements-{PLAT}.txt has --hash on 2 of ")
+    assert mixed.message.endswith("refuses it for egdep, egextra, eghostile, egloose, egvcs")
 
 
 def test_index_lookup_picks_the_wheel_of_the_installed_tags(tmp_path: Path) -> None:

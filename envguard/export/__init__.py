@@ -220,6 +220,19 @@ def _torch(info: PrefixInfo, driver_info_fn: Callable[[], Any] | None) -> tuple[
     return desc, [finding("EG620", message, fix, severity=W if driver is not None else I, package="torch")]
 
 
+def _mixed_hashes(reqs: Sequence[Any], filename: str) -> list[Finding]:
+    """pip turns on hash-checking for a whole requirements file as soon as one line has a ``--hash``, and then
+    refuses every line without one (a version-control URL can never have one)."""
+    lines = [r for r in reqs if r.comment is None]
+    unhashed = sorted((r.name for r in lines if not r.sha256), key=str.lower)
+    if not unhashed or len(unhashed) == len(lines):
+        return []
+    return [finding(
+        "EG619", f"{filename} has --hash on {len(lines) - len(unhashed)} of {len(lines)} lines: pip checks hashes for "
+        f"every line then, and refuses it for {listed(unhashed)}", "export again where the index has them "
+        "(--index-url URL), or install those lines from a requirements file of their own")]
+
+
 _HEADERS = {
     "history": "Requested specs from conda-meta/history.",
     "records": "Requested specs from the conda-meta records.",
@@ -310,6 +323,8 @@ def export(
         pip.findings = [f for f in pip.findings if f.code not in ("EG614", "EG616", "EG618")]
     locked_conda, explicit_lines, findings = _plan_conda(info)
     findings += pip.findings
+    if "requirements" in targets:
+        findings += _mixed_hashes(pip.requirements, targets["requirements"].name)
 
     plan, requested_from = _spec_plan(target, shown, info, name, pip.spec, pip.repositories, pinned, platform)
     if not info.is_conda and fmt == "lock":
