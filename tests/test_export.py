@@ -20,7 +20,7 @@ import yaml
 import channels
 from create_fixtures import BASE_DEPS, envguard_run, make_lock, write_env
 from envguard import cli
-from envguard.export import CODES, export, shown_prefix
+from envguard.export import CODES, export
 from envguard.lock import read_lock
 
 PLAT = channels.host_platform()
@@ -92,7 +92,8 @@ def env_copy(created: tuple[Path, Path], tmp_path: Path) -> Path:
 def test_round_trip_create_export_diff_create_check(created: tuple[Path, Path], tmp_path: Path) -> None:
     prefix, original = created
     out = tmp_path / "exported"
-    proc = envguard_run("export", "-p", str(prefix), "-o", str(out), "--no-index")
+    # a home directory above the prefix: the files name it ~/env, never the absolute path
+    proc = envguard_run("export", "-p", str(prefix), "-o", str(out), "--no-index", env={"HOME": str(prefix.parent)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert f"wrote {out / 'conda-lock.yml'}" in proc.stdout
@@ -103,7 +104,9 @@ def test_round_trip_create_export_diff_create_check(created: tuple[Path, Path], 
     assert entries(out / "conda-lock.yml") == entries(original)
     exported = read_lock(out / "conda-lock.yml")
     assert exported.platforms == [PLAT] and exported.sources == ["environment.yml"]
-    assert exported.custom_metadata["envguard.export.prefix"] == shown_prefix(prefix, os.environ)
+    assert exported.custom_metadata["envguard.export.prefix"] == f"~/{prefix.name}"
+    for written in (out / "conda-lock.yml", out / "environment.yml"):
+        assert str(prefix.parent) not in written.read_text()
     assert exported.cuda == read_lock(original).cuda == "none"  # the CPU build guard: what `lock` assumes
 
     # the exported pair is fresh by conda-lock's own hash
