@@ -91,11 +91,13 @@ def test_hundreds_of_nodes_groups_ranges_and_exit_codes(real: dict[str, Any], tm
     text = json.dumps(a)
     (d / "gpu251.json").write_text(text[: len(text) // 2])  # cut off mid-write
     (d / "notes.json").write_text("[1, 2, 3]")
+    (d / "gpu252.json").write_text("")  # `check > gpu252.json` that exited 2 before writing a report
 
     rc, doc, err = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
     assert rc == 2  # unreadable reports are named, and the rest is still read
-    assert {Path(u["path"]).name for u in doc["unreadable"]} == {"gpu251.json", "notes.json"}
+    assert {Path(u["path"]).name for u in doc["unreadable"]} == {"gpu251.json", "gpu252.json", "notes.json"}
     assert "gpu251.json" in err and "not JSON" in err and "notes.json" in err
+    assert "gpu252.json: empty: the check on this node wrote no report" in err
     assert doc["nodes"] == 253 and doc["matching"] == 244
     groups = [(g["reference"], g["nodes"], g["count"]) for g in doc["groups"]]
     assert groups == [(True, "gpu[001-016,018-100,106-250]", 244), (False, "gpu[017,101-105]", 6),
@@ -116,8 +118,8 @@ def test_hundreds_of_nodes_groups_ranges_and_exit_codes(real: dict[str, Any], tm
     torch_change = next(ch for ch in other_lock["changes"] if ch["key"] == "torch")
     assert torch_change["kinds"] == ["downgraded"] and torch_change["new"]["version"] == "2.12.0"
 
-    (d / "gpu251.json").unlink()
-    (d / "notes.json").unlink()
+    for name in ("gpu251.json", "gpu252.json", "notes.json"):
+        (d / name).unlink()
     rc, doc, _ = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
     assert rc == 1 and doc["unreadable"] == []
     # without a lock the majority is the reference: the same verdict here

@@ -150,7 +150,11 @@ def _read(path: Path) -> dict[str, Any]:
         if path.stat().st_size > MAX_REPORT_BYTES:
             raise ValueError(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
         with open(path, "rb") as f:
-            data = json.loads(f.read())
+            raw = f.read()
+        if not raw.strip():  # `check ... > node.json` that stopped before writing (exit 2: no environment, ...)
+            raise ValueError("empty: the check on this node wrote no report (its exit status and error are in the "
+                             "job's output)")
+        data = json.loads(raw)
     except OSError as e:
         raise ValueError(e.strerror or str(e)) from None
     except UnicodeDecodeError:
