@@ -227,6 +227,16 @@ def test_cuda_build_keeps_its_cuda_line_and_assumption(py311, channel_url: str, 
     fresh = envguard_run("lock", "--check", "-f", str(out / "environment.yml"))
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
 
+    # pip CUDA 11 wheels beside conda's CUDA 12: check's mixing rule names it, in export as in check
+    check_envs.pip_install(prefix, channels.build_wheel(tmp_path / "wheels", "nvidia-cublas-cu11", "11.11.3.6"))
+    result = export(prefix, output=tmp_path / "mixed", fmt="environment", use_index=False,
+                    driver_info_fn=lambda: None)
+    lines = next(f for f in result.findings if f.code == "EG572")
+    assert "nvidia-cublas-cu11" in lines.message and "cuda-version 12.6" in lines.message
+    assert result.exit_code == 1
+    check = envguard_run("check", "-p", str(prefix), "--no-smoke", "--format", "json", cwd=tmp_path)
+    assert "EG572" in {f["code"] for f in json.loads(check.stdout)["findings"]}
+
 
 # ------------------------------------------------------------------------------------------- torch from pip
 

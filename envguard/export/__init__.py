@@ -293,7 +293,7 @@ def export(
     driver_info_fn: Callable[[], Any] | None = None,
 ) -> ExportResult:
     """Export one environment. Raises UserError (2) for bad input; what cannot be reproduced is a finding."""
-    from envguard.check import prefix_findings
+    from envguard.check import MIXING_CODES, mixing_findings, prefix_findings
     from envguard.envs import resolve_target
     from envguard.export.index import pip_index_urls
     from envguard.export.pipdists import read_dists
@@ -346,7 +346,11 @@ def export(
         from envguard.prefix import verify_files
 
         problems = verify_files(info, deep=True)
-    findings += prefix_findings(info, file_problems=problems)
+    static = prefix_findings(info, file_problems=problems)
+    # check's mixing rules on the installed records (CUDA lines, OpenMP runtimes, torch twice), as check applies
+    # them; channel mixing is lint's EG113 on the exported file below
+    findings += static + [f for f in mixing_findings(info.packages(platform), static)
+                          if f.code != MIXING_CODES["channels"]]
     findings += _lint_channels(plan, out_dir / SPEC_FILE, "environment" in targets)
 
     cuda = info.record("cuda-version")
