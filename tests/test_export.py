@@ -412,7 +412,7 @@ def test_editable_local_directory_and_vcs_sources(env_copy: Path, tmp_path: Path
                     driver_info_fn=lambda: None)
     mixed = next(f for f in result.findings if f.code == "EG619")
     assert mixed.message.startswith(f"requirements-{PLAT}.txt has --hash on 2 of ")
-    assert mixed.message.endswith("refuses it for egdep, egextra, eghostile, egloose, egvcs")
+    assert mixed.message.endswith("refuses those of egdep, egextra, eghostile, egloose, egvcs")
 
 
 def test_index_lookup_picks_the_wheel_of_the_installed_tags(tmp_path: Path) -> None:

@@ -228,8 +228,8 @@ def _mixed_hashes(reqs: Sequence[Any], filename: str) -> list[Finding]:
     if not unhashed or len(unhashed) == len(lines):
         return []
     return [finding(
-        "EG619", f"{filename} has --hash on {len(lines) - len(unhashed)} of {len(lines)} lines: pip checks hashes for "
-        f"every line then, and refuses it for {listed(unhashed)}", "export again where the index has them "
+        "EG619", f"{filename} has --hash on {len(lines) - len(unhashed)} of {len(lines)} lines: pip then checks "
+        f"every line and refuses those of {listed(unhashed)}", "export again where the index has them "
         "(--index-url URL), or install those lines from a requirements file of their own")]
 
 
