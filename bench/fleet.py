@@ -36,7 +36,9 @@ for p in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
 def real_reports(given: list[str]) -> list[dict]:
     if given:
         return [json.loads(Path(p).read_text()) for p in given]
-    proc = subprocess.run([sys.executable, "-m", "envguard", "check", "--no-smoke", "--format", "json"],
+    # -p: no command falls back to envguard's own interpreter; this environment is named explicitly
+    proc = subprocess.run([sys.executable, "-m", "envguard", "check", "-p", sys.prefix, "--no-smoke", "--format",
+                           "json"],
                           capture_output=True, text=True, env={**os.environ, "ENVGUARD_NVIDIA_SMI": ""})
     if proc.returncode not in (0, 1):
         sys.exit(f"envguard check failed ({proc.returncode}): {proc.stderr.strip()}")

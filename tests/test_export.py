@@ -20,7 +20,7 @@ import yaml
 import channels
 from create_fixtures import BASE_DEPS, envguard_run, make_lock, write_env
 from envguard import cli
-from envguard.export import CODES, export, shown_prefix
+from envguard.export import CODES, export
 from envguard.lock import read_lock
 
 PLAT = channels.host_platform()
@@ -92,7 +92,8 @@ def env_copy(created: tuple[Path, Path], tmp_path: Path) -> Path:
 def test_round_trip_create_export_diff_create_check(created: tuple[Path, Path], tmp_path: Path) -> None:
     prefix, original = created
     out = tmp_path / "exported"
-    proc = envguard_run("export", "-p", str(prefix), "-o", str(out), "--no-index")
+    # a home directory above the prefix: the files name it ~/env, never the absolute path
+    proc = envguard_run("export", "-p", str(prefix), "-o", str(out), "--no-index", env={"HOME": str(prefix.parent)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert f"wrote {out / 'conda-lock.yml'}" in proc.stdout
@@ -103,8 +104,10 @@ def test_round_trip_create_export_diff_create_check(created: tuple[Path, Path], 
     assert entries(out / "conda-lock.yml") == entries(original)
     exported = read_lock(out / "conda-lock.yml")
     assert exported.platforms == [PLAT] and exported.sources == ["environment.yml"]
-    assert exported.custom_metadata["envguard.export.prefix"] == shown_prefix(prefix, os.environ)
-    assert exported.cuda == read_lock(original).cuda
+    assert exported.custom_metadata["envguard.export.prefix"] == f"~/{prefix.name}"
+    for written in (out / "conda-lock.yml", out / "environment.yml"):
+        assert str(prefix.parent) not in written.read_text()
+    assert exported.cuda == read_lock(original).cuda == "none"  # the CPU build guard: what `lock` assumes
 
     # the exported pair is fresh by conda-lock's own hash
     fresh = envguard_run("lock", "--check", "-f", str(out / "environment.yml"))
@@ -198,7 +201,10 @@ def test_pip_over_conda_is_named_with_checks_rules(conda_env: Path, tmp_path: Pa
     pip_install(conda_env, "--no-deps", "--no-index", str(wheel))
     result = export(conda_env, output=tmp_path / "out", use_index=False, driver_info_fn=lambda: None)
     found = codes(result.findings)
-    assert {"EG520", "EG521"} & found and "EG612" in found  # a core package over conda's; a local file
+    # check's rules: pip's numpy replaces the one conda-meta records (EG521, which names the copy, and no
+    # EG520 besides it); the wheel came from a local file
+    numpy = {f.code for f in result.findings if f.package == "numpy"}
+    assert "EG521" in numpy and "EG520" not in numpy and "EG612" in found
     assert result.exit_code == 1
     numpy_pip = next(e for e in read_lock(tmp_path / "out" / "conda-lock.yml").packages
                      if e.name == "numpy" and e.manager == "pip")
@@ -220,6 +226,16 @@ def test_cuda_build_keeps_its_cuda_line_and_assumption(py311, channel_url: str, 
     assert result.torch is not None and "CUDA 12.6" in result.torch and "EG620" not in codes(result.findings)
     fresh = envguard_run("lock", "--check", "-f", str(out / "environment.yml"))
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+
+    # pip CUDA 11 wheels beside conda's CUDA 12: check's mixing rule names it, in export as in check
+    check_envs.pip_install(prefix, channels.build_wheel(tmp_path / "wheels", "nvidia-cublas-cu11", "11.11.3.6"))
+    result = export(prefix, output=tmp_path / "mixed", fmt="environment", use_index=False,
+                    driver_info_fn=lambda: None)
+    lines = next(f for f in result.findings if f.code == "EG572")
+    assert "nvidia-cublas-cu11" in lines.message and "cuda-version 12.6" in lines.message
+    assert result.exit_code == 1
+    check = envguard_run("check", "-p", str(prefix), "--no-smoke", "--format", "json", cwd=tmp_path)
+    assert "EG572" in {f["code"] for f in json.loads(check.stdout)["findings"]}
 
 
 # ------------------------------------------------------------------------------------------- torch from pip
@@ -286,6 +302,7 @@ def test_explicit_format_with_hashes(created: tuple[Path, Path], tmp_path: Path)
     # the explicit file with its `# pip` lines is the same environment as the lock
     diff = envguard_run("diff", str(original), str(explicit))
     assert diff.returncode == 0, diff.stdout
+    assert "EG619" not in codes(result.findings)  # every requirement has its hash: pip takes the file as it is
 
 
 def test_pinned_and_history(env_copy: Path, tmp_path: Path) -> None:
@@ -357,13 +374,19 @@ def test_editable_local_directory_and_vcs_sources(env_copy: Path, tmp_path: Path
         "egvcs": {"url": "https://github.com/org/egvcs.git",
                   "vcs_info": {"vcs": "git", "commit_id": "a" * 40, "requested_revision": "main"}},
     }
+    requires = {"egedit": "Requires-Dist: egdep>=1\nRequires-Dist: egextra; extra == 'dev'\n"}
     for name, direct in kinds.items():
+        d = site / f"{name}-1.0.dist-info"
+        d.mkdir()
+        (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n{requires.get(name, '')}")
+        (d / "INSTALLER").write_text("pip\n")
+        (d / "REQUESTED").write_text("")
+        (d / "direct_url.json").write_text(json.dumps(direct))
+    for name in ("egdep", "egextra", "egloose"):  # installed from an index as dependencies: no REQUESTED marker
         d = site / f"{name}-1.0.dist-info"
         d.mkdir()
         (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
         (d / "INSTALLER").write_text("pip\n")
-        (d / "REQUESTED").write_text("")
-        (d / "direct_url.json").write_text(json.dumps(direct))
     hostile = site / "eghostile-1.0.dist-info"  # a direct_url.json that never ends: not read, named
     hostile.mkdir()
     (hostile / "METADATA").write_text("Metadata-Version: 2.1\nName: eghostile\nVersion: 1.0\n")
@@ -378,8 +401,18 @@ def test_editable_local_directory_and_vcs_sources(env_copy: Path, tmp_path: Path
     pip = pip_section(spec_of(out))
     assert f"egvcs @ git+https://github.com/org/egvcs.git@{'a' * 40}" in pip
     assert not any(p.startswith(("egedit", "egdir")) for p in pip)
+    # the editable project cannot be in the spec, so what it requires is, pinned (not its extras' nor others')
+    assert "egdep==1.0" in pip and not any(p.startswith(("egextra", "egloose")) for p in pip)
     locked = {e.name for e in read_lock(out / "conda-lock.yml").packages if e.manager == "pip"}
     assert "egvcs" in locked and not {"egedit", "egdir"} & locked
+    assert "refuses a lock with this entry" in found["EG613"].fix  # create installs hash-checked pip only
+
+    # the requirements file: egdemo-a/-b hashed, egvcs and the index dists not: pip would refuse it as a whole
+    result = export(env_copy, output=tmp_path / "explicit", fmt="explicit", use_index=False,
+                    driver_info_fn=lambda: None)
+    mixed = next(f for f in result.findings if f.code == "EG619")
+    assert mixed.message.startswith(f"requirements-{PLAT}.txt has --hash on 2 of ")
+    assert mixed.message.endswith("refuses those of egdep, egextra, eghostile, egloose, egvcs")
 
 
 def test_index_lookup_picks_the_wheel_of_the_installed_tags(tmp_path: Path) -> None:

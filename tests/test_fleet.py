@@ -31,8 +31,8 @@ def fleet_json(*args: str) -> tuple[int, dict[str, Any], str]:
 
 @pytest.fixture(scope="module")
 def real(standard_channel, channel_url: str, session_tmp: Path, tmp_path_factory) -> dict[str, Any]:
-    """Three environments, each checked for real: a clean CPU env, the same with torch pip-installed over
-    conda's, and one built from another lock (pytorch 2.12.0)."""
+    """Four environments, each checked for real: a clean CPU env, the same with torch pip-installed over
+    conda's, one built from another lock (pytorch 2.12.0), and conda's Python with torch from pip alone."""
     if not standard_channel.python_version.startswith("3.11"):
         pytest.skip("the standard channel's python is not 3.11 here")
     root = tmp_path_factory.mktemp("fleet")
@@ -46,8 +46,10 @@ def real(standard_channel, channel_url: str, session_tmp: Path, tmp_path_factory
     c, rec_c = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.12.0 *cpu*", "pip", "egtool", "eglink"],
                                    root / "c", cache)
     lock_c = check_envs.write_lock(root / "lock-c" / "conda-lock.yml", rec_c)
+    d, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pip"], root / "d", cache)
+    check_envs.pip_install(d, channels.build_wheel(root / "wheels-d", "torch", "2.13.0"))
     reports: dict[str, tuple[int, dict[str, Any]]] = {}
-    for name, prefix, lock in (("a", a, lock_a), ("b", b, lock_a), ("c", c, lock_c)):
+    for name, prefix, lock in (("a", a, lock_a), ("b", b, lock_a), ("c", c, lock_c), ("d", d, lock_a)):
         proc = check_envs.envguard("check", "-p", str(prefix), "--lockfile", str(lock), "--no-smoke",
                                    "--format", "json")
         reports[name] = (proc.returncode, json.loads(proc.stdout))
@@ -74,6 +76,10 @@ def test_the_real_reports_are_what_the_fleet_test_assumes(real: dict[str, Any]) 
     assert {"EG521", "EG522"} <= {f["code"] for f in b["findings"]}
     assert a["lock_sha256"] == b["lock_sha256"] != c["lock_sha256"]
     assert a["host"] and a["distributed"] is None
+    # a torch stack from pip alone on conda's Python: check's info line, not pip over conda
+    d = real["reports"]["d"][1]
+    assert ("EG520", "info", "torch") in {(f["code"], f["severity"], f["package"]) for f in d["findings"]}
+    assert not {"EG521", "EG522"} & {f["code"] for f in d["findings"]}
 
 
 def test_hundreds_of_nodes_groups_ranges_and_exit_codes(real: dict[str, Any], tmp_path: Path) -> None:
@@ -85,11 +91,13 @@ def test_hundreds_of_nodes_groups_ranges_and_exit_codes(real: dict[str, Any], tm
     text = json.dumps(a)
     (d / "gpu251.json").write_text(text[: len(text) // 2])  # cut off mid-write
     (d / "notes.json").write_text("[1, 2, 3]")
+    (d / "gpu252.json").write_text("")  # `check > gpu252.json` that exited 2 before writing a report
 
     rc, doc, err = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
     assert rc == 2  # unreadable reports are named, and the rest is still read
-    assert {Path(u["path"]).name for u in doc["unreadable"]} == {"gpu251.json", "notes.json"}
+    assert {Path(u["path"]).name for u in doc["unreadable"]} == {"gpu251.json", "gpu252.json", "notes.json"}
     assert "gpu251.json" in err and "not JSON" in err and "notes.json" in err
+    assert "gpu252.json: empty: the check on this node wrote no report" in err
     assert doc["nodes"] == 253 and doc["matching"] == 244
     groups = [(g["reference"], g["nodes"], g["count"]) for g in doc["groups"]]
     assert groups == [(True, "gpu[001-016,018-100,106-250]", 244), (False, "gpu[017,101-105]", 6),
@@ -110,8 +118,8 @@ def test_hundreds_of_nodes_groups_ranges_and_exit_codes(real: dict[str, Any], tm
     torch_change = next(ch for ch in other_lock["changes"] if ch["key"] == "torch")
     assert torch_change["kinds"] == ["downgraded"] and torch_change["new"]["version"] == "2.12.0"
 
-    (d / "gpu251.json").unlink()
-    (d / "notes.json").unlink()
+    for name in ("gpu251.json", "gpu252.json", "notes.json"):
+        (d / name).unlink()
     rc, doc, _ = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
     assert rc == 1 and doc["unreadable"] == []
     # without a lock the majority is the reference: the same verdict here
@@ -128,16 +136,36 @@ def test_hundreds_of_nodes_groups_ranges_and_exit_codes(real: dict[str, Any], tm
 
 
 def test_text_and_markdown_name_the_groups(real: dict[str, Any], tmp_path: Path) -> None:
-    (_, a), (_, b) = real["reports"]["a"], real["reports"]["b"]
+    (_, a), (_, b), (_, d) = real["reports"]["a"], real["reports"]["b"], real["reports"]["d"]
     write_nodes(tmp_path, a, gpu(list(range(1, 21))))
     write_nodes(tmp_path, b, gpu([21, 23]))
+    write_nodes(tmp_path, d, gpu([30]))
     md = fleet(str(tmp_path), "--format", "markdown")
     assert md.returncode == 1
     assert "`gpu[001-020]` | 20 |" in md.stdout and "#### Group 2: 2 nodes `gpu[021,023]`" in md.stdout
+    assert "#### Group 3: 1 node `gpu030`" in md.stdout
     assert "| pip over conda | differs | none | torch |" in md.stdout and "**EG521**" in md.stdout
+    assert md.stdout.count("| pip over conda |") == 1  # gpu030's torch from pip alone is not pip over conda
     text = fleet(*(str(p) for p in sorted(tmp_path.glob("*.json"))))  # files instead of a directory
     assert text.returncode == 1
-    assert "gpu[021,023]" in text.stdout and "20 of 22 nodes match the majority" in text.stdout
+    assert "gpu[021,023]" in text.stdout and "20 of 23 nodes match the majority" in text.stdout
+
+
+def test_a_torch_stack_from_pip_alone_is_not_pip_over_conda(real: dict[str, Any], tmp_path: Path) -> None:
+    """check calls torch from pip alone on conda's Python a supported layout (an info EG520): fleet groups it
+    apart (it is not what the lock holds) but does not call it pip over conda, as it does torch installed by
+    pip over conda's own."""
+    write_nodes(tmp_path, real["reports"]["a"][1], gpu([1, 2, 3]))
+    write_nodes(tmp_path, real["reports"]["b"][1], gpu([4]))
+    write_nodes(tmp_path, real["reports"]["d"][1], gpu([5]))
+    rc, doc, _ = fleet_json(str(tmp_path), "--lockfile", str(real["lock_a"]))
+    assert rc == 1
+    groups = {g["nodes"]: g for g in doc["groups"]}
+    over, alone = groups["gpu004"], groups["gpu005"]
+    assert over["facts"]["pip_over_conda"] == ["torch"] and alone["facts"]["pip_over_conda"] == []
+    assert "pip over conda" not in {f["fact"] for f in alone["fact_changes"]}
+    moved = next(ch for ch in alone["changes"] if ch["key"] == "torch")
+    assert moved["old"]["manager"] == "conda" and moved["new"]["manager"] == "pip"
 
 
 def test_a_lock_nobody_matches(real: dict[str, Any], tmp_path: Path) -> None:
@@ -172,3 +200,52 @@ def test_nothing_readable_is_one_line_exit_2(tmp_path: Path) -> None:
 ])
 def test_host_ranges(names: list[str], expected: str) -> None:
     assert compress(names) == expected
+
+
+def test_each_platform_is_compared_with_its_own_part_of_the_lock(standard_channel, channel_url: str,
+                                                                 tmp_path: Path) -> None:
+    """A fleet of two architectures under one lock: a node matches when it installed the lock's packages for
+    its own platform. The linux node is built from the lock and checked for real; the other platform's node
+    reports exactly what the lock holds for it (no machine of that platform here)."""
+    from create_fixtures import write_env
+
+    from envguard import sources
+    from envguard.lock import lock
+
+    if not standard_channel.python_version.startswith("3.11"):
+        pytest.skip("the standard channel's python is not 3.11 here")
+    host, other = channels.host_platform(), ("osx-arm64" if channels.host_platform() != "osx-arm64" else "linux-64")
+    spec = write_env(tmp_path / "proj", channel_url, ["python=3.11", "pytorch=2.13.0=cpu*", "pip", "egtool"])
+    lockfile = Path(lock([spec], platforms=[host, other]).lockfile)
+    proc = check_envs.envguard("create", "-p", str(tmp_path / "env"), "--lockfile", str(lockfile), "--no-check",
+                               "-q")
+    assert proc.returncode == 0, proc.stderr
+    proc = check_envs.envguard("check", "-p", str(tmp_path / "env"), "--lockfile", str(lockfile), "--no-smoke",
+                               "--format", "json")
+    assert proc.returncode == 0, proc.stdout
+    here = json.loads(proc.stdout)
+    theirs = {**here, "platform": other,
+              "packages": [p.to_dict() for p in sources.load(str(lockfile)).packages_for(other)]}
+    assert {p["url"] for p in theirs["packages"]} != {p["url"] for p in here["packages"]}  # other builds
+    reports = tmp_path / "reports"
+    write_nodes(reports, here, gpu([1, 2, 3]))
+    write_nodes(reports, theirs, [f"arm{n:02d}" for n in (1, 2)])
+
+    rc, doc, _ = fleet_json(str(reports), "--lockfile", str(lockfile))
+    assert rc == 0 and doc["matching"] == doc["nodes"] == 5, doc["summary"]
+    assert sorted((g["nodes"], g["reference"]) for g in doc["groups"]) == [("arm[01-02]", True),
+                                                                           ("gpu[001-003]", True)]
+    rc, doc, _ = fleet_json(str(reports))
+    assert rc == 0 and doc["summary"] == "5 of 5 nodes match the majority of their platform"
+
+    # a node of the other platform with another numpy: that one change, against its own platform's builds
+    numpy = next(p for p in theirs["packages"] if p["name"] == "numpy")
+    changed = {**theirs, "packages": [p for p in theirs["packages"] if p is not numpy]
+               + [{**numpy, "version": "1.26.4", "build": "py311_h0_0", "sha256": "1" * 64, "md5": None,
+                   "url": numpy["url"].replace(numpy["version"], "1.26.4")}]}
+    write_nodes(reports, changed, ["arm03"])
+    rc, doc, _ = fleet_json(str(reports), "--lockfile", str(lockfile))
+    assert rc == 1 and doc["matching"] == 5
+    odd = next(g for g in doc["groups"] if not g["reference"])
+    assert odd["nodes"] == "arm03" and [c["key"] for c in odd["changes"]] == ["numpy"]
+    assert odd["fact_changes"] == []  # compared with the reference of its own platform

@@ -199,14 +199,14 @@ def _torch(info: PrefixInfo, driver_info_fn: Callable[[], Any] | None) -> tuple[
     tb = installed_torch(info)
     if tb.source == "none":
         return None, []
-    build = f"CUDA {tb.cuda}" if tb.cuda else ("CPU" if tb.cpu else "build unknown")
+    build = f"CUDA {tb.cuda} build" if tb.cuda else ("CPU build" if tb.cpu else "build not recorded")
     rec = next((r for r in info.conda if r.name in ("pytorch", "pytorch-gpu", "pytorch-cpu", "torch")), None)
     if rec is not None:
         where = f"conda channel {record_channel(rec) or '?'}"
     else:
         label = torch_label_index(tb.version or "")
         where = f"pip ({label})" if label else "pip"
-    desc = f"torch {tb.version} ({build} build) from {where}"
+    desc = f"torch {tb.version} ({build}) from {where}"
     if not tb.cpu:
         return desc, []
     if driver_info_fn is None:
@@ -218,6 +218,19 @@ def _torch(info: PrefixInfo, driver_info_fn: Callable[[], Any] | None) -> tuple[
     fix = ("if it should train on a GPU, ask for a CUDA build in environment.yml (conda-forge: "
            "`pytorch=X.Y.*=cuda12*` with `cuda-version`; pip: the cuXXX index) and run `envguard lock`")
     return desc, [finding("EG620", message, fix, severity=W if driver is not None else I, package="torch")]
+
+
+def _mixed_hashes(reqs: Sequence[Any], filename: str) -> list[Finding]:
+    """pip turns on hash-checking for a whole requirements file as soon as one line has a ``--hash``, and then
+    refuses every line without one (a version-control URL can never have one)."""
+    lines = [r for r in reqs if r.comment is None]
+    unhashed = sorted((r.name for r in lines if not r.sha256), key=str.lower)
+    if not unhashed or len(unhashed) == len(lines):
+        return []
+    return [finding(
+        "EG619", f"{filename} has --hash on {len(lines) - len(unhashed)} of {len(lines)} lines: pip then checks "
+        f"every line and refuses those of {listed(unhashed)}", "export again where the index has them "
+        "(--index-url URL), or install those lines from a requirements file of their own")]
 
 
 _HEADERS = {
@@ -280,7 +293,7 @@ def export(
     driver_info_fn: Callable[[], Any] | None = None,
 ) -> ExportResult:
     """Export one environment. Raises UserError (2) for bad input; what cannot be reproduced is a finding."""
-    from envguard.check import prefix_findings
+    from envguard.check import MIXING_CODES, mixing_findings, prefix_findings
     from envguard.envs import resolve_target
     from envguard.export.index import pip_index_urls
     from envguard.export.pipdists import read_dists
@@ -310,6 +323,8 @@ def export(
         pip.findings = [f for f in pip.findings if f.code not in ("EG614", "EG616", "EG618")]
     locked_conda, explicit_lines, findings = _plan_conda(info)
     findings += pip.findings
+    if "requirements" in targets:
+        findings += _mixed_hashes(pip.requirements, targets["requirements"].name)
 
     plan, requested_from = _spec_plan(target, shown, info, name, pip.spec, pip.repositories, pinned, platform)
     if not info.is_conda and fmt == "lock":
@@ -331,7 +346,11 @@ def export(
         from envguard.prefix import verify_files
 
         problems = verify_files(info, deep=True)
-    findings += prefix_findings(info, file_problems=problems)
+    static = prefix_findings(info, file_problems=problems)
+    # check's mixing rules on the installed records (CUDA lines, OpenMP runtimes, torch twice), as check applies
+    # them; channel mixing is lint's EG113 on the exported file below
+    findings += static + [f for f in mixing_findings(info.packages(platform), static)
+                          if f.code != MIXING_CODES["channels"]]
     findings += _lint_channels(plan, out_dir / SPEC_FILE, "environment" in targets)
 
     cuda = info.record("cuda-version")

@@ -26,6 +26,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "EG616": (W, "a pip dist built on this machine from an sdist: no wheel on the index matches its tags"),
     "EG617": (E, "a broken dist-info (no METADATA, an unreadable direct_url.json, an invalid name)"),
     "EG618": (I, "an index could not be reached: hashes were not looked up there"),
+    "EG619": (W, "a requirements file with --hash on some lines only: pip's hash-checking refuses the others"),
     "EG620": (I, "a CPU build of torch (a warning on a machine with an NVIDIA driver)"),
     "EG621": (I, "not a conda environment: no conda-lock.yml (python itself is not a conda package here)"),
 }

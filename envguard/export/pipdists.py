@@ -162,7 +162,7 @@ class Requested:
     dependents: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _requirement_names(lines: Iterable[str]) -> set[str]:
+def requirement_names(lines: Iterable[str]) -> set[str]:
     """Names in Requires-Dist lines, extras' requirements left out (nobody asked for the extra)."""
     from packaging.requirements import InvalidRequirement, Requirement
 
@@ -185,8 +185,26 @@ def requested(dists: list[PipDist]) -> Requested:
         return Requested(asked, inferred=False)
     required: set[str] = set()
     for d in dists:
-        required |= _requirement_names(d.requires)
+        required |= requirement_names(d.requires)
     return Requested([d for d in dists if d.key not in required], inferred=True)
+
+
+def kept_dependencies(dists: list[PipDist], asked: list[PipDist]) -> list[PipDist]:
+    """What the requested dists the spec cannot hold (editable installs, directories built in place) require,
+    and so on through any such dist among them. The spec names these instead, pinned: without them a re-lock
+    of the spec would lose the versions the project works with, and `pip install -e` would pick new ones."""
+    by_key = {d.key: d for d in dists}
+    todo = [d for d in asked if d.source in ("editable", "dir")]
+    seen = {d.key for d in todo}
+    out: list[PipDist] = []
+    while todo:
+        for name in sorted(requirement_names(todo.pop().requires)):
+            dep = by_key.get(name)
+            if dep is None or dep.key in seen:
+                continue
+            seen.add(dep.key)
+            (todo if dep.source in ("editable", "dir") else out).append(dep)
+    return out
 
 
 def dependencies(d: PipDist) -> dict[str, str]:

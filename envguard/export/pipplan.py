@@ -129,8 +129,8 @@ def _source(d: PipDist, hit: Found | None, default_index: str, plan: PipPlan) ->
     if d.source == "vcs":
         plan.findings.append(finding(
             "EG613", f"{d.name} {d.version} comes from version control ({d.url}): pinned to its commit, but no "
-            "archive hash can be checked", "publish a wheel to an index and pin it there, or install it after "
-            "`envguard create`", **where))
+            "archive hash can be checked", "publish a wheel to an index and pin it there: `envguard create` "
+            "installs only hash-checked pip packages and refuses a lock with this entry", **where))
         return _Source(spec=f"{d.name} @ {d.url}", url=d.url, vcs=True, direct=True)
     if d.source in ("url", "file"):
         sha256 = d.sha256 or (_sha256_file(d.url) if d.source == "file" and d.url else None)
@@ -159,7 +159,7 @@ def _source(d: PipDist, hit: Found | None, default_index: str, plan: PipPlan) ->
 
 def plan_pip(dists: list[PipDist], indexes: list[str], use_index: bool, timeout: float) -> PipPlan:
     """The pip part of every output, and the findings for what it cannot hold."""
-    from envguard.export.pipdists import dependencies, requested
+    from envguard.export.pipdists import dependencies, kept_dependencies, requested
     from envguard.lock import AdoptedPackage
 
     plan = PipPlan()
@@ -167,7 +167,7 @@ def plan_pip(dists: list[PipDist], indexes: list[str], use_index: bool, timeout:
         return plan
     req = requested(dists)
     plan.inferred = req.inferred
-    wanted = {d.path for d in req.dists}
+    wanted = {d.path for d in req.dists} | {d.path for d in kept_dependencies(dists, req.dists)}
     found, unreachable = _lookups(dists, indexes, timeout) if use_index else ({}, {})
     hashless: list[str] = []
     for d in dists:

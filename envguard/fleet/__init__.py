@@ -3,9 +3,10 @@
 Nodes are grouped by what makes them behave differently: platform, the lock (its sha256), torch's
 version and build, the CUDA runtime, the NVIDIA driver, the GPU models and capabilities, the set of
 findings, pip-over-conda state, the smoke and distributed verdicts, and the installed packages. The
-reference is the lock given with ``--lockfile`` (the largest group that installed exactly it), else the
-majority. Every other group is a deviation, shown with its nodes (``gpu[001-017,020]``), what differs
-from the reference in diff's change classes (:func:`envguard.diff.diff_packages`) and its findings.
+reference, per platform, is the lock given with ``--lockfile`` (the largest group that installed exactly
+the lock's packages for that platform), else the majority. Every other group is a deviation, shown with
+its nodes (``gpu[001-017,020]``), what differs from the reference in diff's change classes
+(:func:`envguard.diff.diff_packages`) and its findings.
 
 Reading is the cost that matters at a thousand nodes (bench/fleet.py): each report is parsed once and
 reduced to a hashable key; packages become :class:`~envguard.model.Package` objects only for one node
@@ -26,7 +27,9 @@ from envguard.model import canonical_name
 
 SCHEMA = "envguard.fleet/1"
 MAX_REPORT_BYTES = 64 << 20
-PIP_OVER_CONDA = frozenset({"EG520", "EG521", "EG522", "EG524"})
+# check's pip-over-conda codes. Only warnings and errors count: an info EG520 is a torch stack taken from pip
+# alone on conda's Python (a supported layout), an info EG523 only says where an import resolves.
+PIP_OVER_CONDA = frozenset({"EG520", "EG521", "EG522", "EG523", "EG524"})
 _FACTS = ("platform", "lock", "torch", "driver", "gpus", "pip_over_conda", "smoke", "distributed")
 
 
@@ -75,6 +78,10 @@ class FleetResult:
         return sum(len(g.nodes) for g in self.groups)
 
     @property
+    def platforms(self) -> list[str]:
+        return sorted({str(g.facts["platform"]) for g in self.groups})
+
+    @property
     def matching(self) -> int:
         return sum(len(g.nodes) for g in self.groups if g.reference)
 
@@ -89,7 +96,8 @@ class FleetResult:
 
     def summary(self) -> str:
         dev = [g for g in self.groups if g.deviates]
-        ref = "the lock" if self.lockfile else "the majority"
+        ref = "the lock" if self.lockfile else ("the majority of their platform" if len(self.platforms) > 1
+                                                 else "the majority")
         text = f"{self.matching} of {self.nodes} nodes match {ref}"
         if dev:
             text += f"; {sum(len(g.nodes) for g in dev)} deviate in {len(dev)} group{'s' * (len(dev) != 1)}"
@@ -142,7 +150,11 @@ def _read(path: Path) -> dict[str, Any]:
         if path.stat().st_size > MAX_REPORT_BYTES:
             raise ValueError(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
         with open(path, "rb") as f:
-            data = json.loads(f.read())
+            raw = f.read()
+        if not raw.strip():  # `check ... > node.json` that stopped before writing (exit 2: no environment, ...)
+            raise ValueError("empty: the check on this node wrote no report (its exit status and error are in the "
+                             "job's output)")
+        data = json.loads(raw)
     except OSError as e:
         raise ValueError(e.strerror or str(e)) from None
     except UnicodeDecodeError:
@@ -182,7 +194,8 @@ def _facts(rep: dict[str, Any]) -> dict[str, Any]:
         "gpus": [[_s(g.get("name")), _s(g.get("capability"))] for g in gpu.get("gpus") or [] if isinstance(g, dict)]
         if gpu else [],
         "pip_over_conda": sorted({canonical_name(str(f.get("package"))) for f in findings
-                                  if f.get("code") in PIP_OVER_CONDA and f.get("package")}),
+                                  if f.get("code") in PIP_OVER_CONDA and f.get("package")
+                                  and f.get("severity") in ("error", "warning")}),
         "smoke": ({"exit_code": smoke.get("exit_code"), "timed_out": bool(smoke.get("timed_out"))} if smoke else None),
         "distributed": ({"ok": bool(dist.get("ok")), "backend": _s(dist.get("backend")),
                          "world_size": dist.get("world_size"), "case": _s(dist.get("case"))} if dist else None),
@@ -261,30 +274,48 @@ def _packages(g: Group) -> list[Any]:
 
 def _compare(groups: list[Group], unreadable: list[tuple[str, str]], lockfile: Path | None,
              dist: dict[str, Any] | None) -> FleetResult:
+    """Mark the reference groups and say how every other group differs from them.
+
+    Each platform has its own reference: with a lock, the largest group that installed exactly the lock's
+    packages for its platform; without one, the largest group of that platform. A node on linux-aarch64
+    is never compared with linux-64 builds. Packages are compared with the lock (or that reference), facts
+    and findings with the platform's reference group (the first reference when its platform has none)."""
     from envguard.diff import diff_packages
 
     pkgs = {id(g): _packages(g) for g in groups}
-    ref_group: Group | None = groups[0]
-    ref_pkgs = pkgs[id(groups[0])]
-    reference = "majority"
-    if lockfile is not None:
-        ref_pkgs, lock_sha = _lock_packages(lockfile, groups[0].facts["platform"])
+    expected: dict[str | None, list[Any]] = {}
+    refs: dict[str | None, Group] = {}
+    if lockfile is None:
+        reference = "majority"
+        for g in groups:  # largest first: the first group of each platform is its majority
+            refs.setdefault(g.facts["platform"], g)
+        expected = {plat: pkgs[id(g)] for plat, g in refs.items()}
+    else:
         reference = f"lock {lockfile}"
-        ref_group = next((g for g in groups if g.facts["lock"] in (None, lock_sha)
-                          and not diff_packages(ref_pkgs, pkgs[id(g)])), None)
-    facts_ref = (ref_group or groups[0]).facts
+        desc, lock_sha = _lock_description(lockfile)
+        for g in groups:
+            plat = g.facts["platform"]
+            if plat not in expected:
+                expected[plat] = desc.packages_for(plat)
+            if plat not in refs and g.facts["lock"] in (None, lock_sha) \
+                    and not diff_packages(expected[plat], pkgs[id(g)]):
+                refs[plat] = g
+    first_ref = next((g for g in groups if g in refs.values()), None)
     for g in groups:
-        g.reference = g is ref_group
-        if not g.reference:
-            g.changes = diff_packages(ref_pkgs, pkgs[id(g)])
-            g.fact_changes = fact_changes(facts_ref, g.facts)
-            if ref_group is not None:
-                g.fact_changes += _finding_changes(ref_group.findings, g.findings)
-    groups.sort(key=lambda g: not g.reference)  # stable: the reference first, the rest by size
+        g.reference = refs.get(g.facts["platform"]) is g
+        if g.reference:
+            continue
+        ref_group = refs.get(g.facts["platform"]) or first_ref
+        g.changes = diff_packages(expected[g.facts["platform"]], pkgs[id(g)])
+        g.fact_changes = fact_changes((ref_group or groups[0]).facts, g.facts)
+        if ref_group is not None:
+            g.fact_changes += _finding_changes(ref_group.findings, g.findings)
+    groups.sort(key=lambda g: not g.reference)  # stable: the references first, the rest by size
     return FleetResult(groups, unreadable, reference, str(lockfile) if lockfile else None, dist)
 
 
-def _lock_packages(lockfile: Path, platform: str | None) -> tuple[list[Any], str]:
+def _lock_description(lockfile: Path) -> tuple[Any, str]:
+    """The lock, every platform of it, and the sha256 of its bytes (what check reports as lock_sha256)."""
     import hashlib
 
     from envguard import sources
@@ -292,8 +323,7 @@ def _lock_packages(lockfile: Path, platform: str | None) -> tuple[list[Any], str
     if not Path(lockfile).is_file():
         raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
                         fix="pass the conda-lock.yml the nodes were built from")
-    desc = sources.load(str(lockfile), platform=platform)
-    return desc.packages_for(platform), hashlib.sha256(Path(lockfile).read_bytes()).hexdigest()
+    return sources.load(str(lockfile)), hashlib.sha256(Path(lockfile).read_bytes()).hexdigest()
 
 
 def describe_fact(name: str, value: Any) -> str:
@@ -404,7 +434,7 @@ def to_markdown(result: FleetResult, *, max_rows: int = 50) -> str:
         if not g.deviates and not shown:
             continue
         title = "Reference" if g.reference else f"Group {i + 1}"
-        lines += ["", f"#### {title}: {len(g.nodes)} nodes `{_md(g.ranges)}`", ""]
+        lines += ["", f"#### {title}: {len(g.nodes)} node{'s' * (len(g.nodes) != 1)} `{_md(g.ranges)}`", ""]
         if g.fact_changes or g.changes:
             lines += ["| what | change | reference | this group |", "|---|---|---|---|"]
             lines += [f"| {_md(k)} | differs | {_md(a)} | {_md(b)} |" for k, a, b in g.fact_changes]

@@ -14,7 +14,8 @@ def print_fleet(result: "object", max_changes: int = 30) -> None:
     from envguard.redact import redact
 
     r = result  # envguard.fleet.FleetResult
-    ref = f"reference: {redact(r.lockfile)}" if r.lockfile else "reference: the majority"
+    ref = f"reference: {redact(r.lockfile)}" if r.lockfile else (
+        "reference: the majority of each platform" if len(r.platforms) > 1 else "reference: the majority")
     render.out.print(Text(f"envguard fleet · {r.nodes} nodes · {ref}", style="bold"))
     table = Table(expand=False)
     for col in ("", "nodes", "n", "torch", "driver · GPUs", "smoke", "findings"):
