@@ -208,6 +208,37 @@ def test_pytorch_cuda_with_pip_torch() -> None:
     assert f.line == 4 and f.severity is Severity.ERROR
 
 
+def _env(*deps: str, channels: str = "[conda-forge, nodefaults]") -> str:
+    return "channels: " + channels + "\ndependencies:\n  - python=3.11\n  - pip\n" + "".join(
+        f"  {d}\n" for d in deps)
+
+
+def _said(findings: list) -> list[tuple[str, str]]:
+    return sorted((f.code, f.severity.value) for f in findings)
+
+
+def test_a_pip_torch_beside_conda_cuda_is_said_once() -> None:
+    """One finding per problem where a torch stack from pip meets conda's CUDA packages: EG107's warning (CUDA
+    libraries beside the wheels'), EG157 (two CUDA lines across the managers) and EG108 (pytorch-cuda with a pip
+    torch) each name a case the others do not; EG109 and EG118 judge conda builds a pip torch never uses."""
+    pip_torch = ("- pip:", "  - torch==2.13.0")
+    # conda's cudatoolkit beside the wheels' runtime: the warning, not EG109 ("the solver can pick a CPU build"
+    # of a torch the solver does not install)
+    fs = lint_text(_env("- cudatoolkit=11.8", *pip_torch))
+    assert _said(fs) == [("EG107", "warning")], fs
+    assert "cudatoolkit" in fs[0].message
+    # pip's CUDA 12 wheels beside conda's CUDA 11: EG157 names both lines; the warning would say it again
+    fs = lint_text(_env("- cudatoolkit=11.8", *pip_torch, "  - nvidia-cublas-cu12"))
+    assert _said(fs) == [("EG157", "error")], fs
+    # cuda-version installs no library: the layout stays supported (info), as check says of the same prefix
+    fs = lint_text(_env("- cuda-version=12.9", *pip_torch, "  - nvidia-cublas-cu12"))
+    assert _said(fs) == [("EG107", "info")], fs
+    # pytorch-cuda with a pip torch: EG108 (and EG110, the legacy channel); no warning repeating EG108, no EG118
+    # about which pytorch-channel build would pair with a line the pip torch does not use
+    fs = lint_text(_env("- pytorch-cuda=11.7", "- pip:", "  - torch==2.5.1", channels="[pytorch, nvidia]"))
+    assert {f.code for f in fs} == {"EG108", "EG110", "EG111"}, _said(fs)
+
+
 def test_cudatoolkit_with_torch2() -> None:
     f = _one(_lint("""
         channels: [conda-forge]

@@ -484,8 +484,10 @@ class _EnvLinter:
                          "keep one: delete the pip line or the conda one", d.line, package=key)
         if layout:
             names = ", ".join(self._key(d) + (f" through {d.via}" if d.via else "") for d in layout)
-            cuda_libs = [d.name for d in self.conda if d.name in ("cudatoolkit", "pytorch-cuda", "cudnn", "nccl")
-                         or d.name.startswith(("cuda-", "libcublas", "libcudnn", "libnccl"))]
+            # cuda-version is a pin that installs no library; pytorch-cuda beside a pip torch is EG108's to say
+            cuda_libs = [d.name for d in self.conda if d.name != "cuda-version" and (
+                d.name in ("cudatoolkit", "cudnn", "nccl") or d.name.startswith(("cuda-", "libcublas", "libcudnn",
+                                                                                 "libnccl")))]
             if cuda_libs:
                 self.add("EG107", f"the torch stack comes from pip ({names}) but conda installs CUDA libraries too "
                          f"({', '.join(cuda_libs[:3])}): the wheels bring their own CUDA runtime, so the environment "
@@ -493,7 +495,7 @@ class _EnvLinter:
                          f"drop {', '.join(cuda_libs[:3])} from the conda dependencies (the pip-only torch stack needs "
                          "none), or install the whole torch stack from conda-forge", layout[0].line, W,
                          package=self._key(layout[0]))
-            else:
+            elif not (self.torch_pip and any(d.name == "pytorch-cuda" for d in self.conda)):
                 self.add("EG107", f"the torch stack comes from pip ({names}) on conda's Python: a supported layout "
                          "(PyTorch's own install since the pytorch channel ended) as long as conda installs no "
                          "torch, numpy or CUDA libraries of its own", "", layout[0].line, I,
@@ -517,7 +519,7 @@ class _EnvLinter:
                      "install pytorch from conda and drop the pip torch (conda-forge: `pytorch=X.Y.*=cuda12*` "
                      "with `cuda-version`), or drop pytorch-cuda", pcuda.line, package="pytorch-cuda")
         tk = names.get("cudatoolkit")
-        if tk and (self.torch_conda or self.torch_pip):
+        if tk and self.torch_conda:  # beside a torch from pip alone, EG107 (CUDA libraries beside the wheels')
             self._cudatoolkit(tk)
         if pcuda:
             after = self._torch_all_after(frozen)
@@ -526,7 +528,9 @@ class _EnvLinter:
                                           if after else ""),
                      f"on conda-forge use {self._conda_forge_cuda_pins(pcuda.version)}",
                      pcuda.line, E if after else W, package="pytorch-cuda")
-            rel = self.c.torch(self.torch_release, compat.PYTORCH) if self.torch_release else None
+            # which pytorch-channel build pairs with it matters only for a torch from that channel (EG108: pip's)
+            rel = (self.c.torch(self.torch_release, compat.PYTORCH)
+                   if self.torch_release and self.torch_conda else None)
             cl = release_lines(pcuda.version, "conda", _CUDA_UNIVERSE)
             if rel and cl and len(cl) == 1 and next(iter(cl)) not in rel.cuda:
                 self.add("EG118", f"the pytorch channel has no CUDA {next(iter(cl))} build of torch {rel.version} "
@@ -745,6 +749,9 @@ class _EnvLinter:
                 if code == "EG158" and any(f.code == "EG107" and f.package == "torch" for f in self.findings):
                     continue  # EG107 already stops the pip torch line in a spec
                 seen.add((code, m.message))
+                if m.rule == "cuda-lines" and {r.manager for r in m.records} == {"conda", "pip"}:
+                    # the same two CUDA runtimes EG107's warning names, here with their lines: say it once
+                    self.findings = [f for f in self.findings if not (f.code == "EG107" and f.severity is W)]
                 where = f" (on {platform})" if platform else ""
                 self.add(code, m.message + where, m.fix, lines.get(id(m.records[0])), package=m.package)
 
