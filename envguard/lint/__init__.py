@@ -281,7 +281,19 @@ class _EnvLinter:
         return f"`- {name}={spec}`"
 
     def spec_fix(self, name: str, version: str, build: str) -> str:
+        """The build guard to write (EG112)."""
+        return self.build_pin(name, version, build)
+
+    def pin(self, name: str, line: str, manager: str = "conda") -> str:
+        """``name`` pinned to the release line ``line``, as this kind of file writes it."""
+        return f"`{name}={line}`" if manager == "conda" else f"`{name}=={line}.*`"
+
+    def build_pin(self, name: str, version: str, build: str) -> str:
         return f"`{name}={version}={build}`"
+
+    def per_platform_pin(self) -> str:
+        """How to pin a different CUDA line per platform in this kind of file."""
+        return "pin the platforms' lines with selectors, e.g. `cuda-version=12.9  # [linux]`"
 
     def pip_core(self) -> set[str]:
         """PyPI names that must not come from pip (EG107)."""
@@ -392,24 +404,25 @@ class _EnvLinter:
         lines = release_lines(d.version, "conda", _PYTHON_UNIVERSE)
         if not lines or len(lines) != 1:
             self.add("EG101", f"python is not pinned to one release (`{d.spec}`)",
-                     f"pin it: `python={self.c.default_python}`", d.line, package="python")
+                     f"pin it: {self.pin('python', self.c.default_python)}", d.line, package="python")
             return
         py = next(iter(lines))
         if py not in supported:
             older = _vkey(py) < _vkey(supported[0])
             self.add("EG102", f"Python {py} is not supported (envguard supports {', '.join(supported)})",
-                     f"use `python={self.c.default_python}`", d.line, E if older else W, package="python")
+                     f"use {self.pin('python', self.c.default_python)}", d.line, E if older else W,
+                     package="python")
         legacy = self.c.python_legacy(py)
         if legacy:
             self.add("EG103", f"Python {py} is legacy: {legacy.get('note', 'end of life')}",
-                     f"move to `python={self.c.default_python}`", d.line, package="python")
+                     f"move to {self.pin('python', self.c.default_python)}", d.line, package="python")
         rel = self._release()
         if rel and py not in rel.python:
             newest_for_py = [r.version for r in self.c.releases_for_python(py, self.route)]
             pys_ok = [p for p in supported if p in rel.python]
             fix_parts = []
             if pys_ok:
-                fix_parts.append(f"`python={min(pys_ok, key=lambda p: abs(_vkey(p)[1] - _vkey(py)[1]))}`")
+                fix_parts.append(self.pin("python", min(pys_ok, key=lambda p: abs(_vkey(p)[1] - _vkey(py)[1]))))
             if newest_for_py:
                 fix_parts.append(f"torch {newest_for_py[-1]}")
             relation = (f"needs Python ≥ {rel.python[0]}" if _vkey(py) < _vkey(rel.python[0])
@@ -425,8 +438,8 @@ class _EnvLinter:
                 continue  # a variant metapackage beside pytorch: the version is pytorch's, judged there
             lines = release_lines(d.version, d.manager, _TORCH_UNIVERSE)
             if lines is None or len(lines) != 1:
-                pin = (f"`{d.name}={self.c.newest_torch}.*`" if d.manager == "conda"
-                       else f"`torch=={self.c.newest_torch}.*`")
+                pin = (self.pin(d.name, self.c.newest_torch) if d.manager == "conda"
+                       else self.pin("torch", self.c.newest_torch, "pip"))
                 self.add("EG105", f"{d.name} is not pinned to one release (`{d.spec}`)",
                          f"pin one release line, e.g. {pin}", d.line, package=d.name)
         rel = self.torch_release
@@ -535,7 +548,7 @@ class _EnvLinter:
             if rel and cl and len(cl) == 1 and next(iter(cl)) not in rel.cuda:
                 self.add("EG118", f"the pytorch channel has no CUDA {next(iter(cl))} build of torch {rel.version} "
                          f"(its CUDA lines: {', '.join(rel.cuda)})",
-                         f"use `pytorch-cuda={rel.cuda[-1]}`", pcuda.line, package="pytorch-cuda")
+                         f"use {self.pin('pytorch-cuda', rel.cuda[-1])}", pcuda.line, package="pytorch-cuda")
         cv = names.get("cuda-version")
         if cv and self.route == compat.CONDA_FORGE:
             self._cuda_version_line(cv)
@@ -568,8 +581,7 @@ class _EnvLinter:
         if not lacking:
             return
         choices = rel.cuda_choices(plats)
-        fix = (f"use `cuda-version={_nearest_line(line, choices)}`" if choices
-               else "pin the platforms' lines with selectors, e.g. `cuda-version=12.9  # [linux]`")
+        fix = f"use {self.pin('cuda-version', _nearest_line(line, choices))}" if choices else self.per_platform_pin()
         self.add("EG118", f"conda-forge builds torch {rel.version} {self._built_text(rel, lacking)}: no build there "
                  f"accepts `{cv.spec}`", fix, cv.line, package="cuda-version")
 
@@ -602,7 +614,8 @@ class _EnvLinter:
         hint = hints[0] if hints else (line_hint if line_hint and re.fullmatch(r"\d+\.\d+", line_hint) else None)
         same = [c for c in choices if hint and c.split(".")[0] == hint.split(".")[0]]
         line = same[-1] if same else (_nearest_line(hint, choices) if hint else choices[-1])
-        return f"`pytorch={rel.version}.*=cuda{line.split('.')[0]}*` with `cuda-version={line}`"
+        return (f"{self.build_pin('pytorch', f'{rel.version}.*', 'cuda' + line.split('.')[0] + '*')} with "
+                f"{self.pin('cuda-version', line)}")
 
     def _cudatoolkit(self, tk: _Dep) -> None:
         """EG109: cudatoolkit is CUDA 11 packaging. conda-forge's torch 2.0-2.5 CUDA 11.x builds really use it;
