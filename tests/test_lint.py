@@ -156,6 +156,13 @@ def test_torch_not_pinned_and_unknown_release() -> None:
     assert f.severity is Severity.WARNING and "older than" in f.message
 
 
+def test_unknown_release_fix_names_a_torch_the_files_python_runs() -> None:
+    """EG106's fix must work as written: PyPI's newest torch (2.15) has no Python 3.10 wheels, 2.14 does."""
+    pip_torch = "channels: [conda-forge]\ndependencies:\n  - python={py}\n  - pip\n  - pip:\n    - torch==2.1.0\n"
+    assert _one(lint_text(pip_torch.format(py="3.10")), "EG106").fix == "use torch 2.14, or update envguard"
+    assert _one(lint_text(pip_torch.format(py="3.11")), "EG106").fix == "use torch 2.15, or update envguard"
+
+
 def test_core_packages_under_pip() -> None:
     fs = _lint("""
         name: x

@@ -392,6 +392,12 @@ class _EnvLinter:
     def _deps_line(self) -> int:
         return self.pos.line("dependencies") or 1
 
+    def _python_line(self) -> str | None:
+        """The one X.Y the file pins Python to, if it does."""
+        pys = [d for d in self.conda if d.name == "python"]
+        lines = release_lines(pys[0].version, "conda", _PYTHON_UNIVERSE) if pys else None
+        return next(iter(lines)) if lines and len(lines) == 1 else None
+
     # -- rules -----------------------------------------------------------------
     def python_rules(self) -> None:
         pys = [d for d in self.conda if d.name == "python"]
@@ -459,8 +465,11 @@ class _EnvLinter:
                         "newer than" if _vkey(rel) > _vkey(known[-1].version) else "missing from")
                 what = (f"torch {rel} is {when} envguard's data for {route.title} "
                         f"({known[0].version}–{known[-1].version})")
+            # the newest release that the file's own Python can run (2.15 has no Python 3.10 build)
+            py = self._python_line()
+            fits = [r.version for r in known if py is None or py in r.python] or [known[-1].version]
             self.add("EG106", f"{what}: its Python/CUDA/driver pairing is not checked",
-                     f"use torch {known[-1].version}, or update envguard", d.line, package=d.name)
+                     f"use torch {fits[-1]}, or update envguard", d.line, package=d.name)
 
     def pip_rules(self) -> None:
         """EG107: a core package from pip is an error where conda provides the torch stack or the same package
