@@ -343,9 +343,6 @@ def _import_key(dist: Dist) -> set[str]:
 
 # What a pip torch stack brings: torch and the packages built for it, their CUDA wheels, numpy.
 _PIP_STACK = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "numpy", "nvidia-*", "cuda-*")
-# Conda packages that carry CUDA libraries of their own.
-_CONDA_CUDA = ("cudatoolkit", "pytorch-cuda", "cuda-*", "libcublas*", "libcudnn*", "cudnn", "libnccl*", "nccl",
-               "libcufft*", "libcusparse*", "libcurand*", "libcusolver*")
 
 
 def _matches(name: str, patterns: Sequence[str]) -> bool:
@@ -428,10 +425,10 @@ def _pip_stack_layout(info: PrefixInfo, layout: list[Dist]) -> Finding | None:
     shown = ", ".join(f"{d.name} {d.version}" for d in layout if not d.key.startswith(("nvidia-", "cuda-")))
     if cuda_wheels:
         shown += f" and {len(cuda_wheels)} CUDA wheel{'s' * (len(cuda_wheels) != 1)}"
-    conda_cuda = sorted(f"{r.name} {r.version}" for r in info.conda
-                        if _matches(r.name, _CONDA_CUDA) and r.name != "cuda-version")  # a pin, not a library
+    from envguard.mixing import conda_cuda_library, cuda_line_mix
+
+    conda_cuda = sorted(f"{r.name} {r.version}" for r in info.conda if conda_cuda_library(r.name))
     if cuda_wheels and conda_cuda:
-        from envguard.mixing import cuda_line_mix
 
         if any({r.manager for r in m.records} == {"conda", "pip"} for m in cuda_line_mix(info.packages())):
             return None  # EG572: the same two runtimes, with their lines

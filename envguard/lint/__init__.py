@@ -506,10 +506,10 @@ class _EnvLinter:
                          "keep one: delete the pip line or the conda one", d.line, package=key)
         if layout:
             names = ", ".join(self._key(d) + (f" through {d.via}" if d.via else "") for d in layout)
-            # cuda-version is a pin that installs no library; pytorch-cuda beside a pip torch is EG108's to say
-            cuda_libs = [d.name for d in self.conda if d.name != "cuda-version" and (
-                d.name in ("cudatoolkit", "cudnn", "nccl") or d.name.startswith(("cuda-", "libcublas", "libcudnn",
-                                                                                 "libnccl")))]
+            from envguard.mixing import conda_cuda_library
+
+            # pytorch-cuda beside a pip torch is EG108's to say
+            cuda_libs = [d.name for d in self.conda if conda_cuda_library(d.name) and d.name != "pytorch-cuda"]
             if cuda_libs:
                 self.add("EG107", f"the torch stack comes from pip ({names}) but conda installs CUDA libraries too "
                          f"({', '.join(cuda_libs[:3])}): the wheels bring their own CUDA runtime, so the environment "
