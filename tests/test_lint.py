@@ -702,6 +702,30 @@ def test_cudatoolkit_with_conda_forges_own_cuda11_builds_is_fine() -> None:
     assert "`pytorch=2.13.*=cuda12*` with `cuda-version=12.9`" in f.fix
 
 
+def test_an_export_is_judged_on_its_own_platform() -> None:
+    """`conda env export` writes no platforms: it is one machine. A linux-64 export (ld_impl_linux-64 gives it
+    away) of conda-forge's cuda129 build is right, though win-64 has only cuda128 builds of 2.12; the same build
+    in a win-64 export is not, and an export that does not say where is judged against every platform at once."""
+    export = """
+        name: train
+        channels:
+          - conda-forge
+        dependencies:
+          - {marker}
+          - python=3.11.9=hb806964_0_cpython
+          - pytorch=2.12.0=cuda129_mkl_py311_h49b8cc7_300
+          - numpy=2.4.6=py311h65cb7f3_0
+          - tzdata=2025b=h78e105d_0
+        prefix: /opt/conda/envs/train
+        """
+    assert "EG118" not in _codes(_lint(export.format(marker="ld_impl_linux-64=2.43=h712a8e2_4")))
+    assert "EG118" not in _codes(_lint(export.format(marker="libzlib=1.3.1=hb9d3cd8_2")))
+    win = _one(_lint(export.format(marker="vs2015_runtime=14.44.35208=h38c0c73_26")), "EG118")
+    assert "on win-64" in win.message and "linux-64" not in win.message
+    # a build no platform has stays wrong wherever the export was taken
+    assert "EG118" in _codes(_lint(export.format(marker="libzlib=1.3.1=hb9d3cd8_2").replace("cuda129", "cuda126")))
+
+
 def test_cuda_version_rules_follow_conda_forges_real_builds() -> None:
     """cuda-version=12.9 serves linux-64's cuda129 and win-64's cuda128 builds of 2.13; 12.6 serves neither."""
     ok = """

@@ -349,8 +349,15 @@ class _EnvLinter:
         self.torch_lines = self._torch_lines()
         self.route = self._route()
         plats = self.data.get("platforms")
-        self.platforms: list[str] = ([str(p) for p in plats if isinstance(p, str)] if isinstance(plats, list)
-                                     else list(DEFAULT_PLATFORMS))
+        self.one_machine = False  # an export: one machine, on one platform (which, the file may not say)
+        if isinstance(plats, list):
+            self.platforms: list[str] = [str(p) for p in plats if isinstance(p, str)]
+        else:
+            from envguard.sources.export import export_platform, looks_like_export
+
+            self.one_machine = looks_like_export(self.data)
+            found = export_platform(self.data) if self.one_machine else None
+            self.platforms = [found] if found else list(DEFAULT_PLATFORMS)
 
     def _route(self) -> str:
         """Where the file's torch comes from: the legacy pytorch channel, conda-forge, or PyPI wheels."""
@@ -571,6 +578,11 @@ class _EnvLinter:
         plats = [p for p in self.platforms if dep.platforms is None or p in dep.platforms]
         return [p for p in plats if rel.cuda_on(p)]
 
+    def _lacking(self, lacking: list[str], plats: list[str]) -> list[str]:
+        """The platforms to report as lacking a build. An export whose platform the file does not give away
+        describes one machine on one of them: only a build no platform has is wrong."""
+        return lacking if not self.one_machine or len(lacking) == len(plats) else []
+
     def _built_text(self, rel: Any, plats: list[str]) -> str:
         groups: dict[tuple[str, ...], list[str]] = {}
         for p in plats:
@@ -586,7 +598,7 @@ class _EnvLinter:
             return
         line = next(iter(cl))
         plats = self._cuda_platforms(cv, rel)
-        lacking = [p for p in plats if rel.build_line(p, line) is None]
+        lacking = self._lacking([p for p in plats if rel.build_line(p, line) is None], plats)
         if not lacking:
             return
         choices = rel.cuda_choices(plats)
@@ -605,6 +617,7 @@ class _EnvLinter:
             lacking = [p for p in plats if line not in rel.cuda_on(p)]
         else:
             lacking = [p for p in plats if not any(c.split(".")[0] == line for c in rel.cuda_on(p))]
+        lacking = self._lacking(lacking, plats)
         if lacking:
             self.add("EG118", f"conda-forge builds torch {rel.version} {self._built_text(rel, lacking)}: no build "
                      f"matches `{d.spec}`", f"write {self._conda_forge_cuda_pins(line if '.' in line else None)}",

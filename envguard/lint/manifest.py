@@ -101,6 +101,7 @@ class _ManifestEnvLinter(_EnvLinter):
         self.torch_lines = self._torch_lines()
         self.route = self._route()
         self.platforms = list(dict.fromkeys(sub.get(p, p) for p in self.env.platforms))
+        self.one_machine = False  # what _EnvLinter.gather sets for an export
 
     def cuda_signals(self) -> list[str]:
         # the driver level pixi solves for, for every platform or in a platform's table: a request for CUDA builds
