@@ -452,6 +452,18 @@ def validate(raw: Any) -> list[str]:
     if not need(isinstance(routes, dict) and {CONDA_FORGE, PYPI, PYTORCH} <= set(routes or ()), "routes",
                 "must hold conda-forge, pypi and pytorch"):
         return out
+    # a legacy Python's last torch and the release rows must agree (PyPI 2.15 has no 3.10 wheels)
+    legacy = py.get("legacy") if isinstance(py, dict) else None
+    for py_line, leg in (legacy.items() if isinstance(legacy, dict) else ()):
+        last = leg.get("last_torch") if isinstance(leg, dict) else None
+        if not (isinstance(last, str) and _VERSION.match(last)):
+            continue
+        for name, route in routes.items():
+            for line, row in ((route or {}).get("releases") or {}).items() if isinstance(route, dict) else ():
+                if (isinstance(row, dict) and row.get("status") == "released" and isinstance(line, str)
+                        and _VERSION.match(line) and _key(line) > _key(last) and py_line in (row.get("python") or ())):
+                    out.append(f"routes.{name}.releases.{line}.python: lists Python {py_line}, whose last torch is "
+                               f"{last} (python.legacy.{py_line}.last_torch)")
     for name, route in routes.items():
         where = f"routes.{name}"
         if not need(isinstance(route, dict), where, "must be a mapping"):

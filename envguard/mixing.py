@@ -115,6 +115,20 @@ def channel_mix(packages: Iterable[Package]) -> list[Mix]:
     return out
 
 
+# Conda packages that bring CUDA libraries of their own (cuda-version is a pin and installs none): what sits
+# beside a pip torch's own CUDA runtime (lint's EG107 warning, check's EG520).
+_CONDA_CUDA_LIBRARIES = ("cudatoolkit", "pytorch-cuda", "cuda-*", "libcublas*", "libcudnn*", "cudnn", "libnccl*", "nccl",
+                         "libcufft*", "libcusparse*", "libcurand*", "libcusolver*")
+
+
+def conda_cuda_library(name: str) -> bool:
+    """Whether the conda package ``name`` installs CUDA libraries (``cuda-cudart``, ``cudatoolkit``, ...)."""
+    import fnmatch
+
+    n = name.lower()
+    return n != "cuda-version" and any(fnmatch.fnmatchcase(n, p) for p in _CONDA_CUDA_LIBRARIES)
+
+
 def _major_of_version(version: str) -> int | None:
     m = re.match(r"^(\d+)\.", version or "")
     if not m:
@@ -246,5 +260,5 @@ def mixing(packages: Iterable[Package], *, context: Context = "lock") -> list[Mi
     return channel_mix(pkgs) + cuda_line_mix(pkgs) + torch_twice(pkgs, context=context)
 
 
-__all__ = ["Context", "Mix", "RULES", "build_cuda_major", "channel_family", "channel_mix", "cuda_line_mix", "cuda_major",
-           "mixing", "torch_twice"]
+__all__ = ["Context", "Mix", "RULES", "build_cuda_major", "channel_family", "channel_mix", "conda_cuda_library",
+           "cuda_line_mix", "cuda_major", "mixing", "torch_twice"]

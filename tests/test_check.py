@@ -432,6 +432,19 @@ def test_a_pip_torch_stack_on_conda_python_is_a_supported_layout(py311, channel_
     f = next(f for f in rep["findings"] if f["code"] == "EG520")
     assert rc == 0 and f["severity"] == "warning" and "cuda-cudart 12.9.79" in f["message"], rep["findings"]
 
+    # conda's CUDA 11 beside the CUDA 12 wheels: the mixing rule names both lines (an error); EG520's warning
+    # about the same two runtimes is not said a second time
+    tk = channel_factory([{"name": "cudatoolkit", "version": "11.8.0", "build": "h0_13",
+                           "subdir": channels.host_platform()}], name="cuda11")
+    eleven, _ = check_envs.make_env([channel_url, channels.channel_url(tk)],
+                                    ["python 3.11.*", "pip", "cudatoolkit"], tmp_path / "eleven", cache)
+    _pip_install_all(eleven, wheels)
+    rc, rep = check_json("-p", str(eleven), "--no-smoke")
+    said = [(f["code"], f["severity"]) for f in rep["findings"] if f["code"] in ("EG520", "EG572")]
+    assert rc == 1 and said == [("EG572", "error")], rep["findings"]
+    f = next(f for f in rep["findings"] if f["code"] == "EG572")
+    assert "cudatoolkit 11.8.0" in f["message"] and "nvidia-cudnn-cu12" in f["message"]
+
 
 def test_pip_torchvision_in_condas_torch_stack_is_still_an_error(env: Path, tmp_path: Path) -> None:
     _pip_install_all(env, [channels.build_wheel(tmp_path / "wheels", "torchvision", "0.28.0")])

@@ -25,6 +25,10 @@ def test_the_shipped_data_passes_its_schema() -> None:
     (lambda d: d["drivers"].__setitem__("12", {"linux": "five"}), "drivers.12.linux"),
     (lambda d: d["routes"].pop("pypi"), "routes"),
     (lambda d: d["routes"]["conda-forge"]["releases"]["2.12"]["versions"].append("2.13.0"), "2.12.versions"),
+    # PyPI's 2.15 (released 2026-10-28, evidence: the PyPI index) dropped Python 3.10: the rows and
+    # python.legacy's last torch must agree
+    (lambda d: d["routes"]["pypi"]["releases"]["2.15"]["python"].insert(0, "3.10"), "pypi.releases.2.15.python"),
+    (lambda d: d["routes"]["pypi"]["releases"]["2.15"].pop("source"), "2.15.source"),
 ])
 def test_a_damaged_file_fails_the_schema(damage, problem: str) -> None:
     data = copy.deepcopy(compat.load_all())
@@ -55,6 +59,7 @@ def test_routes_keep_their_own_facts() -> None:
     assert cf.newest == c.newest_torch == "2.13"
     assert cf.release("2.14").status == cf.release("2.15").status == "unknown"
     assert c.torch("2.15.0") is None and c.torch("2.15.0", "pypi") is not None
+    assert "PyPI" in pypi.release("2.15").source and "3.10" not in pypi.release("2.15").python
     assert c.route("pytorch").frozen_at == "2.5" and c.route("pytorch").newest == "2.5"
 
 

@@ -195,6 +195,18 @@ def test_diff_requested() -> None:
                    "tqdm": (("removed",), "tqdm", None), "rich": (("added",), None, "rich")}
 
 
+
+def test_diff_requested_across_spec_formats() -> None:
+    """environment.yml writes `python=3.11`, a pixi manifest `python 3.11.*`: the same request, no change. A
+    different one is still a change."""
+    env = [RequestedSpec("python", "python =3.11"), RequestedSpec("pytorch", "pytorch =2.12.*=cuda12*"),
+           RequestedSpec("cuda-version", "cuda-version =12.9"), RequestedSpec("rich", "rich>=13", "pip")]
+    pixi = [RequestedSpec("python", "python 3.11.*"), RequestedSpec("pytorch", "pytorch 2.12.* cuda12*"),
+            RequestedSpec("cuda-version", "cuda-version 12.6.*"), RequestedSpec("rich", "rich >=13", "pip")]
+    got = {c.key: (c.old_spec, c.new_spec) for c in diff_requested(env, pixi)}
+    assert got == {"cuda-version": ("cuda-version =12.9", "cuda-version 12.6.*")}
+
+
 # --------------------------------------------------------------------------- platform choice
 
 

@@ -156,6 +156,13 @@ def test_torch_not_pinned_and_unknown_release() -> None:
     assert f.severity is Severity.WARNING and "older than" in f.message
 
 
+def test_unknown_release_fix_names_a_torch_the_files_python_runs() -> None:
+    """EG106's fix must work as written: PyPI's newest torch (2.15) has no Python 3.10 wheels, 2.14 does."""
+    pip_torch = "channels: [conda-forge]\ndependencies:\n  - python={py}\n  - pip\n  - pip:\n    - torch==2.1.0\n"
+    assert _one(lint_text(pip_torch.format(py="3.10")), "EG106").fix == "use torch 2.14, or update envguard"
+    assert _one(lint_text(pip_torch.format(py="3.11")), "EG106").fix == "use torch 2.15, or update envguard"
+
+
 def test_core_packages_under_pip() -> None:
     fs = _lint("""
         name: x
@@ -206,6 +213,37 @@ def test_pytorch_cuda_with_pip_torch() -> None:
         """)
     f = _one(fs, "EG108")
     assert f.line == 4 and f.severity is Severity.ERROR
+
+
+def _env(*deps: str, channels: str = "[conda-forge, nodefaults]") -> str:
+    return "channels: " + channels + "\ndependencies:\n  - python=3.11\n  - pip\n" + "".join(
+        f"  {d}\n" for d in deps)
+
+
+def _said(findings: list) -> list[tuple[str, str]]:
+    return sorted((f.code, f.severity.value) for f in findings)
+
+
+def test_a_pip_torch_beside_conda_cuda_is_said_once() -> None:
+    """One finding per problem where a torch stack from pip meets conda's CUDA packages: EG107's warning (CUDA
+    libraries beside the wheels'), EG157 (two CUDA lines across the managers) and EG108 (pytorch-cuda with a pip
+    torch) each name a case the others do not; EG109 and EG118 judge conda builds a pip torch never uses."""
+    pip_torch = ("- pip:", "  - torch==2.13.0")
+    # conda's cudatoolkit beside the wheels' runtime: the warning, not EG109 ("the solver can pick a CPU build"
+    # of a torch the solver does not install)
+    fs = lint_text(_env("- cudatoolkit=11.8", *pip_torch))
+    assert _said(fs) == [("EG107", "warning")], fs
+    assert "cudatoolkit" in fs[0].message
+    # pip's CUDA 12 wheels beside conda's CUDA 11: EG157 names both lines; the warning would say it again
+    fs = lint_text(_env("- cudatoolkit=11.8", *pip_torch, "  - nvidia-cublas-cu12"))
+    assert _said(fs) == [("EG157", "error")], fs
+    # cuda-version installs no library: the layout stays supported (info), as check says of the same prefix
+    fs = lint_text(_env("- cuda-version=12.9", *pip_torch, "  - nvidia-cublas-cu12"))
+    assert _said(fs) == [("EG107", "info")], fs
+    # pytorch-cuda with a pip torch: EG108 (and EG110, the legacy channel); no warning repeating EG108, no EG118
+    # about which pytorch-channel build would pair with a line the pip torch does not use
+    fs = lint_text(_env("- pytorch-cuda=11.7", "- pip:", "  - torch==2.5.1", channels="[pytorch, nvidia]"))
+    assert {f.code for f in fs} == {"EG108", "EG110", "EG111"}, _said(fs)
 
 
 def test_cudatoolkit_with_torch2() -> None:
@@ -662,6 +700,30 @@ def test_cudatoolkit_with_conda_forges_own_cuda11_builds_is_fine() -> None:
           - cudatoolkit=11.8
         """), "EG109")
     assert "`pytorch=2.13.*=cuda12*` with `cuda-version=12.9`" in f.fix
+
+
+def test_an_export_is_judged_on_its_own_platform() -> None:
+    """`conda env export` writes no platforms: it is one machine. A linux-64 export (ld_impl_linux-64 gives it
+    away) of conda-forge's cuda129 build is right, though win-64 has only cuda128 builds of 2.12; the same build
+    in a win-64 export is not, and an export that does not say where is judged against every platform at once."""
+    export = """
+        name: train
+        channels:
+          - conda-forge
+        dependencies:
+          - {marker}
+          - python=3.11.9=hb806964_0_cpython
+          - pytorch=2.12.0=cuda129_mkl_py311_h49b8cc7_300
+          - numpy=2.4.6=py311h65cb7f3_0
+          - tzdata=2025b=h78e105d_0
+        prefix: /opt/conda/envs/train
+        """
+    assert "EG118" not in _codes(_lint(export.format(marker="ld_impl_linux-64=2.43=h712a8e2_4")))
+    assert "EG118" not in _codes(_lint(export.format(marker="libzlib=1.3.1=hb9d3cd8_2")))
+    win = _one(_lint(export.format(marker="vs2015_runtime=14.44.35208=h38c0c73_26")), "EG118")
+    assert "on win-64" in win.message and "linux-64" not in win.message
+    # a build no platform has stays wrong wherever the export was taken
+    assert "EG118" in _codes(_lint(export.format(marker="libzlib=1.3.1=hb9d3cd8_2").replace("cuda129", "cuda126")))
 
 
 def test_cuda_version_rules_follow_conda_forges_real_builds() -> None:

@@ -220,7 +220,9 @@ def test_spec_level_rules(tmp_path: Path) -> None:
         """))
     fs = _by_code(lint_file(p))
     assert fs["EG157"][0].line == 10 and "cudatoolkit" in fs["EG157"][0].message
-    assert "EG158" not in fs and "EG107" in fs  # pytorch on linux, pip torch on osx: never both on one platform
+    assert "EG158" not in fs  # pytorch on linux, pip torch on osx: never both on one platform
+    # the pip torch's CUDA beside conda's cudatoolkit is said once, by EG157 with both lines (not EG107 again)
+    assert "EG107" not in fs and "EG109" in fs
     # torch from both in an environment file: EG107 (move it to conda) says it; EG158 is for what is locked
     both = p.read_text().replace("torch==2.6.0  # [osx]", "torch==2.6.0")
     codes = [f.code for f in lint_text(both, "environment.yml")]

@@ -176,6 +176,62 @@ def test_manifest_torch_from_both_managers_and_bad_version(tmp_path: Path) -> No
     assert codes["EG121"].line == 10 and "EG107" not in codes  # PyPI torch alone is a pixi route; both is EG158
 
 
+def test_named_platforms_get_the_cuda_rules_of_their_subdir(tmp_path: Path) -> None:
+    """pixi's platform tables (`{ name = "gpu", platform = "linux-64", cuda = "12" }`): the route and platform
+    rules judge the subdir a name stands for, and the table's cuda asks for CUDA as [system-requirements] does."""
+    named = _write(tmp_path, """\
+        [workspace]
+        name = "x"
+        channels = ["conda-forge"]
+        platforms = [{ name = "gpu", platform = "linux-64", cuda = "12" }, "osx-arm64"]
+
+        [dependencies]
+        python = "3.11.*"
+        pytorch = "2.13.*"
+
+        [target.gpu.dependencies]
+        cuda-version = "12.6.*"
+        """)
+    fs = {f.code: f for f in lint_file(named)}
+    # conda-forge has no 2.13 build for 12.6 on linux-64, whatever the platform is called
+    assert fs["EG118"].line == 11 and "on linux-64" in fs["EG118"].message
+    # the guard goes where CUDA is declared, in the manifest's own syntax
+    assert '`pytorch = { version = "2.13.*", build = "cuda12*" }` under [target.gpu.dependencies]' in fs["EG112"].fix
+    # only the table's cuda asks for CUDA: the same file without cuda-version still needs the guard
+    plain = _write(tmp_path, named.read_text().replace('[target.gpu.dependencies]\ncuda-version = "12.6.*"\n', ""),
+                   "plain.toml")
+    eg112 = [f for f in lint_file(plain) if f.code == "EG112"]
+    assert len(eg112) == 1 and 'cuda = "12" on platform gpu' in eg112[0].message
+
+
+def test_manifest_fixes_are_written_in_pixi_syntax(tmp_path: Path) -> None:
+    """A fix must work as written: in a pixi.toml that is `name = "spec"`, never environment.yml's `name=spec`."""
+    p = _write(tmp_path, """\
+        [workspace]
+        name = "x"
+        channels = ["conda-forge"]
+        platforms = ["linux-64", "osx-arm64"]
+
+        [system-requirements]
+        cuda = "12"
+
+        [dependencies]
+        python = "3.9.*"
+        pytorch = ">=2.10"
+
+        [target.linux-64.dependencies]
+        cuda-version = "12.6.*"
+        """)
+    fs = {f.code: f for f in lint_file(p)}
+    assert fs["EG102"].fix == 'use `python = "3.11.*"`'
+    assert fs["EG105"].fix == 'pin one release line, e.g. `pytorch = "2.13.*"`'
+    cpu = fs["EG112"].fix.split("(or ", 1)[1]
+    assert cpu == '`pytorch = { version = "*", build = "cpu*" }` for a CPU one)'  # CPU builds exist everywhere
+    pinned = _write(tmp_path, p.read_text().replace('">=2.10"', '"2.13.*"'), "pinned.toml")
+    eg118 = next(f for f in lint_file(pinned) if f.code == "EG118")
+    assert eg118.fix == 'use `cuda-version = "12.9.*"`'
+
+
 def test_no_channels_in_a_manifest(tmp_path: Path) -> None:
     p = _write(tmp_path, '[workspace]\nname = "x"\nplatforms = ["linux-64"]\n\n[dependencies]\npython = "3.11.*"\n')
     assert [f.code for f in lint_file(p)] == ["EG129"]

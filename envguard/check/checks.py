@@ -343,9 +343,6 @@ def _import_key(dist: Dist) -> set[str]:
 
 # What a pip torch stack brings: torch and the packages built for it, their CUDA wheels, numpy.
 _PIP_STACK = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "numpy", "nvidia-*", "cuda-*")
-# Conda packages that carry CUDA libraries of their own.
-_CONDA_CUDA = ("cudatoolkit", "pytorch-cuda", "cuda-*", "libcublas*", "libcudnn*", "cudnn", "libnccl*", "nccl",
-               "libcufft*", "libcusparse*", "libcurand*", "libcusolver*")
 
 
 def _matches(name: str, patterns: Sequence[str]) -> bool:
@@ -411,24 +408,30 @@ def rule_pip_over_conda(inp: CheckInput) -> list[Finding]:
             out.append(Finding("EG520", W, f"core package {d.name} {d.version} was installed by pip into a conda "
                                "environment" + (f" beside conda's torch stack ({', '.join(conda_stack)})"
                                                 if conda_stack else ""), fix, file=d.path, package=d.name))
-    if layout:
-        out.append(_pip_stack_layout(info, layout))
+    said = _pip_stack_layout(info, layout) if layout else None
+    if said is not None:
+        out.append(said)
     for ow in info.overwritten:
         out.append(Finding("EG522", E, f"conda package {ow.package}'s dist-info was overwritten: {ow.reason}",
                            fix, file=ow.metadata_path, package=ow.package))
     return out
 
 
-def _pip_stack_layout(info: PrefixInfo, layout: list[Dist]) -> Finding:
-    """One line for a torch stack from pip on conda's Python; a warning when conda brings CUDA libraries too."""
+def _pip_stack_layout(info: PrefixInfo, layout: list[Dist]) -> Finding | None:
+    """One line for a torch stack from pip on conda's Python; a warning when conda brings CUDA libraries too,
+    unless they are of another CUDA line than the wheels': the mixing rule (EG572) then names both lines."""
     torch = next((d for d in layout if d.key == "torch"), layout[0])
     cuda_wheels = [d for d in layout if d.key.startswith(("nvidia-", "cuda-"))]
     shown = ", ".join(f"{d.name} {d.version}" for d in layout if not d.key.startswith(("nvidia-", "cuda-")))
     if cuda_wheels:
         shown += f" and {len(cuda_wheels)} CUDA wheel{'s' * (len(cuda_wheels) != 1)}"
-    conda_cuda = sorted(f"{r.name} {r.version}" for r in info.conda
-                        if _matches(r.name, _CONDA_CUDA) and r.name != "cuda-version")  # a pin, not a library
+    from envguard.mixing import conda_cuda_library, cuda_line_mix
+
+    conda_cuda = sorted(f"{r.name} {r.version}" for r in info.conda if conda_cuda_library(r.name))
     if cuda_wheels and conda_cuda:
+
+        if any({r.manager for r in m.records} == {"conda", "pip"} for m in cuda_line_mix(info.packages())):
+            return None  # EG572: the same two runtimes, with their lines
         return Finding("EG520", W, f"the torch stack comes from pip ({shown}) while conda installed CUDA libraries "
                        f"too ({', '.join(conda_cuda[:3])}{' ...' if len(conda_cuda) > 3 else ''}): two CUDA "
                        "runtimes in one environment, and what loads first decides which one a library gets",

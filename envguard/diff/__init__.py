@@ -358,6 +358,27 @@ def diff_packages(old: list[Package], new: list[Package], notes: list[str] | Non
     return sorted(changes, key=_sort_key)
 
 
+def _same_request(a: RequestedSpec, b: RequestedSpec) -> bool:
+    """Whether two written specs ask for the same thing: ``python=3.11`` (environment.yml) and ``python 3.11.*``
+    (a pixi manifest) do; each manager's own parser says so, the text as written when it cannot read it."""
+    if a.manager != b.manager or (a.channel or None) != (b.channel or None):
+        return False
+    if a.spec == b.spec:
+        return True
+    try:
+        if a.manager == "conda":
+            from rattler import MatchSpec
+
+            return str(MatchSpec(a.spec, strict=False)) == str(MatchSpec(b.spec, strict=False))
+        from packaging.requirements import Requirement
+
+        ra, rb = Requirement(a.spec), Requirement(b.spec)
+        return (ra.name.lower(), ra.specifier, ra.extras, ra.url, str(ra.marker)) == (
+            rb.name.lower(), rb.specifier, rb.extras, rb.url, str(rb.marker))
+    except Exception:  # rattler's and packaging's parse errors: compare the text as written
+        return False
+
+
 def diff_requested(old: list[RequestedSpec], new: list[RequestedSpec], platform: str | None = None) -> list[Change]:
     """Two environment files: which requested specs were added, removed or changed."""
     def by_key(specs: list[RequestedSpec]) -> dict[tuple[str, str], RequestedSpec]:
@@ -369,7 +390,7 @@ def diff_requested(old: list[RequestedSpec], new: list[RequestedSpec], platform:
         sa, sb = a.get(k), b.get(k)
         ta = f"{sa.channel}::{sa.spec}" if sa and sa.channel else (sa.spec if sa else None)
         tb = f"{sb.channel}::{sb.spec}" if sb and sb.channel else (sb.spec if sb else None)
-        if ta == tb:
+        if ta == tb or (sa is not None and sb is not None and _same_request(sa, sb)):
             continue
         kind = "removed" if sb is None else "added" if sa is None else "spec-changed"
         changes.append(Change(key=k[0], kinds=(kind,), old_spec=ta, new_spec=tb,

@@ -129,8 +129,12 @@ def _pick_cuda(route: compat.Route, rel: compat.Release, cuda: str, plats: list[
     lacking = [p for p in plats if not exact or rel.build_line(p, cuda) is None]
     if exact and not lacking and route.toolkit_lines:  # every build would accept it: no such CUDA release
         same = [v for v in route.toolkit_lines if _major(v) == _major(cuda)] or list(route.toolkit_lines)
+        use = _or('--cuda', _nearest(cuda, [c for c in choices if c in same] or same))
+        if _vkey(cuda) > _vkey(route.toolkit_lines[-1]):  # a line newer than the data: unknown, not absent
+            raise UserError(f"CUDA {cuda} is newer than the {route.title} CUDA lines in envguard's data (its CUDA "
+                            f"{_major(cuda)} lines: {_and(same)}); use {use}, or update envguard")
         raise UserError(f"{route.title} packages no CUDA {cuda} (its CUDA {_major(cuda)} lines: {_and(same)}); "
-                        f"use {_or('--cuda', _nearest(cuda, [c for c in choices if c in same] or same))}")
+                        f"use {use}")
     lacking = lacking or plats
     groups: dict[tuple[str, ...], list[str]] = {}
     for p in lacking:

@@ -281,7 +281,19 @@ class _EnvLinter:
         return f"`- {name}={spec}`"
 
     def spec_fix(self, name: str, version: str, build: str) -> str:
+        """The build guard to write (EG112)."""
+        return self.build_pin(name, version, build)
+
+    def pin(self, name: str, line: str, manager: str = "conda") -> str:
+        """``name`` pinned to the release line ``line``, as this kind of file writes it."""
+        return f"`{name}={line}`" if manager == "conda" else f"`{name}=={line}.*`"
+
+    def build_pin(self, name: str, version: str, build: str) -> str:
         return f"`{name}={version}={build}`"
+
+    def per_platform_pin(self) -> str:
+        """How to pin a different CUDA line per platform in this kind of file."""
+        return "pin the platforms' lines with selectors, e.g. `cuda-version=12.9  # [linux]`"
 
     def pip_core(self) -> set[str]:
         """PyPI names that must not come from pip (EG107)."""
@@ -337,8 +349,15 @@ class _EnvLinter:
         self.torch_lines = self._torch_lines()
         self.route = self._route()
         plats = self.data.get("platforms")
-        self.platforms: list[str] = ([str(p) for p in plats if isinstance(p, str)] if isinstance(plats, list)
-                                     else list(DEFAULT_PLATFORMS))
+        self.one_machine = False  # an export: one machine, on one platform (which, the file may not say)
+        if isinstance(plats, list):
+            self.platforms: list[str] = [str(p) for p in plats if isinstance(p, str)]
+        else:
+            from envguard.sources.export import export_platform, looks_like_export
+
+            self.one_machine = looks_like_export(self.data)
+            found = export_platform(self.data) if self.one_machine else None
+            self.platforms = [found] if found else list(DEFAULT_PLATFORMS)
 
     def _route(self) -> str:
         """Where the file's torch comes from: the legacy pytorch channel, conda-forge, or PyPI wheels."""
@@ -380,6 +399,12 @@ class _EnvLinter:
     def _deps_line(self) -> int:
         return self.pos.line("dependencies") or 1
 
+    def _python_line(self) -> str | None:
+        """The one X.Y the file pins Python to, if it does."""
+        pys = [d for d in self.conda if d.name == "python"]
+        lines = release_lines(pys[0].version, "conda", _PYTHON_UNIVERSE) if pys else None
+        return next(iter(lines)) if lines and len(lines) == 1 else None
+
     # -- rules -----------------------------------------------------------------
     def python_rules(self) -> None:
         pys = [d for d in self.conda if d.name == "python"]
@@ -392,24 +417,25 @@ class _EnvLinter:
         lines = release_lines(d.version, "conda", _PYTHON_UNIVERSE)
         if not lines or len(lines) != 1:
             self.add("EG101", f"python is not pinned to one release (`{d.spec}`)",
-                     f"pin it: `python={self.c.default_python}`", d.line, package="python")
+                     f"pin it: {self.pin('python', self.c.default_python)}", d.line, package="python")
             return
         py = next(iter(lines))
         if py not in supported:
             older = _vkey(py) < _vkey(supported[0])
             self.add("EG102", f"Python {py} is not supported (envguard supports {', '.join(supported)})",
-                     f"use `python={self.c.default_python}`", d.line, E if older else W, package="python")
+                     f"use {self.pin('python', self.c.default_python)}", d.line, E if older else W,
+                     package="python")
         legacy = self.c.python_legacy(py)
         if legacy:
             self.add("EG103", f"Python {py} is legacy: {legacy.get('note', 'end of life')}",
-                     f"move to `python={self.c.default_python}`", d.line, package="python")
+                     f"move to {self.pin('python', self.c.default_python)}", d.line, package="python")
         rel = self._release()
         if rel and py not in rel.python:
             newest_for_py = [r.version for r in self.c.releases_for_python(py, self.route)]
             pys_ok = [p for p in supported if p in rel.python]
             fix_parts = []
             if pys_ok:
-                fix_parts.append(f"`python={min(pys_ok, key=lambda p: abs(_vkey(p)[1] - _vkey(py)[1]))}`")
+                fix_parts.append(self.pin("python", min(pys_ok, key=lambda p: abs(_vkey(p)[1] - _vkey(py)[1]))))
             if newest_for_py:
                 fix_parts.append(f"torch {newest_for_py[-1]}")
             relation = (f"needs Python ≥ {rel.python[0]}" if _vkey(py) < _vkey(rel.python[0])
@@ -425,8 +451,8 @@ class _EnvLinter:
                 continue  # a variant metapackage beside pytorch: the version is pytorch's, judged there
             lines = release_lines(d.version, d.manager, _TORCH_UNIVERSE)
             if lines is None or len(lines) != 1:
-                pin = (f"`{d.name}={self.c.newest_torch}.*`" if d.manager == "conda"
-                       else f"`torch=={self.c.newest_torch}.*`")
+                pin = (self.pin(d.name, self.c.newest_torch) if d.manager == "conda"
+                       else self.pin("torch", self.c.newest_torch, "pip"))
                 self.add("EG105", f"{d.name} is not pinned to one release (`{d.spec}`)",
                          f"pin one release line, e.g. {pin}", d.line, package=d.name)
         rel = self.torch_release
@@ -446,8 +472,11 @@ class _EnvLinter:
                         "newer than" if _vkey(rel) > _vkey(known[-1].version) else "missing from")
                 what = (f"torch {rel} is {when} envguard's data for {route.title} "
                         f"({known[0].version}–{known[-1].version})")
+            # the newest release that the file's own Python can run (2.15 has no Python 3.10 build)
+            py = self._python_line()
+            fits = [r.version for r in known if py is None or py in r.python] or [known[-1].version]
             self.add("EG106", f"{what}: its Python/CUDA/driver pairing is not checked",
-                     f"use torch {known[-1].version}, or update envguard", d.line, package=d.name)
+                     f"use torch {fits[-1]}, or update envguard", d.line, package=d.name)
 
     def pip_rules(self) -> None:
         """EG107: a core package from pip is an error where conda provides the torch stack or the same package
@@ -484,8 +513,10 @@ class _EnvLinter:
                          "keep one: delete the pip line or the conda one", d.line, package=key)
         if layout:
             names = ", ".join(self._key(d) + (f" through {d.via}" if d.via else "") for d in layout)
-            cuda_libs = [d.name for d in self.conda if d.name in ("cudatoolkit", "pytorch-cuda", "cudnn", "nccl")
-                         or d.name.startswith(("cuda-", "libcublas", "libcudnn", "libnccl"))]
+            from envguard.mixing import conda_cuda_library
+
+            # pytorch-cuda beside a pip torch is EG108's to say
+            cuda_libs = [d.name for d in self.conda if conda_cuda_library(d.name) and d.name != "pytorch-cuda"]
             if cuda_libs:
                 self.add("EG107", f"the torch stack comes from pip ({names}) but conda installs CUDA libraries too "
                          f"({', '.join(cuda_libs[:3])}): the wheels bring their own CUDA runtime, so the environment "
@@ -493,7 +524,7 @@ class _EnvLinter:
                          f"drop {', '.join(cuda_libs[:3])} from the conda dependencies (the pip-only torch stack needs "
                          "none), or install the whole torch stack from conda-forge", layout[0].line, W,
                          package=self._key(layout[0]))
-            else:
+            elif not (self.torch_pip and any(d.name == "pytorch-cuda" for d in self.conda)):
                 self.add("EG107", f"the torch stack comes from pip ({names}) on conda's Python: a supported layout "
                          "(PyTorch's own install since the pytorch channel ended) as long as conda installs no "
                          "torch, numpy or CUDA libraries of its own", "", layout[0].line, I,
@@ -517,7 +548,7 @@ class _EnvLinter:
                      "install pytorch from conda and drop the pip torch (conda-forge: `pytorch=X.Y.*=cuda12*` "
                      "with `cuda-version`), or drop pytorch-cuda", pcuda.line, package="pytorch-cuda")
         tk = names.get("cudatoolkit")
-        if tk and (self.torch_conda or self.torch_pip):
+        if tk and self.torch_conda:  # beside a torch from pip alone, EG107 (CUDA libraries beside the wheels')
             self._cudatoolkit(tk)
         if pcuda:
             after = self._torch_all_after(frozen)
@@ -526,12 +557,14 @@ class _EnvLinter:
                                           if after else ""),
                      f"on conda-forge use {self._conda_forge_cuda_pins(pcuda.version)}",
                      pcuda.line, E if after else W, package="pytorch-cuda")
-            rel = self.c.torch(self.torch_release, compat.PYTORCH) if self.torch_release else None
+            # which pytorch-channel build pairs with it matters only for a torch from that channel (EG108: pip's)
+            rel = (self.c.torch(self.torch_release, compat.PYTORCH)
+                   if self.torch_release and self.torch_conda else None)
             cl = release_lines(pcuda.version, "conda", _CUDA_UNIVERSE)
             if rel and cl and len(cl) == 1 and next(iter(cl)) not in rel.cuda:
                 self.add("EG118", f"the pytorch channel has no CUDA {next(iter(cl))} build of torch {rel.version} "
                          f"(its CUDA lines: {', '.join(rel.cuda)})",
-                         f"use `pytorch-cuda={rel.cuda[-1]}`", pcuda.line, package="pytorch-cuda")
+                         f"use {self.pin('pytorch-cuda', rel.cuda[-1])}", pcuda.line, package="pytorch-cuda")
         cv = names.get("cuda-version")
         if cv and self.route == compat.CONDA_FORGE:
             self._cuda_version_line(cv)
@@ -544,6 +577,11 @@ class _EnvLinter:
         """The file's platforms where ``dep`` applies and the release has CUDA builds."""
         plats = [p for p in self.platforms if dep.platforms is None or p in dep.platforms]
         return [p for p in plats if rel.cuda_on(p)]
+
+    def _lacking(self, lacking: list[str], plats: list[str]) -> list[str]:
+        """The platforms to report as lacking a build. An export whose platform the file does not give away
+        describes one machine on one of them: only a build no platform has is wrong."""
+        return lacking if not self.one_machine or len(lacking) == len(plats) else []
 
     def _built_text(self, rel: Any, plats: list[str]) -> str:
         groups: dict[tuple[str, ...], list[str]] = {}
@@ -560,12 +598,11 @@ class _EnvLinter:
             return
         line = next(iter(cl))
         plats = self._cuda_platforms(cv, rel)
-        lacking = [p for p in plats if rel.build_line(p, line) is None]
+        lacking = self._lacking([p for p in plats if rel.build_line(p, line) is None], plats)
         if not lacking:
             return
         choices = rel.cuda_choices(plats)
-        fix = (f"use `cuda-version={_nearest_line(line, choices)}`" if choices
-               else "pin the platforms' lines with selectors, e.g. `cuda-version=12.9  # [linux]`")
+        fix = f"use {self.pin('cuda-version', _nearest_line(line, choices))}" if choices else self.per_platform_pin()
         self.add("EG118", f"conda-forge builds torch {rel.version} {self._built_text(rel, lacking)}: no build there "
                  f"accepts `{cv.spec}`", fix, cv.line, package="cuda-version")
 
@@ -580,6 +617,7 @@ class _EnvLinter:
             lacking = [p for p in plats if line not in rel.cuda_on(p)]
         else:
             lacking = [p for p in plats if not any(c.split(".")[0] == line for c in rel.cuda_on(p))]
+        lacking = self._lacking(lacking, plats)
         if lacking:
             self.add("EG118", f"conda-forge builds torch {rel.version} {self._built_text(rel, lacking)}: no build "
                      f"matches `{d.spec}`", f"write {self._conda_forge_cuda_pins(line if '.' in line else None)}",
@@ -598,7 +636,8 @@ class _EnvLinter:
         hint = hints[0] if hints else (line_hint if line_hint and re.fullmatch(r"\d+\.\d+", line_hint) else None)
         same = [c for c in choices if hint and c.split(".")[0] == hint.split(".")[0]]
         line = same[-1] if same else (_nearest_line(hint, choices) if hint else choices[-1])
-        return f"`pytorch={rel.version}.*=cuda{line.split('.')[0]}*` with `cuda-version={line}`"
+        return (f"{self.build_pin('pytorch', f'{rel.version}.*', 'cuda' + line.split('.')[0] + '*')} with "
+                f"{self.pin('cuda-version', line)}")
 
     def _cudatoolkit(self, tk: _Dep) -> None:
         """EG109: cudatoolkit is CUDA 11 packaging. conda-forge's torch 2.0-2.5 CUDA 11.x builds really use it;
@@ -745,6 +784,9 @@ class _EnvLinter:
                 if code == "EG158" and any(f.code == "EG107" and f.package == "torch" for f in self.findings):
                     continue  # EG107 already stops the pip torch line in a spec
                 seen.add((code, m.message))
+                if m.rule == "cuda-lines" and {r.manager for r in m.records} == {"conda", "pip"}:
+                    # the same two CUDA runtimes EG107's warning names, here with their lines: say it once
+                    self.findings = [f for f in self.findings if not (f.code == "EG107" and f.severity is W)]
                 where = f" (on {platform})" if platform else ""
                 self.add(code, m.message + where, m.fix, lines.get(id(m.records[0])), package=m.package)
 

@@ -32,8 +32,11 @@ from envguard.lint import (
 from envguard.sources.pixi_manifest import Environment, Manifest, ManifestDep, parse_manifest
 
 
-def _dep(d: ManifestDep, env: Environment) -> _Dep | None:
-    plats = None if d.platforms is None else tuple(p for p in d.platforms if p in env.platforms)
+def _dep(d: ManifestDep, env: Environment, subdir_of: dict[str, str]) -> _Dep | None:
+    # the rules judge subdirs (what a route builds for); a named platform ({name = "gpu", platform = "linux-64"})
+    # stands for its subdir
+    plats = None if d.platforms is None else tuple(
+        dict.fromkeys(subdir_of.get(p, p) for p in d.platforms if p in env.platforms))
     if d.manager == "pip":
         return _Dep(d.name.lower(), "pip", d.spec, d.version, None, None, d.line, plats)
     from rattler import MatchSpec
@@ -57,19 +60,39 @@ class _ManifestEnvLinter(_EnvLinter):
     def dep_fix(self, name: str, spec: str) -> str:
         return f'`{name} = "{spec}.*"`'
 
+    def pin(self, name: str, line: str, manager: str = "conda") -> str:
+        return f'`{name} = "{line}.*"`' if manager == "conda" else f'`{name} = "=={line}.*"`'
+
+    def build_pin(self, name: str, version: str, build: str) -> str:
+        return f'`{name} = {{ version = "{version}", build = "{build}" }}`'
+
+    def per_platform_pin(self) -> str:
+        return 'pin each platform\'s line in its own table, e.g. `cuda-version = "12.9.*"` under [target.linux-64.dependencies]'
+
+    def _declared_cuda(self) -> list[tuple[str, str]]:
+        """(platform name, cuda) of this environment's platforms whose table declares a CUDA driver."""
+        info = self.manifest.platform_info
+        return [(p, info[p]["cuda"]) for p in self.env.platforms if info.get(p, {}).get("cuda")]
+
     def spec_fix(self, name: str, version: str, build: str) -> str:
-        table = f'`{name} = {{ version = "{version}", build = "{build}" }}`'
-        cuda_subdirs = [p for p in self.env.platforms
-                        if self.manifest.platforms.get(p, p).startswith(("linux", "win"))]
-        if len(cuda_subdirs) == len(self.env.platforms):
+        table = self.build_pin(name, version, build)
+        if not build.startswith("cuda"):
+            return table  # CPU builds exist on every platform
+        declared = [p for p, _ in self._declared_cuda()]
+        cuda_names = declared or [p for p in self.env.platforms
+                                  if self.manifest.platforms.get(p, p).startswith(("linux", "win"))]
+        if len(cuda_names) == len(self.env.platforms):
             return table
-        # macOS has no CUDA build: guard only the platforms that have one, the way pixi's docs do
-        where = ", ".join(f"[target.{p}.dependencies]" for p in cuda_subdirs[:2]) or "[target.linux-64.dependencies]"
-        return f'{table} under {where} (macOS has no CUDA build), or `pytorch-gpu = "*"` there'
+        # guard only the platforms that can have a CUDA build, the way pixi's docs do
+        why = "the platforms that declare CUDA" if declared else "macOS has no CUDA build"
+        where = ", ".join(f"[target.{p}.dependencies]" for p in cuda_names[:2]) or "[target.linux-64.dependencies]"
+        return f'{table} under {where} ({why}), or `pytorch-gpu = "*"` there'
 
     def gather(self) -> None:
-        self.conda = [x for x in (_dep(d, self.env) for d in self.env.deps if d.manager == "conda") if x]
-        self.pip = [x for x in (_dep(d, self.env) for d in self.env.deps if d.manager == "pip" and not d.source) if x]
+        sub = self.manifest.platforms
+        self.conda = [x for x in (_dep(d, self.env, sub) for d in self.env.deps if d.manager == "conda") if x]
+        self.pip = [x for x in (_dep(d, self.env, sub) for d in self.env.deps if d.manager == "pip" and not d.source)
+                    if x]
         self.channels = [(ch, self.manifest.channels[0][1] if self.manifest.channels else self.manifest.workspace_line)
                          for ch in self.env.channels]
         self.channel_names = {_channel_name(ch) for ch, _ in self.channels}
@@ -77,11 +100,14 @@ class _ManifestEnvLinter(_EnvLinter):
         self.torch_pip = [d for d in self.pip if d.name == "torch"]
         self.torch_lines = self._torch_lines()
         self.route = self._route()
-        self.platforms = [self.manifest.platforms.get(p, p) for p in self.env.platforms]
+        self.platforms = list(dict.fromkeys(sub.get(p, p) for p in self.env.platforms))
+        self.one_machine = False  # what _EnvLinter.gather sets for an export
 
     def cuda_signals(self) -> list[str]:
-        cuda = self.env.system.get("cuda")  # the driver level pixi solves for: a request for CUDA builds
-        return [f'[system-requirements] cuda = "{cuda}"'] if cuda else []
+        # the driver level pixi solves for, for every platform or in a platform's table: a request for CUDA builds
+        cuda = self.env.system.get("cuda")
+        return ([f'[system-requirements] cuda = "{cuda}"'] if cuda else []) + [
+            f'cuda = "{c}" on platform {p}' for p, c in self._declared_cuda()]
 
     def _deps_line(self) -> int:
         return self.manifest.workspace_line or 1
@@ -96,17 +122,20 @@ class _ManifestEnvLinter(_EnvLinter):
         self._system_cuda_rule()
 
     def _system_cuda_rule(self) -> None:
-        cuda = self.env.system.get("cuda")
         rel = self._release()
-        if not cuda or rel is None or not rel.cuda:
+        if rel is None or not rel.cuda:
             return
-        lines = release_lines(cuda, "conda", _CUDA_UNIVERSE)
-        have = min(lines, key=_vkey) if lines else None
-        if have and all(_vkey(c)[0] > _vkey(have)[0] for c in rel.cuda):
-            self.add("EG118", f"[system-requirements] cuda = \"{cuda}\": torch {rel.version} has no CUDA {have} "
-                     f"build (its CUDA lines: {', '.join(rel.cuda)}), so pixi can solve only a CPU build",
-                     f'raise it to cuda = "{rel.cuda[0].split(".")[0]}" (the driver must support it)',
-                     self.env.system_line, package="pytorch")
+        system = self.env.system.get("cuda")
+        declared = ([(f'[system-requirements] cuda = "{system}"', system, self.env.system_line)] if system else [])
+        declared += [(f'cuda = "{c}" on platform {p}', c, self.manifest.workspace_line) for p, c in self._declared_cuda()]
+        for label, cuda, line in declared:
+            lines = release_lines(cuda, "conda", _CUDA_UNIVERSE)
+            have = min(lines, key=_vkey) if lines else None
+            if have and all(_vkey(c)[0] > _vkey(have)[0] for c in rel.cuda):
+                self.add("EG118", f"{label}: torch {rel.version} has no CUDA {have} build (its CUDA lines: "
+                         f"{', '.join(rel.cuda)}), so pixi can solve only a CPU build",
+                         f'raise it to cuda = "{rel.cuda[0].split(".")[0]}" (the driver must support it)', line,
+                         package="pytorch")
 
     def url_rules(self) -> None:
         return  # the raw-text credential scan covers every URL of a manifest
