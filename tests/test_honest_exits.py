@@ -87,6 +87,36 @@ def test_ctrl_c_before_the_swap_says_the_target_was_left_as_it_was(tmp_path: Pat
     assert tree_state(target) == before
 
 
+@pytest.mark.parametrize("why", ["drifted", "--force on a match"])
+def test_ctrl_c_while_rebuilding_an_env_with_the_locks_fingerprint_keeps_it(tmp_path: Path, two_locks,
+                                                                           why: str) -> None:
+    """A drifted environment (or one rebuilt with --force) already carries the fingerprint of the lock being
+    installed: a Ctrl-C before the swap said `the new environment is in place` while the old one stood there."""
+    one, _two = two_locks
+    target = tmp_path / "env"
+    assert envguard_run("create", "-p", str(target), "--lockfile", str(one), "--no-check").returncode == 0
+    args = ["--force"] if why == "--force on a match" else []
+    if why == "drifted":  # a new file where the package's was: the environment no longer matches the lock
+        edited = target / "share" / "egone.txt"
+        edited.unlink()
+        edited.write_text("edited by hand\n")
+    before = tree_state(target)
+    proc = envguard_popen("create", "-p", str(target), "--lockfile", str(one), "--no-check", *args,
+                          env={**HOOKS, "ENVGUARD_TEST_PAUSE_AT": "staged:3"})
+    _wait_for(lambda: any("staging" in n for n in siblings(target))
+              and (tmp_path / next(n for n in siblings(target) if "staging" in n) / "conda-meta").is_dir())
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert [ln for ln in err.splitlines() if ln.strip()][-1].startswith(f"interrupted: {target} was left as it was")
+    assert "in place" not in err and tree_state(target) == before
+    again = envguard_run("create", "-p", str(target), "--lockfile", str(one), "--no-check")
+    assert again.returncode == 0 and again.stdout.startswith("replaced" if why == "drifted" else "unchanged"), \
+        again.stdout + again.stderr
+    assert (target / "share" / "egone.txt").read_text() == "one\n" and siblings(target) == []
+
+
 def test_a_kill_between_the_fallback_renames_is_named_by_check_and_undone_by_create(tmp_path: Path,
                                                                                    two_locks) -> None:
     """Issue #12: `check` said `no environment at …` while the old env sat beside it under another name."""

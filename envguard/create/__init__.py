@@ -467,25 +467,47 @@ def create(
     warnings: list[str] = []
     expected = plan.fingerprint(be.name)
     pkgs = Path(cache_dir) if cache_dir is not None else default_pkgs_dir()
+    found: dict[str, tuple[int, int] | None] = {}  # what stood at the target before this run built anything
     try:
         return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, force=force, timeout=timeout,
-                              check=check, warnings=warnings, rep=rep, started=started)
+                              check=check, warnings=warnings, rep=rep, started=started, found=found)
     except Interrupted:
         raise
     except KeyboardInterrupt:  # say what the target really holds now
-        current = read_fingerprint(target) if target.exists() else None
-        raise Interrupted(interrupt_report(target, current is not None and current.digest == expected.digest)) \
-            from None
+        raise Interrupted(interrupt_report(target, _new_env_in_place(target, found, expected))) from None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _new_env_in_place(target: Path, found: dict[str, tuple[int, int] | None], expected: Fingerprint) -> bool:
+    """Whether this run's new environment stands at ``target``: another directory than the one found there
+    before the build, carrying the lock's fingerprint. The fingerprint alone cannot tell: an environment
+    that drifted after create (or one rebuilt with --force) carries the same one while it is still the old."""
+    if "before" not in found:
+        return False  # interrupted before this run touched the target (waiting for the prefix lock)
+    now = _identity(target)
+    if now is None or now == found["before"]:
+        return False
+    current = read_fingerprint(target)
+    return current is not None and current.digest == expected.digest
 
 
 def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, platform: str, expected: Fingerprint,
                    pkgs: Path, *, force: bool, timeout: float | None, check: bool, warnings: list[str],
-                   rep: CreateReporter, started: float) -> CreateResult:
+                   rep: CreateReporter, started: float,
+                   found: dict[str, tuple[int, int] | None]) -> CreateResult:
     drift: list[str] = []
     with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
         for note in cleanup_leftovers(target):
             rep.note(note)
         _refuse_non_env(target)  # only now: a half-built target of a killed run is gone after the cleanup
+        found["before"] = _identity(target)
         replacing = target.exists() and is_env(target)
         if replacing:
             _refuse_base(target)
