@@ -140,6 +140,32 @@ def test_a_kill_between_the_fallback_renames_is_named_by_check_and_undone_by_cre
     assert tree_state(target) == before and siblings(target) == []
 
 
+def test_check_without_p_names_the_project_env_moved_aside(tmp_path: Path, two_locks) -> None:
+    """README's workflow names no prefix: with the environment environment.yml names moved aside by a killed
+    swap, `check` (and `check -n NAME`) said `names 'demo', which does not exist` instead of where it is."""
+    one, _two = two_locks
+    proj = one.parent
+    spec = proj / "environment.yml"
+    spec.write_text(spec.read_text().replace("name: t\n", "name: moved-demo\n"))
+    envs = {"ENVGUARD_ENVS_DIR": str(tmp_path / "envs")}
+    target = tmp_path / "envs" / "moved-demo"
+    made = envguard_run("create", "--frozen", "--no-check", cwd=proj, env=envs)
+    assert made.returncode == 0 and target.is_dir(), made.stdout + made.stderr
+    killed = envguard_run("create", "--frozen", "--force", "--no-check", cwd=proj,
+                          env={**envs, **HOOKS, "ENVGUARD_TEST_KILL_AT": "swap", "ENVGUARD_TEST_NO_RENAME_EXCHANGE": "1"})
+    assert killed.returncode == -9 and not target.exists()
+    [aside] = [n for n in siblings(target) if "envguard-old" in n]
+    for args in ([], ["-n", "moved-demo"]):
+        check = envguard_run("check", *args, "--no-smoke", "--format", "json", cwd=proj, env=envs)
+        assert check.returncode == 3, check.stdout + check.stderr
+        [finding] = json.loads(check.stdout)["findings"]
+        assert finding["code"] == "EG534" and aside in finding["message"], finding
+    assert "--force" not in finding["message"]  # a sync of a drifted env moves it aside too
+    restored = envguard_run("create", "--frozen", "--no-check", cwd=proj, env=envs)
+    assert restored.returncode == 0 and "restored the previous environment" in restored.stderr, restored.stderr
+    assert (target / "share" / "egone.txt").is_file() and siblings(target) == []
+
+
 def test_the_two_rename_fallback_leaves_nothing_beside_the_target(tmp_path: Path, two_locks) -> None:
     one, two = two_locks
     target = tmp_path / "env"

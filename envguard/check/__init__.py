@@ -148,6 +148,14 @@ def half_built_reason(prefix: Path) -> str | None:
     return None
 
 
+def _moved_aside(prefix: Path) -> bool:
+    """Whether the environment missing at ``prefix`` was moved aside by an interrupted create (EG534)."""
+    from envguard.create import OLD_TAG, interruption
+
+    found = interruption(prefix)
+    return found is not None and found.tag == OLD_TAG
+
+
 def _lock_packages(lockfile: Path, platform: str) -> tuple[list[Package] | None, list[Finding]]:
     from envguard import sources
 
@@ -352,7 +360,7 @@ def run_check(
     if lockfile is not None and not lock_path.is_file():  # type: ignore[union-attr]
         raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
                         fix="pass an existing conda-lock.yml, or run `envguard lock` first")
-    target = resolve_target(prefix, name, env=env, cwd=cwd)
+    target = resolve_target(prefix, name, env=env, cwd=cwd, aside=_moved_aside)
     platform = host_platform()
     if not target.is_dir():
         moved = half_built_reason(target) if not target.exists() else None

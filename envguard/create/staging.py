@@ -142,7 +142,7 @@ def interruption(prefix: str | os.PathLike[str]) -> Interruption | None:
     if parsed is not None:
         _name, tag, pid = parsed
         running = pid_alive(pid)
-        what = ("an environment `envguard create --force` moved aside" if tag == OLD_TAG else
+        what = ("an environment `envguard create` moved aside to replace it" if tag == OLD_TAG else
                 "a directory `envguard create` was building")
         return Interruption(tag, pid, running, f"{target.name} is {what}, and process {pid} is " + (
             "still running" if running else "gone (interrupted)"))
@@ -156,8 +156,7 @@ def interruption(prefix: str | os.PathLike[str]) -> Interruption | None:
         if tag == OLD_TAG and not target.exists():
             return Interruption(tag, pid, running, (
                 f"envguard process {pid} is replacing this environment right now" if running else
-                f"an interrupted `envguard create --force` (process {pid}) moved the old environment "
-                f"aside to {path}; run `envguard create` again to put it back"))
+                f"an interrupted `envguard create` (process {pid}) moved the old environment aside to {path}"))
     return None
 
 
