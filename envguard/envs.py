@@ -53,7 +53,17 @@ def _target(path: str | os.PathLike[str], source: str, why: str) -> Target:
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
-    return os.environ if env is None else env
+    if env is not None:
+        return env
+    from envguard import CONDA_ROOT_AT_START
+
+    if os.environ.get("CONDA_ROOT") == CONDA_ROOT_AT_START:
+        return os.environ
+    # conda-lock, once imported, claims envguard's own interpreter is a conda root: not where envs live
+    shell = {k: v for k, v in os.environ.items() if k != "CONDA_ROOT"}
+    if CONDA_ROOT_AT_START is not None:
+        shell["CONDA_ROOT"] = CONDA_ROOT_AT_START
+    return shell
 
 
 def _split(value: str) -> list[Path]:

@@ -19,6 +19,22 @@ def test_create_dir_order(tmp_path: Path) -> None:
     assert create_dir({**env, "ENVGUARD_ENVS_DIR": "/eg"}) == Path("/eg")
 
 
+def test_importing_conda_lock_does_not_move_named_envs_into_envguards_interpreter(tmp_path: Path) -> None:
+    """conda-lock's vendored conda sets CONDA_ROOT=sys.prefix on import (a lock, a re-lock, a freshness test):
+    `-n NAME` in the same process then meant <envguard's venv>/envs/NAME."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from envguard.envs import create_dir, envs_dirs; import conda_lock._vendor.conda; "
+            "from pathlib import Path; assert Path(sys.prefix) / 'envs' not in envs_dirs(), envs_dirs(); "
+            "print(create_dir())")
+    env = {k: v for k, v in os.environ.items() if k not in ("ENVGUARD_ENVS_DIR", "CONDA_ROOT", "CONDA_ENVS_PATH")}
+    env["HOME"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == str(tmp_path / ".conda" / "envs"), proc.stdout + proc.stderr
+
+
 def test_search_order_has_envguard_first_and_no_repeats(tmp_path: Path) -> None:
     env = {"HOME": str(tmp_path), "ENVGUARD_ENVS_DIR": "/eg", "CONDA_ENVS_PATH": "/eg:/x", "CONDA_ROOT": "/r"}
     dirs = envs_dirs(env)
