@@ -117,6 +117,25 @@ def test_ctrl_c_while_rebuilding_an_env_with_the_locks_fingerprint_keeps_it(tmp_
     assert (target / "share" / "egone.txt").read_text() == "one\n" and siblings(target) == []
 
 
+def test_ctrl_c_while_re_locking_says_what_the_target_holds(tmp_path: Path, two_locks) -> None:
+    """A Ctrl-C while create re-locks a stale lock printed a bare `interrupted`: it says what the target
+    holds, like any other moment of create, and the lock and the environment stay as they were."""
+    one, _two = two_locks
+    target = tmp_path / "env"
+    assert envguard_run("create", "-p", str(target), "--lockfile", str(one), "--no-check").returncode == 0
+    before, lock_before = tree_state(target), one.read_bytes()
+    spec = one.parent / "environment.yml"
+    spec.write_text(spec.read_text().replace("  - egone\n", "  - egone\n  - egtwo\n"))
+    proc = envguard_popen("create", "-p", str(target), "--lockfile", str(one), "--no-check",
+                          env={**HOOKS, "ENVGUARD_TEST_PAUSE_AT": "relock:30"})
+    assert proc.stderr.readline() == "envguard: test hook: paused at relock\n"  # type: ignore[union-attr]
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == [f"interrupted: {target} was left as it was"], err
+    assert tree_state(target) == before and one.read_bytes() == lock_before
+
+
 def test_a_kill_between_the_fallback_renames_is_named_by_check_and_undone_by_create(tmp_path: Path,
                                                                                    two_locks) -> None:
     """Issue #12: `check` said `no environment at …` while the old env sat beside it under another name."""

@@ -367,6 +367,7 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
     from envguard.lock import lock as do_lock, read_lock
 
     platforms = None if _spec_declares_platforms(files) else list(read_lock(plan.lockfile).platforms) or None
+    fault_hook("relock")
     try:
         do_lock(files, platforms=platforms, lockfile=plan.lockfile)
     except EnvguardError as e:
@@ -457,24 +458,25 @@ def create(
                                 key="-p", fix="choose a prefix path whose parents are directories")
             break
     be = get_backend(backend)
-    lock_path = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked, frozen=frozen,
-                            reporter=rep, cwd=here, spec_files=specs)
-    platform = platform or host_platform()
-    plan = read_plan(lock_path, platform)
-    plan, notes = check_lock_fresh(plan, files, locked=locked, frozen=frozen, reporter=rep)
-    for n in notes:
-        rep.note(n)
-    warnings: list[str] = []
-    expected = plan.fingerprint(be.name)
-    pkgs = Path(cache_dir) if cache_dir is not None else default_pkgs_dir()
     found: dict[str, tuple[int, int] | None] = {}  # what stood at the target before this run built anything
+    expected: Fingerprint | None = None
     try:
+        lock_path = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked,
+                                frozen=frozen, reporter=rep, cwd=here, spec_files=specs)
+        platform = platform or host_platform()
+        plan = read_plan(lock_path, platform)
+        plan, notes = check_lock_fresh(plan, files, locked=locked, frozen=frozen, reporter=rep)
+        for n in notes:
+            rep.note(n)
+        expected = plan.fingerprint(be.name)
+        pkgs = Path(cache_dir) if cache_dir is not None else default_pkgs_dir()
         return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, force=force, timeout=timeout,
-                              check=check, warnings=warnings, rep=rep, started=started, found=found)
+                              check=check, warnings=[], rep=rep, started=started, found=found)
     except Interrupted:
         raise
-    except KeyboardInterrupt:  # say what the target really holds now
-        raise Interrupted(interrupt_report(target, _new_env_in_place(target, found, expected))) from None
+    except KeyboardInterrupt:  # say what the target really holds now (a (re-)lock is replaced atomically)
+        in_place = expected is not None and _new_env_in_place(target, found, expected)
+        raise Interrupted(interrupt_report(target, in_place)) from None
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -51,7 +51,8 @@ def fault_hook(event: str) -> None:
     """``ENVGUARD_TEST_KILL_AT=<event>`` SIGKILLs this process at that point, ``ENVGUARD_TEST_PAUSE_AT=
     <event>:<seconds>`` sleeps there: tests interrupt a real create at a known point (with
     ``ENVGUARD_TESTING=1`` only, see :func:`hook_value`). Events: ``link:<n>`` (the n-th package linked),
-    ``staged`` (staging complete), ``swap`` (between moving the old environment aside and the new one in)."""
+    ``staged`` (staging complete), ``swap`` (between moving the old environment aside and the new one in),
+    ``relock`` (a stale lock is about to be solved again)."""
     kill_at = hook_value("ENVGUARD_TEST_KILL_AT")
     if kill_at and kill_at == event:
         sys.stdout.flush()
@@ -60,7 +61,9 @@ def fault_hook(event: str) -> None:
     pause_at = hook_value("ENVGUARD_TEST_PAUSE_AT")
     if pause_at:
         where, _, seconds = pause_at.rpartition(":")
-        if where == event:
+        if where == event:  # said on stderr, so that a test can signal the process exactly there
+            sys.stderr.write(f"envguard: test hook: paused at {event}\n")
+            sys.stderr.flush()
             time.sleep(float(seconds))
 
 
