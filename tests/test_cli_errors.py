@@ -274,3 +274,25 @@ def test_module_entry_point_and_help_list_every_command(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "envguard", "lint", "--format", "xml"], capture_output=True,
                          text=True, timeout=120, cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_a_bug_is_one_masked_line_and_verbose_anywhere_shows_its_masked_traceback(
+        here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Anything that is not an envguard error is a bug: one line, exit 6, and the hint to rerun with --verbose;
+    with -v (before or after the command) the traceback, masked, and no hint to do what was just done."""
+    import envguard.lint
+
+    def broken(_targets: object) -> None:
+        raise RuntimeError("boom at https://eg-user:eg-pass@example.invalid/t/eg-token/chan")
+
+    monkeypatch.setattr(envguard.lint, "lint_paths", broken)
+    capsys.readouterr()
+    assert cli.run(["lint", "ok.yml"]) == 6
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("internal error: RuntimeError: boom") and "--verbose" in err, err
+    for argv in (["-v", "lint", "ok.yml"], ["lint", "ok.yml", "-v"]):
+        assert cli.run(argv) == 6
+        err = capsys.readouterr().err
+        assert "Traceback" in err and "raise RuntimeError" in err and "rerun with --verbose" not in err, err
+    for secret in ("eg-user", "eg-pass", "eg-token"):
+        assert secret not in err, err
