@@ -6,6 +6,7 @@ exit 130 (README, "Reliability"). Real subprocesses, real signals, the test hook
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -223,3 +224,43 @@ def test_ctrl_c_at_any_moment_is_one_line_and_exit_130(tmp_path: Path) -> None:
         else:
             assert proc.returncode == 2 and "found undefined alias" in err, err  # finished before the signal
     assert 130 in outcomes
+
+
+def _processes() -> list[tuple[int, int, int]]:
+    """(pid, parent pid, session id) of every live process, from /proc."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.name.isdigit() and fields[0] not in ("Z", "X"):
+            out.append((int(entry.name), int(fields[1]), int(fields[3])))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the probe through /proc")
+def test_ctrl_c_during_the_smoke_probe_is_one_line_and_stops_the_probe() -> None:
+    """The probe runs in a session of its own, so a terminal's Ctrl-C reaches envguard only: envguard must
+    stop the probe's whole session (here a DataLoader whose workers ignore SIGTERM and never end), and say
+    one line."""
+    proc = subprocess.Popen([*ENVGUARD, "smoke", "--python", sys.executable, "--quick", "--timeout", "300"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **HOOKS, "ENVGUARD_PROBE_INJECT": "never-ends"})
+    session: list[int] = []
+
+    def workers_started() -> bool:
+        session[:] = [sid for pid, ppid, sid in _processes() if ppid == proc.pid][:1]
+        return bool(session) and sum(1 for _p, _pp, sid in _processes() if sid == session[0]) >= 2
+
+    _wait_for(workers_started, 120)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and [ln for ln in err.splitlines() if ln.strip()] == ["interrupted"], err
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(sid == session[0] for _p, _pp, sid in _processes()):
+        time.sleep(0.05)
+    left = [p for p, _pp, sid in _processes() if sid == session[0]]
+    for pid in left:  # a failing run leaves nothing behind either
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the probe's session was still running"
