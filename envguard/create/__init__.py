@@ -39,7 +39,7 @@ from envguard.create.prelink import prepare
 from envguard.model import pep503
 from envguard.platforms import host_platform
 from envguard.create.prefixlock import PrefixLock
-from envguard.redact import redact
+from envguard.redact import MASK, redact
 from envguard.create.staging import (
     BUILDING_TAG,
     OLD_TAG,
@@ -200,7 +200,18 @@ _PLACEHOLDER = re.compile(r"\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def expand_url(url: str, lockfile: Path, package: str) -> str:
-    """conda-lock writes credentials as ``${VAR}`` placeholders; fill them from the environment."""
+    """conda-lock writes credentials as ``${VAR}`` placeholders; fill them from the environment. A credential
+    the lock holds masked (``***``: it was written literally in the spec) can only fail: say so up front."""
+    if MASK in url:
+        from envguard.auth import split_credentials
+
+        parts = split_credentials(url)
+        if MASK in (parts.user, parts.password, parts.token):
+            raise UserError(f"{package}: the lock holds this URL's credential masked ({redact(url)}): the "
+                            "environment file named it literally, and envguard never writes a credential",
+                            file=str(lockfile), key="url",
+                            fix="write it as ${VAR} placeholders in the environment file (https://${USER}:${PASS}@"
+                                "host/..., /t/${TOKEN}/), run `envguard lock`, and export the variables")
 
     def sub(m: re.Match[str]) -> str:
         value = os.environ.get(m["var"])
