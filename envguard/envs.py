@@ -225,12 +225,13 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
         where = ", ".join(str(d) for d in envs_dirs(env)[:3])
         why_not = f"{_shown(named[1], here)} names {named[0]!r}, which does not exist (looked in {where}, ...)"
         fix = "build it with `envguard create`, or pass -p PREFIX or -n NAME"
-    elif existing:
-        why_not = f"no {SPEC_FILE} here names one"
-        fix = "pass -p PREFIX (e.g. -p .venv) or -n NAME, or activate a conda environment"
     else:
-        why_not = f"no {SPEC_FILE} here names one (name:)"
-        fix = "pass -p PREFIX (a path) or -n NAME, or add `name:` to the environment file"
+        present = [_shown(f, here) for f in files if f.is_file()]
+        # the file(s) that were read (`create -f other.yml` reads other.yml, not environment.yml)
+        why_not = (f"{' and '.join(present)} {'names' if len(present) == 1 else 'name'} no environment (no `name:`)"
+                   if present else f"no {' or '.join(_shown(f, here) for f in files)} here names one")
+        fix = ("pass -p PREFIX (e.g. -p .venv) or -n NAME, or activate a conda environment" if existing else
+               "pass -p PREFIX (a path) or -n NAME, or add `name:` to the environment file")
     active_part = "" if not existing else "no active conda environment (CONDA_PREFIX), and "
     raise NoTargetError(f"no environment to act on: no -p/--prefix or -n/--name given, {active_part}{why_not}",
                         key="-p/-n", fix=fix)

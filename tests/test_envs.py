@@ -66,3 +66,21 @@ def test_missing_env_names_the_dirs_and_the_fix(tmp_path: Path) -> None:
     with pytest.raises(UserError) as e:
         find_env("nope", {"HOME": str(tmp_path), "ENVGUARD_ENVS_DIR": str(tmp_path / "eg")})
     assert str(tmp_path / "eg") in e.value.message and "envguard create -n" in e.value.message
+
+
+def test_no_target_names_the_environment_file_that_was_read(tmp_path: Path) -> None:
+    """`create -f other.yml` without `name:` said `no environment.yml here names one` beside an
+    environment.yml that does name one."""
+    from envguard.envs import NoTargetError, resolve_target
+
+    (tmp_path / "environment.yml").write_text("name: project-env\ndependencies: [python]\n")
+    (tmp_path / "other.yml").write_text("dependencies: [python]\n")
+    with pytest.raises(NoTargetError) as e:
+        resolve_target(None, None, existing=False, cwd=tmp_path, spec_files=["other.yml"])
+    assert "other.yml names no environment (no `name:`)" in e.value.message and "environment.yml" not in e.value.message
+    assert resolve_target(None, None, existing=False, cwd=tmp_path, env={"ENVGUARD_ENVS_DIR": "/e"}) == \
+        Path("/e/project-env")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NoTargetError) as e:
+        resolve_target(None, None, cwd=tmp_path / "empty", env={"HOME": str(tmp_path)})
+    assert "no environment.yml here names one" in e.value.message
