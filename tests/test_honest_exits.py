@@ -178,7 +178,9 @@ def test_check_without_p_names_the_project_env_moved_aside(tmp_path: Path, two_l
     for args in ([], ["-n", "moved-demo"]):
         check = envguard_run("check", *args, "--no-smoke", "--format", "json", cwd=proj, env=envs)
         assert check.returncode == 3, check.stdout + check.stderr
-        [finding] = json.loads(check.stdout)["findings"]
+        report = json.loads(check.stdout)
+        assert report["lockfile"] == str(one), report  # the header names the lock the fix uses
+        [finding] = report["findings"]
         assert finding["code"] == "EG534" and aside in finding["message"], finding
     assert "--force" not in finding["message"]  # a sync of a drifted env moves it aside too
     restored = envguard_run("create", "--frozen", "--no-check", cwd=proj, env=envs)

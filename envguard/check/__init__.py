@@ -369,8 +369,8 @@ def run_check(
                               f"run `{checks.create_command(target, str(lock_path) if lock_path else None)}` again: it "
                               "puts the previous environment back", file=str(target))
             return CheckReport(prefix=target, platform=platform, kind="other", python_version=None,
-                               lock_file=None, findings=[finding], packages=[], strict=strict,
-                               target_why=target.why)
+                               lock_file=str(lock_path) if lock_path else None, findings=[finding], packages=[],
+                               strict=strict, target_why=target.why)
         raise NoTargetError(f"no environment at {target} ({target.why})", key="-p",
                             fix="pass an existing prefix with -p or a name with -n, or build it with `envguard create`")
     info: PrefixInfo = inspect_prefix(target)
