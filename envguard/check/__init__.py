@@ -358,7 +358,9 @@ def run_check(
         raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
                         fix="pass the conda-lock.yml inside it")
     if lockfile is not None and not lock_path.is_file():  # type: ignore[union-attr]
-        raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
+        from envguard.yamlio import special_file
+
+        raise UserError(special_file(lock_path) or "lock file not found", file=str(lockfile), key="--lockfile",
                         fix="pass an existing conda-lock.yml, or run `envguard lock` first")
     target = resolve_target(prefix, name, env=env, cwd=cwd, aside=_moved_aside)
     platform = host_platform()

@@ -318,17 +318,19 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
                 reporter: CreateReporter, cwd: Path, frozen: bool = False,
                 spec_files: Sequence[Path] | None = None) -> Path:
     """The lock to install from: given, default, or made now from the spec (neither --locked nor --frozen)."""
+    from envguard.yamlio import special_file
+
     files = [Path(f) for f in env_files]
     for f in files:
         if not f.is_file():
             raise UserError("is a directory, expected an environment file" if f.is_dir() else
-                            "environment file not found", file=str(f), key="-f",
+                            special_file(f) or "environment file not found", file=str(f), key="-f",
                             fix="pass an existing environment.yml")
     specs = list(spec_files) if spec_files is not None else files
     lockfile = Path(lockfile) if lockfile is not None else (files[0].parent if files else cwd) / "conda-lock.yml"
-    if lockfile.is_dir():
-        raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
-                        fix="pass the path of conda-lock.yml")
+    if lockfile.is_dir() or special_file(lockfile):  # never lock into a FIFO or a device either
+        raise UserError("is a directory, expected a lock file" if lockfile.is_dir() else str(special_file(lockfile)),
+                        file=str(lockfile), key="--lockfile", fix="pass the path of conda-lock.yml")
     if lockfile.is_file():
         return lockfile
     if not specs or locked or frozen:
