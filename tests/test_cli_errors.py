@@ -69,6 +69,9 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (tmp_path / name).write_text(LOCK.format(**fields))
     (tmp_path / "good.lock.yml").write_text(LOCK.format(content_hash="{linux-64: abc}", custom="{}", deps="{}",
                                                         hash=GOOD_HASH).replace("linux-64", host_platform()))
+    good = (tmp_path / "good.lock.yml").read_text()
+    for name, host in (("badport.lock.yml", "conda.anaconda.org:99999"), ("badv6.lock.yml", "[::1")):
+        (tmp_path / name).write_text(good.replace("https://conda.anaconda.org", f"https://{host}"))
     (tmp_path / "adir").mkdir()
     (tmp_path / "prefix" / "conda-meta").mkdir(parents=True)  # a conda prefix with nothing installed
     (tmp_path / "existing.yml").write_text("name: mine\n")
@@ -126,6 +129,9 @@ CASES = [
     _case("create -p env --lockfile broken.yml", 2, "broken.yml:3:1", "(fix:"),
     _case("create -p env --lockfile chan5.yml", 2, "chan5.yml", "(fix:"),
     *[_case(f"create -p env --lockfile {name}", 2, name, "expected a", "(fix:") for name in BAD_LOCKS],
+    # a damaged URL in a lock was the installer's crash, "internal error" and exit 6
+    _case("create -p env --lockfile badport.lock.yml", 2, "badport.lock.yml", "url", "zlib", "not a valid URL", "(fix:"),
+    _case("create -p env --lockfile badv6.lock.yml", 2, "badv6.lock.yml", "url", "zlib", "not a valid URL", "(fix:"),
     _case("create -p env -n other --lockfile ok.yml", 2, "-p", "-n"),
     _case("create --lockfile ok.yml", 2, "-p", "(fix:"),
     _case("create -p env --backend foo --lockfile ok.yml", 2, "--backend", "foo", "(fix:"),

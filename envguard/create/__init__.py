@@ -223,6 +223,19 @@ def expand_url(url: str, lockfile: Path, package: str) -> str:
     return _PLACEHOLDER.sub(sub, url) if "${" in url else url
 
 
+def _checked_url(url: str, locked: str, lockfile: Path, package: str) -> str:
+    """``url`` when it parses (host, port): a damaged lock is bad input, not an installer crash."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as e:
+        raise UserError(f"{package}: not a valid URL ({e}): {redact(locked)}", file=str(lockfile), key="url",
+                        fix="restore the lock from version control, or re-lock with `envguard lock`") from None
+    return url
+
+
 _HEX = {"sha256": re.compile(r"^[0-9a-fA-F]{64}$"), "md5": re.compile(r"^[0-9a-fA-F]{32}$")}
 
 
@@ -287,10 +300,11 @@ def read_plan(lockfile: Path, platform: str) -> LockPlan:
     for entry in host_records(lock, platform):
         f = _entry_fields(entry, lockfile)
         if not f["name"].startswith("__"):  # virtual packages are never installed
-            conda.append(_conda_artifact(f, expand_url(f["url"], lockfile, f["name"]), lockfile))
+            url = _checked_url(expand_url(f["url"], lockfile, f["name"]), f["url"], lockfile, f["name"])
+            conda.append(_conda_artifact(f, url, lockfile))
     for entry in pip_records(lock, platform):
         f = _entry_fields(entry, lockfile)
-        url = expand_url(f["url"], lockfile, f["name"])
+        url = _checked_url(expand_url(f["url"], lockfile, f["name"]), f["url"], lockfile, f["name"])
         pip.append(PipArtifact(f["name"], f["version"], url, (f["sha256"] or "").lower() or None,
                                locked_url=f["url"] if url != f["url"] else None))
     sources = [lockfile.parent / s for s in lock.sources]
