@@ -705,7 +705,8 @@ def _run(argv: list[str]) -> int:
         from envguard.redact import redact
 
         detail = _escape(redact(" ".join(str(e).split())))
-        render.err.print(f"[red]internal error:[/red] {type(e).__name__}: {detail} (rerun with --verbose for a traceback)")
+        hint = "" if _state["verbose"] else " (rerun with --verbose for a traceback)"
+        render.err.print(f"[red]internal error:[/red] {type(e).__name__}: {detail}{hint}")
         return int(ExitCode.BACKEND)
 
 

@@ -20,7 +20,7 @@ per-user and usual installer locations, then ``~/.conda/environments.txt``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from envguard.errors import UserError
@@ -53,7 +53,17 @@ def _target(path: str | os.PathLike[str], source: str, why: str) -> Target:
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
-    return os.environ if env is None else env
+    if env is not None:
+        return env
+    from envguard import CONDA_ROOT_AT_START
+
+    if os.environ.get("CONDA_ROOT") == CONDA_ROOT_AT_START:
+        return os.environ
+    # conda-lock, once imported, claims envguard's own interpreter is a conda root: not where envs live
+    shell = {k: v for k, v in os.environ.items() if k != "CONDA_ROOT"}
+    if CONDA_ROOT_AT_START is not None:
+        shell["CONDA_ROOT"] = CONDA_ROOT_AT_START
+    return shell
 
 
 def _split(value: str) -> list[Path]:
@@ -101,8 +111,11 @@ def validate_name(name: str) -> str:
     return name
 
 
-def _lookup(name: str, env: Mapping[str, str] | None) -> tuple[Path | None, list[Path]]:
-    """(the prefix of the existing environment ``name`` or None, the directories searched)."""
+def _lookup(name: str, env: Mapping[str, str] | None,
+            aside: Callable[[Path], bool] | None = None) -> tuple[Path | None, list[Path]]:
+    """(the prefix of the existing environment ``name`` or None, the directories searched). ``aside(path)``
+    says whether an environment that is missing at ``path`` was moved aside by an interrupted create: then
+    ``path`` is the answer (check names where it is), not a search that goes on and says nothing exists."""
     dirs = envs_dirs(env)
     candidates = [d / name for d in dirs]
     home = Path(_env(env).get("HOME") or Path.home())
@@ -113,15 +126,15 @@ def _lookup(name: str, env: Mapping[str, str] | None) -> tuple[Path | None, list
     except OSError:
         pass
     for c in candidates:
-        if c.is_dir():
+        if c.is_dir() or (aside is not None and not c.exists() and aside(c)):
             return Path(os.path.abspath(c)), dirs
     return None, dirs
 
 
-def find_env(name: str, env: Mapping[str, str] | None = None) -> Path:
+def find_env(name: str, env: Mapping[str, str] | None = None, aside: Callable[[Path], bool] | None = None) -> Path:
     """The prefix of an existing environment called ``name``; a one-line error when none exists."""
     validate_name(name)
-    found, dirs = _lookup(name, env)
+    found, dirs = _lookup(name, env, aside)
     if found is None:
         raise NoTargetError(f"no environment named {name!r} in {', '.join(str(d) for d in dirs)}",
                             key="-n/--name",
@@ -166,14 +179,16 @@ def _is_base(prefix: Path, env: Mapping[str, str]) -> bool:
 
 def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, existing: bool = True,
                    env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
-                   spec_files: Sequence[str | os.PathLike[str]] | None = None) -> Target:
+                   spec_files: Sequence[str | os.PathLike[str]] | None = None,
+                   aside: Callable[[Path], bool] | None = None) -> Target:
     """The environment a command acts on, as an absolute path that says why (:class:`Target`).
 
     ``-p PREFIX`` is taken as given (relative to the working directory); ``-n NAME`` is looked up among the
     existing environments (``existing``) or placed where a new one goes (``create``). Without either, see the
     module's order. ``spec_files`` are the environment files whose ``name:`` names the project's
     environment (default: ``environment.yml`` in ``cwd``). Raises :class:`NoTargetError` (exit 2) naming
-    the flags when nothing fits.
+    the flags when nothing fits. ``aside(path)``: whether a missing environment at ``path`` was moved aside
+    by an interrupted create (``check`` passes it, to name where it is instead of saying nothing exists).
     """
     if prefix is not None and name is not None:
         raise UserError("give either -p PREFIX or -n NAME, not both", key="-p/-n")
@@ -181,7 +196,7 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
         return _target(prefix, "prefix", "given with -p")
     if name is not None:
         if existing:
-            return _target(find_env(name, env), "name", f"named with -n {name}")
+            return _target(find_env(name, env, aside), "name", f"named with -n {name}")
         return _target(create_dir(env) / validate_name(name), "name", f"named with -n {name}")
     envmap = _env(env)
     here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
@@ -198,7 +213,7 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
                 raise UserError(f"{e.message}", file=str(spec), key="name",
                                 fix="give the environment a plain name, or pass -p PREFIX / -n NAME") from None
             return _target(create_dir(env) / name, "project", why)
-        found, dirs = _lookup(name, env) if "/" not in name and "\\" not in name else (None, [])
+        found, dirs = _lookup(name, env, aside) if "/" not in name and "\\" not in name else (None, [])
         project = (found, why)
     if existing:
         active = envmap.get("CONDA_PREFIX")
@@ -210,12 +225,13 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
         where = ", ".join(str(d) for d in envs_dirs(env)[:3])
         why_not = f"{_shown(named[1], here)} names {named[0]!r}, which does not exist (looked in {where}, ...)"
         fix = "build it with `envguard create`, or pass -p PREFIX or -n NAME"
-    elif existing:
-        why_not = f"no {SPEC_FILE} here names one"
-        fix = "pass -p PREFIX (e.g. -p .venv) or -n NAME, or activate a conda environment"
     else:
-        why_not = f"no {SPEC_FILE} here names one (name:)"
-        fix = "pass -p PREFIX (a path) or -n NAME, or add `name:` to the environment file"
+        present = [_shown(f, here) for f in files if f.is_file()]
+        # the file(s) that were read (`create -f other.yml` reads other.yml, not environment.yml)
+        why_not = (f"{' and '.join(present)} {'names' if len(present) == 1 else 'name'} no environment (no `name:`)"
+                   if present else f"no {' or '.join(_shown(f, here) for f in files)} here names one")
+        fix = ("pass -p PREFIX (e.g. -p .venv) or -n NAME, or activate a conda environment" if existing else
+               "pass -p PREFIX (a path) or -n NAME, or add `name:` to the environment file")
     active_part = "" if not existing else "no active conda environment (CONDA_PREFIX), and "
     raise NoTargetError(f"no environment to act on: no -p/--prefix or -n/--name given, {active_part}{why_not}",
                         key="-p/-n", fix=fix)

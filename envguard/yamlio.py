@@ -81,6 +81,19 @@ def _not_regular(mode: int) -> str:
     return next((what for test, what in _FILE_KINDS if test(mode)), "not a regular file")
 
 
+def special_file(path: str | Path) -> str | None:
+    """``is a FIFO (named pipe), not a regular file`` (and so on) for something that exists but is neither a
+    regular file nor a directory; else None. For callers that test a path with ``is_file()`` before reading
+    it: they must not call a FIFO or a device "not found"."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return f"is {_not_regular(mode)}, not a regular file"
+
+
 def read_bytes(path: str | Path, *, limit: int | None = None) -> bytes:
     """The bytes of a regular file, at most ``limit`` (default :func:`max_input_bytes`); one-line errors.
 

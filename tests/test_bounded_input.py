@@ -127,10 +127,13 @@ def test_special_files_are_refused_at_once(tmp_path: Path) -> None:
     adir.mkdir()
     for path, what in ((fifo, "is a FIFO (named pipe), not a regular file"),
                        (zero, "is a character device, not a regular file"), (adir, "is a directory")):
-        for argv in (["lint", str(path)], ["diff", str(path), str(path)], ["lock", "--check", "-f", str(path)]):
+        for argv in (["lint", str(path)], ["diff", str(path), str(path)], ["lock", "--check", "-f", str(path)],
+                     ["create", "-p", "env", "-f", str(path)], ["create", "-p", "env", "--lockfile", str(path)],
+                     ["check", "-p", sys.prefix, "--no-smoke", "--lockfile", str(path)]):
             proc = _bounded(*argv, cwd=tmp_path, seconds=20)
             expected = "not an environment prefix" if path == adir and argv[0] == "diff" else what  # a prefix side
-            assert proc.returncode == 2 and expected in proc.stderr, (argv, proc.stderr)
+            assert proc.returncode == 2 and expected in proc.stderr, (argv, proc.stderr)  # never "not found"
+            assert path.exists() and not (tmp_path / "env").exists()
 
 
 def test_files_over_the_size_limit_and_unreadable_scalars(tmp_path: Path) -> None:

@@ -69,6 +69,9 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (tmp_path / name).write_text(LOCK.format(**fields))
     (tmp_path / "good.lock.yml").write_text(LOCK.format(content_hash="{linux-64: abc}", custom="{}", deps="{}",
                                                         hash=GOOD_HASH).replace("linux-64", host_platform()))
+    good = (tmp_path / "good.lock.yml").read_text()
+    for name, host in (("badport.lock.yml", "conda.anaconda.org:99999"), ("badv6.lock.yml", "[::1")):
+        (tmp_path / name).write_text(good.replace("https://conda.anaconda.org", f"https://{host}"))
     (tmp_path / "adir").mkdir()
     (tmp_path / "prefix" / "conda-meta").mkdir(parents=True)  # a conda prefix with nothing installed
     (tmp_path / "existing.yml").write_text("name: mine\n")
@@ -126,6 +129,9 @@ CASES = [
     _case("create -p env --lockfile broken.yml", 2, "broken.yml:3:1", "(fix:"),
     _case("create -p env --lockfile chan5.yml", 2, "chan5.yml", "(fix:"),
     *[_case(f"create -p env --lockfile {name}", 2, name, "expected a", "(fix:") for name in BAD_LOCKS],
+    # a damaged URL in a lock was the installer's crash, "internal error" and exit 6
+    _case("create -p env --lockfile badport.lock.yml", 2, "badport.lock.yml", "url", "zlib", "not a valid URL", "(fix:"),
+    _case("create -p env --lockfile badv6.lock.yml", 2, "badv6.lock.yml", "url", "zlib", "not a valid URL", "(fix:"),
     _case("create -p env -n other --lockfile ok.yml", 2, "-p", "-n"),
     _case("create --lockfile ok.yml", 2, "-p", "(fix:"),
     _case("create -p env --backend foo --lockfile ok.yml", 2, "--backend", "foo", "(fix:"),
@@ -274,3 +280,25 @@ def test_module_entry_point_and_help_list_every_command(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "envguard", "lint", "--format", "xml"], capture_output=True,
                          text=True, timeout=120, cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_a_bug_is_one_masked_line_and_verbose_anywhere_shows_its_masked_traceback(
+        here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Anything that is not an envguard error is a bug: one line, exit 6, and the hint to rerun with --verbose;
+    with -v (before or after the command) the traceback, masked, and no hint to do what was just done."""
+    import envguard.lint
+
+    def broken(_targets: object) -> None:
+        raise RuntimeError("boom at https://eg-user:eg-pass@example.invalid/t/eg-token/chan")
+
+    monkeypatch.setattr(envguard.lint, "lint_paths", broken)
+    capsys.readouterr()
+    assert cli.run(["lint", "ok.yml"]) == 6
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("internal error: RuntimeError: boom") and "--verbose" in err, err
+    for argv in (["-v", "lint", "ok.yml"], ["lint", "ok.yml", "-v"]):
+        assert cli.run(argv) == 6
+        err = capsys.readouterr().err
+        assert "Traceback" in err and "raise RuntimeError" in err and "rerun with --verbose" not in err, err
+    for secret in ("eg-user", "eg-pass", "eg-token"):
+        assert secret not in err, err

@@ -139,8 +139,20 @@ def test_verbose_tracebacks_are_masked_too(tmp_path: Path, sandbox: dict[str, st
     assert _envguard(good, project, "lock", "--no-cuda").returncode == 0
     wrong = {**good, "EG_PW": "not-the-password"}
     for argv in (["--verbose", "create", "-p", str(tmp_path / "env"), "--no-check"],
-                 ["--verbose", "lock", "--no-cuda"]):
+                 ["create", "-p", str(tmp_path / "env"), "--no-check", "-v"],  # -v after the command (#13)
+                 ["--verbose", "lock", "--no-cuda"], ["lock", "--no-cuda", "-v"]):
         proc = subprocess.run([sys.executable, "-m", "envguard", *argv], capture_output=True, text=True,
                               cwd=project, env=wrong, timeout=120)
         assert proc.returncode == 6 and "401" in proc.stderr, proc.stderr
+        assert "Traceback" in proc.stderr, (argv, proc.stderr)  # the traceback was shown, and masked
+        assert [s for s in SECRETS if s in proc.stdout + proc.stderr] == [], proc.stderr
+    # an error whose own text quotes the literal URL (conda-lock's parser): the traceback repeats it
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "environment.yml").write_text(f"name: b\nchannels:\n  - http://{USER}:{PASSWORD}@[::1/chan\n"
+                                         f"dependencies:\n  - egsecret\nplatforms:\n  - {channels.host_platform()}\n")
+    for argv in (["--verbose", "lock"], ["lock", "-v"]):
+        proc = subprocess.run([sys.executable, "-m", "envguard", *argv], capture_output=True, text=True,
+                              cwd=bad, env=sandbox, timeout=120)
+        assert proc.returncode == 2 and "Traceback" in proc.stderr and "***@[::1" in proc.stderr, proc.stderr
         assert [s for s in SECRETS if s in proc.stdout + proc.stderr] == [], proc.stderr

@@ -19,6 +19,22 @@ def test_create_dir_order(tmp_path: Path) -> None:
     assert create_dir({**env, "ENVGUARD_ENVS_DIR": "/eg"}) == Path("/eg")
 
 
+def test_importing_conda_lock_does_not_move_named_envs_into_envguards_interpreter(tmp_path: Path) -> None:
+    """conda-lock's vendored conda sets CONDA_ROOT=sys.prefix on import (a lock, a re-lock, a freshness test):
+    `-n NAME` in the same process then meant <envguard's venv>/envs/NAME."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from envguard.envs import create_dir, envs_dirs; import conda_lock._vendor.conda; "
+            "from pathlib import Path; assert Path(sys.prefix) / 'envs' not in envs_dirs(), envs_dirs(); "
+            "print(create_dir())")
+    env = {k: v for k, v in os.environ.items() if k not in ("ENVGUARD_ENVS_DIR", "CONDA_ROOT", "CONDA_ENVS_PATH")}
+    env["HOME"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == str(tmp_path / ".conda" / "envs"), proc.stdout + proc.stderr
+
+
 def test_search_order_has_envguard_first_and_no_repeats(tmp_path: Path) -> None:
     env = {"HOME": str(tmp_path), "ENVGUARD_ENVS_DIR": "/eg", "CONDA_ENVS_PATH": "/eg:/x", "CONDA_ROOT": "/r"}
     dirs = envs_dirs(env)
@@ -50,3 +66,21 @@ def test_missing_env_names_the_dirs_and_the_fix(tmp_path: Path) -> None:
     with pytest.raises(UserError) as e:
         find_env("nope", {"HOME": str(tmp_path), "ENVGUARD_ENVS_DIR": str(tmp_path / "eg")})
     assert str(tmp_path / "eg") in e.value.message and "envguard create -n" in e.value.message
+
+
+def test_no_target_names_the_environment_file_that_was_read(tmp_path: Path) -> None:
+    """`create -f other.yml` without `name:` said `no environment.yml here names one` beside an
+    environment.yml that does name one."""
+    from envguard.envs import NoTargetError, resolve_target
+
+    (tmp_path / "environment.yml").write_text("name: project-env\ndependencies: [python]\n")
+    (tmp_path / "other.yml").write_text("dependencies: [python]\n")
+    with pytest.raises(NoTargetError) as e:
+        resolve_target(None, None, existing=False, cwd=tmp_path, spec_files=["other.yml"])
+    assert "other.yml names no environment (no `name:`)" in e.value.message and "environment.yml" not in e.value.message
+    assert resolve_target(None, None, existing=False, cwd=tmp_path, env={"ENVGUARD_ENVS_DIR": "/e"}) == \
+        Path("/e/project-env")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NoTargetError) as e:
+        resolve_target(None, None, cwd=tmp_path / "empty", env={"HOME": str(tmp_path)})
+    assert "no environment.yml here names one" in e.value.message

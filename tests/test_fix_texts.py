@@ -228,3 +228,20 @@ def test_aim_puts_the_target_into_commands_that_name_none() -> None:
     assert catalog.commands(aimed) == ["envguard create -p '/e nv'", "envguard smoke -p '/e nv' --format json",
                                        "envguard lock"]
     assert catalog.aim("`envguard create -n x`", ["-p", "/y"]) == "`envguard create -n x`"
+
+
+def test_the_fix_of_a_file_changed_in_place_repairs_it(py311, tmp_path: Path, channel_url: str) -> None:
+    """A conda file edited in place with its size kept (EG532, found by --deep only) survives a sync, which
+    compares sizes: its fix must rebuild anyway. The edit goes through the hard link into the package cache
+    too, so the rebuild also proves the verified cache re-extracts it."""
+    proj = project(tmp_path, channel_url, ("pytorch=2.13.*=cpu*", "numpy", "pip", "egtool"))
+    prefix = proj / "env"
+    [init] = prefix.glob("lib/python3*/site-packages/egtool/__init__.py")
+    original = init.read_text()
+    with open(init, "r+") as fh:
+        fh.write(original.replace("print('egtool'", "print('EGTOOL'"))
+    found = [f for f in check(proj, "--deep", "--no-smoke")["findings"] if f["severity"] == "error"]
+    assert [f["code"] for f in found] == ["EG532"], found
+    for command, codes in order(commands_of(found)):
+        run_as_written(command, proj, prefix, f"fix of {', '.join(codes)}")
+    assert not check(proj, "--deep", "--no-smoke")["findings"] and init.read_text() == original

@@ -98,10 +98,14 @@ def test_literal_credentials_stay_out_of_lock_and_output(server, tmp_path: Path)
         if fmt == "json":
             doc = json.loads(diff.stdout)
             assert doc["spec_reports"][0]["checks"][-1]["locked"]["channel"].endswith("/t/***")
-    # the lock holds no credentials, so installing from it is refused by the server: exit 6, still masked
+    # the lock holds no credentials, so installing from it cannot work: create says why and how, before any
+    # download (it used to be the server's 401, exit 6, with no hint at the cause)
+    asked = len(server.requests)
     created = _clean(_envguard("create", "-p", str(tmp_path / "env"), "--no-check", cwd=project,
                                env={"ENVGUARD_PKGS_DIR": str(tmp_path / "pkgs")}), "create")
-    assert created.returncode == 6 and "401" in created.stderr, created.stderr
+    assert created.returncode == 2 and created.stderr.count("\n") == 1, created.stderr
+    assert "credential masked" in created.stderr and "${VAR}" in created.stderr, created.stderr
+    assert len(server.requests) == asked and not (tmp_path / "env").exists()
 
 
 def test_placeholder_credentials_install_and_reports_stay_clean(server, tmp_path: Path) -> None:

@@ -148,6 +148,14 @@ def half_built_reason(prefix: Path) -> str | None:
     return None
 
 
+def _moved_aside(prefix: Path) -> bool:
+    """Whether the environment missing at ``prefix`` was moved aside by an interrupted create (EG534)."""
+    from envguard.create import OLD_TAG, interruption
+
+    found = interruption(prefix)
+    return found is not None and found.tag == OLD_TAG
+
+
 def _lock_packages(lockfile: Path, platform: str) -> tuple[list[Package] | None, list[Finding]]:
     from envguard import sources
 
@@ -350,9 +358,11 @@ def run_check(
         raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
                         fix="pass the conda-lock.yml inside it")
     if lockfile is not None and not lock_path.is_file():  # type: ignore[union-attr]
-        raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
+        from envguard.yamlio import special_file
+
+        raise UserError(special_file(lock_path) or "lock file not found", file=str(lockfile), key="--lockfile",
                         fix="pass an existing conda-lock.yml, or run `envguard lock` first")
-    target = resolve_target(prefix, name, env=env, cwd=cwd)
+    target = resolve_target(prefix, name, env=env, cwd=cwd, aside=_moved_aside)
     platform = host_platform()
     if not target.is_dir():
         moved = half_built_reason(target) if not target.exists() else None
@@ -361,8 +371,8 @@ def run_check(
                               f"run `{checks.create_command(target, str(lock_path) if lock_path else None)}` again: it "
                               "puts the previous environment back", file=str(target))
             return CheckReport(prefix=target, platform=platform, kind="other", python_version=None,
-                               lock_file=None, findings=[finding], packages=[], strict=strict,
-                               target_why=target.why)
+                               lock_file=str(lock_path) if lock_path else None, findings=[finding], packages=[],
+                               strict=strict, target_why=target.why)
         raise NoTargetError(f"no environment at {target} ({target.why})", key="-p",
                             fix="pass an existing prefix with -p or a name with -n, or build it with `envguard create`")
     info: PrefixInfo = inspect_prefix(target)

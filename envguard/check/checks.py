@@ -40,11 +40,12 @@ def _fix(case_id: str) -> str:
     return catalog.get(case_id).fix
 
 
-def create_command(prefix: object, lockfile: str | None = None) -> str:
-    """``envguard create -p PREFIX [--lockfile LOCK]``, shell-quoted: the command that makes the checked
-    environment exactly its lock again (create rebuilds an environment that drifted)."""
+def create_command(prefix: object, lockfile: str | None = None, *, force: bool = False) -> str:
+    """``envguard create -p PREFIX [--lockfile LOCK] [--force]``, shell-quoted: the command that makes the
+    checked environment exactly its lock again (create rebuilds an environment that drifted; ``force`` for a
+    change its sync cannot see: a file's content changed with its size kept)."""
     parts = ["envguard", "create", "-p", str(prefix)] + (["--lockfile", lockfile] if lockfile else [])
-    return shlex.join(parts)
+    return shlex.join(parts + (["--force"] if force else []))
 
 
 # --------------------------------------------------------------------------- facts
@@ -254,9 +255,10 @@ def rule_files(inp: CheckInput) -> list[Finding]:
                    "ENVGUARD_SYMLINK_ALLOW names a trusted symlink")
         else:
             shown = ", ".join(shorten(p.path, 120) for p in items[:MAX_FILES_PER_FINDING])
+            force = problem == "sha256"  # the size is the same: a sync, which compares sizes, would keep it
             fix = (f"another installer (often pip) or a manual edit changed {pkg}'s files; rebuild the environment "
-                   f"from the lock (`{create_command(inp.info.prefix, inp.lock_file)}`) and install leaves with "
-                   "`pip install --no-deps`")
+                   f"from the lock (`{create_command(inp.info.prefix, inp.lock_file, force=force)}`) and install "
+                   "leaves with `pip install --no-deps`")
         more = f" and {len(items) - MAX_FILES_PER_FINDING} more" if len(items) > MAX_FILES_PER_FINDING else ""
         n = len(items)
         out.append(Finding(

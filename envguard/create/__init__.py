@@ -39,7 +39,7 @@ from envguard.create.prelink import prepare
 from envguard.model import pep503
 from envguard.platforms import host_platform
 from envguard.create.prefixlock import PrefixLock
-from envguard.redact import redact
+from envguard.redact import MASK, redact
 from envguard.create.staging import (
     BUILDING_TAG,
     OLD_TAG,
@@ -200,7 +200,18 @@ _PLACEHOLDER = re.compile(r"\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def expand_url(url: str, lockfile: Path, package: str) -> str:
-    """conda-lock writes credentials as ``${VAR}`` placeholders; fill them from the environment."""
+    """conda-lock writes credentials as ``${VAR}`` placeholders; fill them from the environment. A credential
+    the lock holds masked (``***``: it was written literally in the spec) can only fail: say so up front."""
+    if MASK in url:
+        from envguard.auth import split_credentials
+
+        parts = split_credentials(url)
+        if MASK in (parts.user, parts.password, parts.token):
+            raise UserError(f"{package}: the lock holds this URL's credential masked ({redact(url)}): the "
+                            "environment file named it literally, and envguard never writes a credential",
+                            file=str(lockfile), key="url",
+                            fix="write it as ${VAR} placeholders in the environment file (https://${USER}:${PASS}@"
+                                "host/..., /t/${TOKEN}/), run `envguard lock`, and export the variables")
 
     def sub(m: re.Match[str]) -> str:
         value = os.environ.get(m["var"])
@@ -210,6 +221,19 @@ def expand_url(url: str, lockfile: Path, package: str) -> str:
         return value
 
     return _PLACEHOLDER.sub(sub, url) if "${" in url else url
+
+
+def _checked_url(url: str, locked: str, lockfile: Path, package: str) -> str:
+    """``url`` when it parses (host, port): a damaged lock is bad input, not an installer crash."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as e:
+        raise UserError(f"{package}: not a valid URL ({e}): {redact(locked)}", file=str(lockfile), key="url",
+                        fix="restore the lock from version control, or re-lock with `envguard lock`") from None
+    return url
 
 
 _HEX = {"sha256": re.compile(r"^[0-9a-fA-F]{64}$"), "md5": re.compile(r"^[0-9a-fA-F]{32}$")}
@@ -276,10 +300,11 @@ def read_plan(lockfile: Path, platform: str) -> LockPlan:
     for entry in host_records(lock, platform):
         f = _entry_fields(entry, lockfile)
         if not f["name"].startswith("__"):  # virtual packages are never installed
-            conda.append(_conda_artifact(f, expand_url(f["url"], lockfile, f["name"]), lockfile))
+            url = _checked_url(expand_url(f["url"], lockfile, f["name"]), f["url"], lockfile, f["name"])
+            conda.append(_conda_artifact(f, url, lockfile))
     for entry in pip_records(lock, platform):
         f = _entry_fields(entry, lockfile)
-        url = expand_url(f["url"], lockfile, f["name"])
+        url = _checked_url(expand_url(f["url"], lockfile, f["name"]), f["url"], lockfile, f["name"])
         pip.append(PipArtifact(f["name"], f["version"], url, (f["sha256"] or "").lower() or None,
                                locked_url=f["url"] if url != f["url"] else None))
     sources = [lockfile.parent / s for s in lock.sources]
@@ -307,17 +332,19 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
                 reporter: CreateReporter, cwd: Path, frozen: bool = False,
                 spec_files: Sequence[Path] | None = None) -> Path:
     """The lock to install from: given, default, or made now from the spec (neither --locked nor --frozen)."""
+    from envguard.yamlio import special_file
+
     files = [Path(f) for f in env_files]
     for f in files:
         if not f.is_file():
             raise UserError("is a directory, expected an environment file" if f.is_dir() else
-                            "environment file not found", file=str(f), key="-f",
+                            special_file(f) or "environment file not found", file=str(f), key="-f",
                             fix="pass an existing environment.yml")
     specs = list(spec_files) if spec_files is not None else files
     lockfile = Path(lockfile) if lockfile is not None else (files[0].parent if files else cwd) / "conda-lock.yml"
-    if lockfile.is_dir():
-        raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
-                        fix="pass the path of conda-lock.yml")
+    if lockfile.is_dir() or special_file(lockfile):  # never lock into a FIFO or a device either
+        raise UserError("is a directory, expected a lock file" if lockfile.is_dir() else str(special_file(lockfile)),
+                        file=str(lockfile), key="--lockfile", fix="pass the path of conda-lock.yml")
     if lockfile.is_file():
         return lockfile
     if not specs or locked or frozen:
@@ -367,6 +394,7 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
     from envguard.lock import lock as do_lock, read_lock
 
     platforms = None if _spec_declares_platforms(files) else list(read_lock(plan.lockfile).platforms) or None
+    fault_hook("relock")
     try:
         do_lock(files, platforms=platforms, lockfile=plan.lockfile)
     except EnvguardError as e:
@@ -457,35 +485,58 @@ def create(
                                 key="-p", fix="choose a prefix path whose parents are directories")
             break
     be = get_backend(backend)
-    lock_path = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked, frozen=frozen,
-                            reporter=rep, cwd=here, spec_files=specs)
-    platform = platform or host_platform()
-    plan = read_plan(lock_path, platform)
-    plan, notes = check_lock_fresh(plan, files, locked=locked, frozen=frozen, reporter=rep)
-    for n in notes:
-        rep.note(n)
-    warnings: list[str] = []
-    expected = plan.fingerprint(be.name)
-    pkgs = Path(cache_dir) if cache_dir is not None else default_pkgs_dir()
+    found: dict[str, tuple[int, int] | None] = {}  # what stood at the target before this run built anything
+    expected: Fingerprint | None = None
     try:
+        lock_path = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked,
+                                frozen=frozen, reporter=rep, cwd=here, spec_files=specs)
+        platform = platform or host_platform()
+        plan = read_plan(lock_path, platform)
+        plan, notes = check_lock_fresh(plan, files, locked=locked, frozen=frozen, reporter=rep)
+        for n in notes:
+            rep.note(n)
+        expected = plan.fingerprint(be.name)
+        pkgs = Path(cache_dir) if cache_dir is not None else default_pkgs_dir()
         return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, force=force, timeout=timeout,
-                              check=check, warnings=warnings, rep=rep, started=started)
+                              check=check, warnings=[], rep=rep, started=started, found=found)
     except Interrupted:
         raise
-    except KeyboardInterrupt:  # say what the target really holds now
-        current = read_fingerprint(target) if target.exists() else None
-        raise Interrupted(interrupt_report(target, current is not None and current.digest == expected.digest)) \
-            from None
+    except KeyboardInterrupt:  # say what the target really holds now (a (re-)lock is replaced atomically)
+        in_place = expected is not None and _new_env_in_place(target, found, expected)
+        raise Interrupted(interrupt_report(target, in_place)) from None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _new_env_in_place(target: Path, found: dict[str, tuple[int, int] | None], expected: Fingerprint) -> bool:
+    """Whether this run's new environment stands at ``target``: another directory than the one found there
+    before the build, carrying the lock's fingerprint. The fingerprint alone cannot tell: an environment
+    that drifted after create (or one rebuilt with --force) carries the same one while it is still the old."""
+    if "before" not in found:
+        return False  # interrupted before this run touched the target (waiting for the prefix lock)
+    now = _identity(target)
+    if now is None or now == found["before"]:
+        return False
+    current = read_fingerprint(target)
+    return current is not None and current.digest == expected.digest
 
 
 def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, platform: str, expected: Fingerprint,
                    pkgs: Path, *, force: bool, timeout: float | None, check: bool, warnings: list[str],
-                   rep: CreateReporter, started: float) -> CreateResult:
+                   rep: CreateReporter, started: float,
+                   found: dict[str, tuple[int, int] | None]) -> CreateResult:
     drift: list[str] = []
     with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
         for note in cleanup_leftovers(target):
             rep.note(note)
         _refuse_non_env(target)  # only now: a half-built target of a killed run is gone after the cleanup
+        found["before"] = _identity(target)
         replacing = target.exists() and is_env(target)
         if replacing:
             _refuse_base(target)

@@ -51,7 +51,8 @@ def fault_hook(event: str) -> None:
     """``ENVGUARD_TEST_KILL_AT=<event>`` SIGKILLs this process at that point, ``ENVGUARD_TEST_PAUSE_AT=
     <event>:<seconds>`` sleeps there: tests interrupt a real create at a known point (with
     ``ENVGUARD_TESTING=1`` only, see :func:`hook_value`). Events: ``link:<n>`` (the n-th package linked),
-    ``staged`` (staging complete), ``swap`` (between moving the old environment aside and the new one in)."""
+    ``staged`` (staging complete), ``swap`` (between moving the old environment aside and the new one in),
+    ``relock`` (a stale lock is about to be solved again)."""
     kill_at = hook_value("ENVGUARD_TEST_KILL_AT")
     if kill_at and kill_at == event:
         sys.stdout.flush()
@@ -60,7 +61,9 @@ def fault_hook(event: str) -> None:
     pause_at = hook_value("ENVGUARD_TEST_PAUSE_AT")
     if pause_at:
         where, _, seconds = pause_at.rpartition(":")
-        if where == event:
+        if where == event:  # said on stderr, so that a test can signal the process exactly there
+            sys.stderr.write(f"envguard: test hook: paused at {event}\n")
+            sys.stderr.flush()
             time.sleep(float(seconds))
 
 
@@ -142,7 +145,7 @@ def interruption(prefix: str | os.PathLike[str]) -> Interruption | None:
     if parsed is not None:
         _name, tag, pid = parsed
         running = pid_alive(pid)
-        what = ("an environment `envguard create --force` moved aside" if tag == OLD_TAG else
+        what = ("an environment `envguard create` moved aside to replace it" if tag == OLD_TAG else
                 "a directory `envguard create` was building")
         return Interruption(tag, pid, running, f"{target.name} is {what}, and process {pid} is " + (
             "still running" if running else "gone (interrupted)"))
@@ -156,8 +159,7 @@ def interruption(prefix: str | os.PathLike[str]) -> Interruption | None:
         if tag == OLD_TAG and not target.exists():
             return Interruption(tag, pid, running, (
                 f"envguard process {pid} is replacing this environment right now" if running else
-                f"an interrupted `envguard create --force` (process {pid}) moved the old environment "
-                f"aside to {path}; run `envguard create` again to put it back"))
+                f"an interrupted `envguard create` (process {pid}) moved the old environment aside to {path}"))
     return None
 
 
