@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,31 @@ def test_failing_configurations_are_classified_and_the_run_goes_on() -> None:
     assert any(line.startswith("forkserver, spawn: the dataset cannot be pickled") for line in not_tried(r))
     assert r.recommended is not None and r.recommended.num_workers in (0, 4)
     assert not [p for p in r.pids if _alive(p)]
+
+
+def test_the_factory_may_return_a_tuple_with_a_sampler() -> None:
+    """(dataset, collate_fn, sampler): a trial's epoch is the user's sampler's (24 samples, not the dataset's 48),
+    and the snippet passes the sampler on. Only the current settings are measured (no search)."""
+    r = tune(sys.executable, dataset="tune_datasets:with_sampler", cwd=TESTS, batch_size=8, budget=10, candidates=[])
+    [t] = r.trials
+    assert t["status"] == "ok" and t["samples"] == 24 and t["epoch_samples"] == 24 and t["batches"] == 3, t
+    assert r.inspect["dataset"]["sampler"] and "    sampler=sampler," in (snippet(r) or "")
+
+
+def test_the_demo_through_the_command_line() -> None:
+    """README's first tune command, shortened: `--demo`, 2 workers as the current settings (the first trial
+    always runs in full), a budget that ends the search there. Text output, as a user reads it."""
+    p = _cli("-p", sys.prefix, "--demo", "--current", "num_workers=2", "--max-workers", "2", "--budget", "3")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "dataset envguard demo (500 samples, 10 ms each, 3x64x64): __main__.DemoDataset, 500 samples" in out
+    assert "1 trial (1 worked)" in out and "recommended: 2 workers, fork, prefetch 2, not persistent: " in out
+    assert "samples/s (the current settings themselves)" in out
+    # 2 workers each sleeping 10 ms per sample cannot beat 200 samples/s (a demo that stopped sleeping would)
+    rate = float(re.search(r"recommended: [^:]*: (\d+) samples/s", out).group(1))
+    assert 0 < rate <= 200 * 1.1, out
+    assert "    loader = DataLoader(" in out and "        num_workers=2," in out
+    assert "over the budget (3 s)" in out and "Traceback" not in p.stderr
 
 
 def test_a_factory_that_raises_is_one_finding_and_exit_7() -> None:

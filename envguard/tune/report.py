@@ -460,7 +460,7 @@ def summary_lines(result: "TuneResult") -> list[str]:
                    f"{cpus.get('cpu_count')}); start methods {methods}{free}")
     if result.trials:
         n_ok = len(result.ok_trials)
-        out.append(f"{len(result.trials)} trials ({n_ok} worked) of {result.options.get('samples_per_trial')} "
+        out.append(f"{len(result.trials)} trial{'s' * (len(result.trials) != 1)} ({n_ok} worked) of {result.options.get('samples_per_trial')} "
                    f"samples each, {result.strategy} search, {result.duration:.0f} s of a {result.options['budget_s']:g} s "
                    "budget" + (f"; {result.stopped}" if result.stopped else ""))
     return out
@@ -475,11 +475,15 @@ def verdict_lines(result: "TuneResult") -> list[str]:
     d = derived(result, rec)
     g = gain(result)
     vs = ""
-    whose = "the current settings'" if result.options.get("current_given", True) else "DataLoader's defaults' (num_workers=0)"
-    if g is not None and cur is not None:
+    given = result.options.get("current_given", True)
+    who = "the current settings" if given else "DataLoader's defaults (num_workers=0)"
+    whose = "the current settings'" if given else "DataLoader's defaults' (num_workers=0)"
+    if cur is not None and cur["id"] == rec["id"]:
+        vs = f" ({who} themselves)"
+    elif g is not None and cur is not None:
         vs = f", {g:.2f}x {whose} {cur['samples_per_s']:.0f}"
     elif cur is not None:
-        vs = f" ({whose.rstrip(chr(39))} failed)"
+        vs = f" ({who} failed)"
     eff = d.get("efficiency")
     out.append(f"recommended: {d['label']}: {rec['samples_per_s']:.0f} samples/s{vs}"
                + (f"; {eff:.0%} of the ideal {d['ideal_samples_per_s']:.0f}" if eff else ""))
