@@ -121,15 +121,9 @@ def lock_cmd(
         raise fail(fresh.message, ExitCode.STALE)
 
     from envguard.lock import lock
-    from envguard.lock.render import lock_with_progress
+    from envguard.lock.render import lock_with_progress, print_locked
 
-    result = lock_with_progress(lock, files or None, platforms or None, cuda_opt, lockfile)
-    for w in result.warnings:
-        warn(w)
-    counts = ", ".join(f"{p}: {n}" for p, n in result.packages.items())
-    verb = "wrote" if result.changed else "unchanged:"
-    cuda_note = f"; {result.cuda_note}" if result.cuda_note else ""
-    render.out.print(f"{verb} {result.lockfile} ({counts} packages{cuda_note}) in {result.seconds:.1f} s", markup=False)
+    print_locked(lock_with_progress(lock, files or None, platforms or None, cuda_opt, lockfile))
 
 # ---------------------------------------------------------------- create (#3)
 
