@@ -158,8 +158,7 @@ def create_cmd(
 ) -> None:
     """Make an environment exactly the lock: create it, rebuild it if it drifted, atomic, every hash verified."""
     from envguard.create import create
-    from envguard.create.render import CreateRenderer
-    from envguard.redact import redact
+    from envguard.create.render import CreateRenderer, print_created
 
     reporter = CreateRenderer(quiet=quiet, live=not quiet and is_terminal(render.out))
     try:
@@ -170,24 +169,7 @@ def create_cmd(
         raise typer.Exit(_interrupted(str(e) or "interrupted")) from None
     finally:
         reporter.close()
-    shown = redact(str(result.prefix))
-    why = getattr(result.prefix, "why", "")
-    chosen = f" ({why})" if why else ""
-    if result.status == "unchanged":
-        how = " (built by the envguard run we waited for)" if result.waited else ""
-        print_plain(render.out, f"unchanged: {shown}{chosen} already matches {redact(str(result.lockfile))}{how}; "
-                    f"fingerprint {result.fingerprint.digest[:12]}")
-    else:
-        from envguard.create import summarise_drift
-
-        pip = f" + {result.pip_count} pip" if result.pip_count else ""
-        print_plain(render.out, f"{result.status} {shown}{chosen}: {result.conda_count} conda{pip} packages from "
-                    f"{redact(str(result.lockfile))} with {result.backend} in {result.seconds:.1f} s; "
-                    f"fingerprint {result.fingerprint.digest[:12]}")
-        if result.drift:
-            print_plain(render.out, f"  it had drifted from the lock: {redact(summarise_drift(result.drift))}")
-    if result.check is not None:
-        print_findings(result.check.findings, title=f"envguard check {shown}")
+    print_created(result)
     raise typer.Exit(result.exit_code)
 
 # ---------------------------------------------------------------- smoke (#4)
