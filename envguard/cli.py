@@ -193,11 +193,9 @@ def smoke_cmd(
                                   help="Seconds before the probe is stopped (exit 124)."),
 ) -> None:
     """Prove in the environment's own interpreter that DataLoader workers, pinned memory and CUDA work."""
-    import json
-
     from envguard.errors import UserError
     from envguard.smoke import resolve_python, run_smoke
-    from envguard.smoke.render import SmokeProgress, print_smoke_checks, smoke_checks_markdown, smoke_title
+    from envguard.smoke.render import SmokeProgress, show
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
@@ -211,23 +209,7 @@ def smoke_cmd(
         from envguard.catalog import aim_findings
 
         result.findings = aim_findings(result.findings, exe.prefix)
-    if fmt == "json":
-        from envguard.redact import redact
-
-        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, default=str)) + "\n")
-    elif fmt == "markdown":
-        from envguard.report import findings_to_markdown
-
-        sys.stdout.write(findings_to_markdown(smoke_title(result, getattr(exe, "why", "")), result.findings))
-        sys.stdout.write(smoke_checks_markdown(result))
-    else:
-        render.out.print(smoke_title(result, getattr(exe, "why", "")), markup=False)
-        print_smoke_checks(result)
-        from envguard.smoke.render import distributed_line
-
-        if distributed_line(result):
-            render.out.print(distributed_line(result), markup=False)
-        print_findings(result.findings)
+    show(result, fmt, getattr(exe, "why", ""))
     raise typer.Exit(result.exit_code)
 
 # ---------------------------------------------------------------- check (#5)
