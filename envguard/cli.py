@@ -242,10 +242,8 @@ def check_cmd(
         "MASTER_ADDR, MASTER_PORT; torchrun or srun); the result goes into the report."),
 ) -> None:
     """Verify an installed environment against its lock, its policy and its hardware."""
-    import json
-
     from envguard.check import run_check
-    from envguard.check.render import check_title
+    from envguard.check.render import show
     from envguard.envs import NoTargetError
     from envguard.errors import UserError
 
@@ -277,15 +275,7 @@ def check_cmd(
 
         print_plain(render.out, f"envguard check: skipped: {redact(e.message)}")
         raise typer.Exit(int(ExitCode.OK)) from None
-    if fmt == "json":
-        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
-    elif fmt == "markdown":
-        from envguard.report import findings_to_markdown
-
-        sys.stdout.write(findings_to_markdown(check_title(report), report.findings))
-    else:
-        render.out.print(check_title(report), markup=False)
-        print_findings(report.findings)
+    show(report, fmt)
     raise typer.Exit(report.exit_code)
 
 # ---------------------------------------------------------------- diff (#6)
