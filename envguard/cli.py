@@ -307,12 +307,10 @@ def diff_cmd(
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the sides differ."),
 ) -> None:
     """Compare two environment descriptions: what changed, and which changes matter."""
-    import json
-
-    from envguard.errors import UserError
-    from envguard.redact import redact
-    from envguard.sources import NAME_PREFIX
     from envguard.diff import SideArgs, compare
+    from envguard.diff.render import show
+    from envguard.errors import UserError
+    from envguard.sources import NAME_PREFIX
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, markdown or json")
@@ -338,16 +336,7 @@ def diff_cmd(
     )
     if chosen:
         result.notes.insert(0, chosen)
-    if fmt == "json":
-        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)) + "\n")
-    elif fmt == "markdown":
-        from envguard.diff import to_markdown
-
-        sys.stdout.write(redact(to_markdown(result)))
-    else:
-        from envguard.diff.render import print_diff
-
-        print_diff(result)
+    show(result, fmt)
     raise typer.Exit(0 if result.equal or exit_zero else int(ExitCode.PROBLEMS))
 
 # ---------------------------------------------------------------- init, lint (#7)
