@@ -390,40 +390,19 @@ def lint_cmd(
     fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
 ) -> None:
     """Check environment files and lock files for known-bad PyTorch setups (exit 1 on errors)."""
-    import json
-
     from envguard.errors import UserError
     from envguard.findings import has_errors
     from envguard.lint import default_targets, lint_paths
+    from envguard.lint.render import show
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
     targets = list(files) if files else default_targets(Path("."))
     result = lint_paths(targets)
-    for message in result.unreadable:
-        render.err.print(f"[red]error:[/red] {_escape(_lint_redact(message))}", markup=True)
-    if fmt == "json":
-        from envguard.report import findings_to_json
-
-        doc = {"files": [_lint_redact(f) for f in result.files], "findings": findings_to_json(result.findings),
-               "unreadable": [_lint_redact(m) for m in result.unreadable], "summary": result.summary}
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    elif fmt == "markdown":
-        from envguard.report import findings_to_markdown
-
-        sys.stdout.write(findings_to_markdown(f"envguard lint: {', '.join(result.files)}", result.findings,
-                                              summary=result.summary))
-    else:
-        print_findings(result.findings, title=f"envguard lint: {', '.join(result.files)}", summary=result.summary)
+    show(result, fmt)
     if result.unreadable:
         raise typer.Exit(int(ExitCode.USAGE))
     raise typer.Exit(int(ExitCode.PROBLEMS) if has_errors(result.findings) else int(ExitCode.OK))
-
-
-def _lint_redact(text: str) -> str:
-    from envguard.redact import redact
-
-    return redact(str(text))
 
 # ---------------------------------------------------------------- export (#15)
 
