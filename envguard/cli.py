@@ -446,30 +446,14 @@ def fleet_cmd(
     fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
 ) -> None:
     """One verdict over many nodes' check reports: groups, their nodes and what differs."""
-    import json
-
     from envguard.errors import UserError
     from envguard.fleet import run_fleet
+    from envguard.fleet.render import show
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
     result = run_fleet(reports, lockfile=lockfile)
-    if fmt == "json":
-        from envguard.redact import redact
-
-        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)) + "\n")
-    elif fmt == "markdown":
-        from envguard.fleet import to_markdown
-
-        sys.stdout.write(to_markdown(result))
-    else:
-        from envguard.fleet.render import print_fleet
-
-        print_fleet(result)
-    if fmt != "text":
-        for path, why in result.unreadable:
-            render.err.print(f"[red]error:[/red] {_escape(_lint_redact(path))}: {_escape(_lint_redact(why))} "
-                             "(skipped)", markup=True)
+    show(result, fmt)
     raise typer.Exit(result.exit_code)
 
 
