@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 from envguard import __version__
 from envguard.errors import EnvguardError, ExitCode
 from envguard import render
-from envguard.render import escape as _escape, is_terminal, print_findings, print_plain, warn
+from envguard.render import escape as _escape, is_terminal, print_plain, warn
 from envguard.typer_shim import PlainGroup
 
 app = typer.Typer(
@@ -485,31 +485,17 @@ def tune_cmd(
                                         "as PNG or SVG (needs matplotlib: the plot extra)."),
 ) -> None:
     """Measure your DataLoader inside the environment and recommend its settings, with evidence."""
-    import json
-
     from envguard.errors import UserError
-    from envguard.tune import check_plot, tune, write_plot
-    from envguard.tune.render import print_tune, progress
+    from envguard.tune import check_plot, tune
+    from envguard.tune.render import progress, show
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
-    plot_path = check_plot(plot) if plot is not None else None
+    plot_path = check_plot(plot) if plot is not None else None  # before any trial runs
     result = tune(prefix=prefix, name=name, dataset=dataset, demo=demo, batch_size=batch_size, step_ms=step_ms,
                   busy=busy, budget=budget, current=current, max_workers=max_workers, timeout=timeout,
                   on_trial=progress if fmt == "text" else None)
-    if plot_path is not None and result.ok_trials:
-        write_plot(result, plot_path)
-        print_plain(render.err, f"wrote {plot_path}")
-    elif plot_path is not None:
-        warn(f"no plot written to {plot_path}: no configuration worked")
-    if fmt == "json":
-        from envguard.redact import redact
-
-        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, default=str)) + "\n")
-    elif fmt == "markdown":
-        sys.stdout.write(result.to_markdown())
-    else:
-        print_tune(result)
+    show(result, fmt, plot_path)
     raise typer.Exit(result.exit_code)
 
 # ---------------------------------------------------------------- entry point
