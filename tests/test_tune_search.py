@@ -316,3 +316,15 @@ def test_the_terminal_report_prints_names_as_they_are(capsys: pytest.CaptureFixt
     r.inspect.pop("dataset")
     r.options["dataset"] = "mydata:make"
     assert "torch 2.13.0+cpu (CPU build); dataset mydata:make: not loaded" in summary_lines(r)
+
+
+def test_a_setting_measured_twice_is_reported_by_its_mean() -> None:
+    """The recommendation is judged on each setting's mean; its figure, gain and chart say the same."""
+    r = _result([_t(0, 100.0, role="current"), _t(8, 600.0), _t(4, 500.0), _t(8, 700.0, role="confirm")])
+    assert r.recommended == Settings(8, 2, True, False, "fork")
+    assert any(ln.startswith("recommended: 8 workers, fork, prefetch 2, persistent: 650 samples/s (mean of 2 trials), "
+                             "6.50x the current settings' 100") for ln in verdict_lines(r)), verdict_lines(r)
+    doc = to_json(r)
+    assert doc["recommended_samples_per_s"] == 650.0 and doc["gain"] == 6.5
+    from envguard.tune.report import series
+    assert series(r)["fork, prefetch 2, persistent"] == [(4, 500.0), (8, 650.0)]

@@ -302,11 +302,18 @@ def _cap_note(result: "TuneResult") -> list[Finding]:
 # ---------------------------------------------------------------- the recommendation
 
 
+def mean_of(result: "TuneResult", t: dict[str, Any] | None) -> float | None:
+    """samples/s of the trial's setting: the mean of its measurements, the figure the recommendation is judged on
+    (close winners are measured twice)."""
+    return result.results().get(Settings.from_dict(t["settings"])) if t else None
+
+
 def gain(result: "TuneResult") -> float | None:
     rec, cur = result.recommended_trial, result.current_trial
-    if not rec or not cur or cur.get("status") != "ok" or not cur.get("samples_per_s"):
+    if not rec or not cur or cur.get("status") != "ok":
         return None
-    return rec["samples_per_s"] / cur["samples_per_s"]
+    mine, theirs = mean_of(result, rec), mean_of(result, cur)
+    return mine / theirs if mine and theirs else None
 
 
 def snippet(result: "TuneResult", indent: str = "") -> str | None:
@@ -395,7 +402,7 @@ def to_json(result: "TuneResult") -> dict[str, Any]:
         "trials": trials,
         "recommended": rec.kwargs() if rec else None,
         "recommended_trial": rt["id"] if rt else None,
-        "recommended_samples_per_s": rt.get("samples_per_s") if rt else None,
+        "recommended_samples_per_s": mean_of(result, rt),  # the mean of its measurements
         "current": result.current.kwargs(),
         "current_trial": ct["id"] if ct else None,
         "gain": round(g, 4) if g else None,
@@ -478,15 +485,18 @@ def verdict_lines(result: "TuneResult") -> list[str]:
     given = result.options.get("current_given", True)
     who = "the current settings" if given else "DataLoader's defaults (num_workers=0)"
     whose = "the current settings'" if given else "DataLoader's defaults' (num_workers=0)"
+    mine = mean_of(result, rec) or float(rec["samples_per_s"])
+    n = sum(1 for t in result.ok_trials if Settings.from_dict(t["settings"]) == Settings.from_dict(rec["settings"]))
     if cur is not None and cur["id"] == rec["id"]:
         vs = f" ({who} themselves)"
     elif g is not None and cur is not None:
-        vs = f", {g:.2f}x {whose} {cur['samples_per_s']:.0f}"
+        vs = f", {g:.2f}x {whose} {mean_of(result, cur):.0f}"
     elif cur is not None:
         vs = f" ({who} failed)"
-    eff = d.get("efficiency")
-    out.append(f"recommended: {d['label']}: {rec['samples_per_s']:.0f} samples/s{vs}"
-               + (f"; {eff:.0%} of the ideal {d['ideal_samples_per_s']:.0f}" if eff else ""))
+    ideal_v = d.get("ideal_samples_per_s")
+    eff = min(1.0, mine / ideal_v) if ideal_v else None
+    out.append(f"recommended: {d['label']}: {mine:.0f} samples/s" + (f" (mean of {n} trials)" if n > 1 else "") + vs
+               + (f"; {eff:.0%} of the ideal {ideal_v:.0f}" if eff else ""))
     step = float(result.options.get("step_ms") or 0.0)
     if step > 0 and rec.get("wait_fraction") is not None:
         bound = "data-bound" if d.get("bound") == "data" else "compute-bound"
