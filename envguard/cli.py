@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 from envguard import __version__
 from envguard.errors import EnvguardError, ExitCode
 from envguard import render
-from envguard.render import escape as _escape, is_terminal, print_findings, print_plain, warn
+from envguard.render import escape as _escape, is_terminal, print_plain, warn
 from envguard.typer_shim import PlainGroup
 
 app = typer.Typer(
@@ -121,15 +121,9 @@ def lock_cmd(
         raise fail(fresh.message, ExitCode.STALE)
 
     from envguard.lock import lock
-    from envguard.lock.render import lock_with_progress
+    from envguard.lock.render import lock_with_progress, print_locked
 
-    result = lock_with_progress(lock, files or None, platforms or None, cuda_opt, lockfile)
-    for w in result.warnings:
-        warn(w)
-    counts = ", ".join(f"{p}: {n}" for p, n in result.packages.items())
-    verb = "wrote" if result.changed else "unchanged:"
-    cuda_note = f"; {result.cuda_note}" if result.cuda_note else ""
-    render.out.print(f"{verb} {result.lockfile} ({counts} packages{cuda_note}) in {result.seconds:.1f} s", markup=False)
+    print_locked(lock_with_progress(lock, files or None, platforms or None, cuda_opt, lockfile))
 
 # ---------------------------------------------------------------- create (#3)
 
@@ -164,8 +158,7 @@ def create_cmd(
 ) -> None:
     """Make an environment exactly the lock: create it, rebuild it if it drifted, atomic, every hash verified."""
     from envguard.create import create
-    from envguard.create.render import CreateRenderer
-    from envguard.redact import redact
+    from envguard.create.render import CreateRenderer, print_created
 
     reporter = CreateRenderer(quiet=quiet, live=not quiet and is_terminal(render.out))
     try:
@@ -176,24 +169,7 @@ def create_cmd(
         raise typer.Exit(_interrupted(str(e) or "interrupted")) from None
     finally:
         reporter.close()
-    shown = redact(str(result.prefix))
-    why = getattr(result.prefix, "why", "")
-    chosen = f" ({why})" if why else ""
-    if result.status == "unchanged":
-        how = " (built by the envguard run we waited for)" if result.waited else ""
-        print_plain(render.out, f"unchanged: {shown}{chosen} already matches {redact(str(result.lockfile))}{how}; "
-                    f"fingerprint {result.fingerprint.digest[:12]}")
-    else:
-        from envguard.create import summarise_drift
-
-        pip = f" + {result.pip_count} pip" if result.pip_count else ""
-        print_plain(render.out, f"{result.status} {shown}{chosen}: {result.conda_count} conda{pip} packages from "
-                    f"{redact(str(result.lockfile))} with {result.backend} in {result.seconds:.1f} s; "
-                    f"fingerprint {result.fingerprint.digest[:12]}")
-        if result.drift:
-            print_plain(render.out, f"  it had drifted from the lock: {redact(summarise_drift(result.drift))}")
-    if result.check is not None:
-        print_findings(result.check.findings, title=f"envguard check {shown}")
+    print_created(result)
     raise typer.Exit(result.exit_code)
 
 # ---------------------------------------------------------------- smoke (#4)
@@ -217,11 +193,9 @@ def smoke_cmd(
                                   help="Seconds before the probe is stopped (exit 124)."),
 ) -> None:
     """Prove in the environment's own interpreter that DataLoader workers, pinned memory and CUDA work."""
-    import json
-
     from envguard.errors import UserError
     from envguard.smoke import resolve_python, run_smoke
-    from envguard.smoke.render import SmokeProgress, print_smoke_checks, smoke_checks_markdown, smoke_title
+    from envguard.smoke.render import SmokeProgress, show
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
@@ -235,23 +209,7 @@ def smoke_cmd(
         from envguard.catalog import aim_findings
 
         result.findings = aim_findings(result.findings, exe.prefix)
-    if fmt == "json":
-        from envguard.redact import redact
-
-        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, default=str)) + "\n")
-    elif fmt == "markdown":
-        from envguard.report import findings_to_markdown
-
-        sys.stdout.write(findings_to_markdown(smoke_title(result, getattr(exe, "why", "")), result.findings))
-        sys.stdout.write(smoke_checks_markdown(result))
-    else:
-        render.out.print(smoke_title(result, getattr(exe, "why", "")), markup=False)
-        print_smoke_checks(result)
-        from envguard.smoke.render import distributed_line
-
-        if distributed_line(result):
-            render.out.print(distributed_line(result), markup=False)
-        print_findings(result.findings)
+    show(result, fmt, getattr(exe, "why", ""))
     raise typer.Exit(result.exit_code)
 
 # ---------------------------------------------------------------- check (#5)
@@ -284,10 +242,8 @@ def check_cmd(
         "MASTER_ADDR, MASTER_PORT; torchrun or srun); the result goes into the report."),
 ) -> None:
     """Verify an installed environment against its lock, its policy and its hardware."""
-    import json
-
     from envguard.check import run_check
-    from envguard.check.render import check_title
+    from envguard.check.render import show
     from envguard.envs import NoTargetError
     from envguard.errors import UserError
 
@@ -319,15 +275,7 @@ def check_cmd(
 
         print_plain(render.out, f"envguard check: skipped: {redact(e.message)}")
         raise typer.Exit(int(ExitCode.OK)) from None
-    if fmt == "json":
-        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
-    elif fmt == "markdown":
-        from envguard.report import findings_to_markdown
-
-        sys.stdout.write(findings_to_markdown(check_title(report), report.findings))
-    else:
-        render.out.print(check_title(report), markup=False)
-        print_findings(report.findings)
+    show(report, fmt)
     raise typer.Exit(report.exit_code)
 
 # ---------------------------------------------------------------- diff (#6)
@@ -359,12 +307,10 @@ def diff_cmd(
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the sides differ."),
 ) -> None:
     """Compare two environment descriptions: what changed, and which changes matter."""
-    import json
-
-    from envguard.errors import UserError
-    from envguard.redact import redact
-    from envguard.sources import NAME_PREFIX
     from envguard.diff import SideArgs, compare
+    from envguard.diff.render import show
+    from envguard.errors import UserError
+    from envguard.sources import NAME_PREFIX
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, markdown or json")
@@ -390,16 +336,7 @@ def diff_cmd(
     )
     if chosen:
         result.notes.insert(0, chosen)
-    if fmt == "json":
-        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)) + "\n")
-    elif fmt == "markdown":
-        from envguard.diff import to_markdown
-
-        sys.stdout.write(redact(to_markdown(result)))
-    else:
-        from envguard.diff.render import print_diff
-
-        print_diff(result)
+    show(result, fmt)
     raise typer.Exit(0 if result.equal or exit_zero else int(ExitCode.PROBLEMS))
 
 # ---------------------------------------------------------------- init, lint (#7)
@@ -453,40 +390,19 @@ def lint_cmd(
     fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
 ) -> None:
     """Check environment files and lock files for known-bad PyTorch setups (exit 1 on errors)."""
-    import json
-
     from envguard.errors import UserError
     from envguard.findings import has_errors
     from envguard.lint import default_targets, lint_paths
+    from envguard.lint.render import show
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
     targets = list(files) if files else default_targets(Path("."))
     result = lint_paths(targets)
-    for message in result.unreadable:
-        render.err.print(f"[red]error:[/red] {_escape(_lint_redact(message))}", markup=True)
-    if fmt == "json":
-        from envguard.report import findings_to_json
-
-        doc = {"files": [_lint_redact(f) for f in result.files], "findings": findings_to_json(result.findings),
-               "unreadable": [_lint_redact(m) for m in result.unreadable], "summary": result.summary}
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    elif fmt == "markdown":
-        from envguard.report import findings_to_markdown
-
-        sys.stdout.write(findings_to_markdown(f"envguard lint: {', '.join(result.files)}", result.findings,
-                                              summary=result.summary))
-    else:
-        print_findings(result.findings, title=f"envguard lint: {', '.join(result.files)}", summary=result.summary)
+    show(result, fmt)
     if result.unreadable:
         raise typer.Exit(int(ExitCode.USAGE))
     raise typer.Exit(int(ExitCode.PROBLEMS) if has_errors(result.findings) else int(ExitCode.OK))
-
-
-def _lint_redact(text: str) -> str:
-    from envguard.redact import redact
-
-    return redact(str(text))
 
 # ---------------------------------------------------------------- export (#15)
 
@@ -530,30 +446,14 @@ def fleet_cmd(
     fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
 ) -> None:
     """One verdict over many nodes' check reports: groups, their nodes and what differs."""
-    import json
-
     from envguard.errors import UserError
     from envguard.fleet import run_fleet
+    from envguard.fleet.render import show
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
     result = run_fleet(reports, lockfile=lockfile)
-    if fmt == "json":
-        from envguard.redact import redact
-
-        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)) + "\n")
-    elif fmt == "markdown":
-        from envguard.fleet import to_markdown
-
-        sys.stdout.write(to_markdown(result))
-    else:
-        from envguard.fleet.render import print_fleet
-
-        print_fleet(result)
-    if fmt != "text":
-        for path, why in result.unreadable:
-            render.err.print(f"[red]error:[/red] {_escape(_lint_redact(path))}: {_escape(_lint_redact(why))} "
-                             "(skipped)", markup=True)
+    show(result, fmt)
     raise typer.Exit(result.exit_code)
 
 
@@ -585,31 +485,17 @@ def tune_cmd(
                                         "as PNG or SVG (needs matplotlib: the plot extra)."),
 ) -> None:
     """Measure your DataLoader inside the environment and recommend its settings, with evidence."""
-    import json
-
     from envguard.errors import UserError
-    from envguard.tune import check_plot, tune, write_plot
-    from envguard.tune.render import print_tune, progress
+    from envguard.tune import check_plot, tune
+    from envguard.tune.render import progress, show
 
     if fmt not in ("text", "json", "markdown"):
         raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
-    plot_path = check_plot(plot) if plot is not None else None
+    plot_path = check_plot(plot) if plot is not None else None  # before any trial runs
     result = tune(prefix=prefix, name=name, dataset=dataset, demo=demo, batch_size=batch_size, step_ms=step_ms,
                   busy=busy, budget=budget, current=current, max_workers=max_workers, timeout=timeout,
                   on_trial=progress if fmt == "text" else None)
-    if plot_path is not None and result.ok_trials:
-        write_plot(result, plot_path)
-        print_plain(render.err, f"wrote {plot_path}")
-    elif plot_path is not None:
-        warn(f"no plot written to {plot_path}: no configuration worked")
-    if fmt == "json":
-        from envguard.redact import redact
-
-        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, default=str)) + "\n")
-    elif fmt == "markdown":
-        sys.stdout.write(result.to_markdown())
-    else:
-        print_tune(result)
+    show(result, fmt, plot_path)
     raise typer.Exit(result.exit_code)
 
 # ---------------------------------------------------------------- entry point

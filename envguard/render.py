@@ -78,8 +78,9 @@ def _maybe_terminal(stream: "object") -> bool:
         return True
 
 
-out = _LazyConsole(highlight=False, soft_wrap=True)
-err = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)
+# emoji=False: names such as a dataset "data:smile" or a path "a:boom:b" are text, never an emoji code
+out = _LazyConsole(highlight=False, soft_wrap=True, emoji=False)
+err = _LazyConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def warn(message: str) -> None:

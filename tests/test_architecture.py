@@ -10,12 +10,13 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "envguard"
-WINGS = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()} - {"sources", "in_process", "templates"}
+NOT_WINGS = {"sources", "in_process", "templates"}  # core packages, and package data
 CORE_PACKAGES = {"sources", "in_process"}
 
 # who may call whom: a command that really runs another, or reads what another one owns (docs/architecture.md)
@@ -27,29 +28,46 @@ ALLOWED_EDGES = {
     ("check", "create"),    # check reads create's fingerprint and interrupted-create state
     ("lint", "lock"),       # lint applies lock's own spec validation, so both agree
     ("init", "lint"),       # init lints the file it writes
-    ("init", "lock"),       # init confirms its choice with a real solve when asked
     ("export", "lock"),     # export writes a lock with lock's writer
     ("export", "check"),    # export names what cannot be reproduced with check's rules
     ("export", "lint"),     # export reports channel mixing with lint's rule
     ("tune", "smoke"),      # tune runs its probe the way smoke does
     ("fleet", "diff"),      # fleet names differences in diff's change classes
-    ("fleet", "check"),     # fleet reads check reports
     ("check", "diff"),      # check classifies lock differences with diff's engine
 }
 RENDERING = {"cli.py", "typer_shim.py", "render.py"}
 TOP = {"cli.py", "__main__.py", "typer_shim.py"}  # above every wing: may use any wing's public entry
+_IMPORTERS = {"import_module", "__import__"}  # importlib.import_module("envguard.x.y"), __import__(...)
 
 
-def _modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+def _wings(package: Path) -> set[str]:
+    return {p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").is_file()} - NOT_WINGS
 
 
-def _imports(path: Path) -> list[tuple[str, int]]:
-    """Every module an import statement names (function-level lazy imports included)."""
+WINGS = _wings(PACKAGE)
+
+
+def _modules(package: Path = PACKAGE) -> list[Path]:
+    return sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _is_module(package: Path, dotted: str) -> bool:
+    """Whether ``dotted`` (``envguard.check.checks``) names a module or package of the package tree."""
+    parts = dotted.split(".")
+    if parts[0] != package.name or len(parts) < 2:
+        return False
+    base = package.parent.joinpath(*parts)
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _imports(path: Path, package: Path = PACKAGE) -> list[tuple[str, int]]:
+    """Every module the file imports: import statements (function-level and relative ones included),
+    names of a ``from`` import that are modules themselves (``from envguard.check import checks``), and
+    module names given to ``importlib.import_module``/``__import__`` as strings (an f-string's literal
+    head counts as one of that package's modules)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: list[tuple[str, int]] = []
-    rel = path.relative_to(PACKAGE.parent).with_suffix("")
-    pkg_parts = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    pkg_parts = list(path.relative_to(package.parent).with_suffix("").parts[:-1])
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(a.name, node.lineno) for a in node.names]
@@ -60,32 +78,39 @@ def _imports(path: Path) -> list[tuple[str, int]]:
             else:
                 mod = node.module or ""
             found.append((mod, node.lineno))
-            # "from envguard import check" names a wing through its public entry
-            if mod == "envguard":
-                found += [(f"envguard.{a.name}", node.lineno) for a in node.names]
+            found += [(f"{mod}.{a.name}", node.lineno) for a in node.names if _is_module(package, f"{mod}.{a.name}")]
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            arg = node.args[0]
+            if name not in _IMPORTERS:
+                continue
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                found.append((arg.value, node.lineno))
+            elif isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+                head = str(arg.values[0].value)
+                found.append((head + "<dynamic>" if head.endswith(".") else head, node.lineno))
     return found
 
 
-def _wing_of(path: Path) -> str | None:
-    parts = path.relative_to(PACKAGE).parts
-    return parts[0] if len(parts) > 1 and parts[0] in WINGS else None
+def _wing_of(path: Path, package: Path = PACKAGE) -> str | None:
+    parts = path.relative_to(package).parts
+    return parts[0] if len(parts) > 1 and parts[0] in _wings(package) else None
 
 
-def test_the_wings_exist() -> None:
-    assert {"lock", "create", "check", "smoke", "diff", "lint", "init"} <= WINGS
-
-
-def test_core_imports_no_wing_and_wings_use_only_public_entries() -> None:
+def layout_problems(package: Path = PACKAGE, edges: set[tuple[str, str]] = ALLOWED_EDGES) -> list[str]:
+    """Breaks of rules 1-3 of docs/architecture.md, one line each with file and line."""
+    wings = _wings(package)
     problems = []
-    for path in _modules():
-        mine = _wing_of(path)
-        where = path.relative_to(PACKAGE.parent)
-        for mod, line in _imports(path):
+    for path in _modules(package):
+        mine = _wing_of(path, package)
+        where = path.relative_to(package.parent)
+        for mod, line in _imports(path, package):
             parts = mod.split(".")
-            if parts[0] != "envguard" or len(parts) < 2 or parts[1] not in WINGS:
+            if parts[0] != package.name or len(parts) < 2 or parts[1] not in wings:
                 continue
             theirs = parts[1]
-            if path.parent == PACKAGE and path.name in TOP:
+            if path.parent == package and path.name in TOP:
                 if len(parts) > 2 and not parts[2] == "render":
                     problems.append(f"{where}:{line}: {mod} is private to the {theirs} wing; use envguard.{theirs}")
             elif mine is None:
@@ -93,20 +118,83 @@ def test_core_imports_no_wing_and_wings_use_only_public_entries() -> None:
             elif theirs != mine:
                 if len(parts) > 2:
                     problems.append(f"{where}:{line}: {mod} is private to the {theirs} wing; use envguard.{theirs}")
-                elif (mine, theirs) not in ALLOWED_EDGES:
+                elif (mine, theirs) not in edges:
                     problems.append(f"{where}:{line}: {mine} -> {theirs} is not an edge of docs/architecture.md")
+    return problems
+
+
+def ui_problems(package: Path = PACKAGE) -> list[str]:
+    """typer, rich or click imported outside cli.py, typer_shim.py and the render.py modules."""
+    problems = []
+    for path in _modules(package):
+        if path.name in RENDERING:
+            continue
+        for mod, line in _imports(path, package):
+            if mod.split(".")[0] in ("typer", "rich", "click"):
+                problems.append(f"{path.relative_to(package.parent)}:{line}: imports {mod}")
+    return problems
+
+
+def test_the_wings_exist() -> None:
+    assert {"lock", "create", "check", "smoke", "diff", "lint", "init", "export", "tune", "fleet"} <= WINGS
+
+
+def test_core_imports_no_wing_and_wings_use_only_public_entries() -> None:
+    problems = layout_problems()
     assert not problems, "\n".join(problems)
 
 
 def test_only_the_cli_and_rendering_import_typer_or_rich() -> None:
-    problems = []
-    for path in _modules():
-        if path.name in RENDERING:
-            continue
-        for mod, line in _imports(path):
-            if mod.split(".")[0] in ("typer", "rich", "click"):
-                problems.append(f"{path.relative_to(PACKAGE.parent)}:{line}: imports {mod}")
+    problems = ui_problems()
     assert not problems, "\n".join(problems)
+
+
+def test_every_allowed_edge_is_used() -> None:
+    """An edge nobody uses is a false statement in docs/architecture.md: remove it from both places."""
+    used = set()
+    for path in _modules():
+        mine = _wing_of(path)
+        for mod, _line in _imports(path):
+            parts = mod.split(".")
+            if mine and parts[0] == "envguard" and len(parts) >= 2 and parts[1] in WINGS and parts[1] != mine:
+                used.add((mine, parts[1]))
+    assert ALLOWED_EDGES <= used, f"listed but unused: {sorted(ALLOWED_EDGES - used)}"
+
+
+def test_the_checks_find_what_they_are_meant_to_find(tmp_path: Path) -> None:
+    """The rules above, on a small package with one break of each kind (each must be reported)."""
+    pkg = tmp_path / "envguard"
+    files = {
+        "__init__.py": "",
+        "errors.py": "import envguard.smoke.probe as p\n",                       # core -> wing (aliased)
+        "report.py": "import importlib\nm = importlib.import_module('envguard.check')\n",  # core -> wing (string)
+        "cli.py": "from envguard.check import checks\n",                         # top -> private (module name)
+        "check/__init__.py": "from envguard.smoke import run_smoke\n",           # allowed edge, public entry
+        "check/checks.py": "from ..smoke import probe\n",                        # relative, private module
+        "check/rules.py": "from ..smoke.probe import x\n",                       # relative, private module
+        "check/dyn.py": "import importlib\nimportlib.import_module(f'envguard.smoke.{1}')\n",
+        "check/ui.py": "from rich.table import Table\n",                         # rich outside render.py
+        "check/render.py": "import rich\n",                                       # fine
+        "smoke/__init__.py": "__import__('envguard.lint')\n",                    # not an edge
+        "smoke/probe/__init__.py": "",
+        "smoke/probe/x.py": "",
+        "lint/__init__.py": "",
+    }
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    found = layout_problems(pkg, {("check", "smoke")})
+    expected = ["envguard/errors.py:1: the core imports the smoke wing (envguard.smoke.probe)",
+                "envguard/report.py:2: the core imports the check wing (envguard.check)",
+                "envguard/cli.py:1: envguard.check.checks is private to the check wing",
+                "envguard/check/checks.py:1: envguard.smoke.probe is private to the smoke wing",
+                "envguard/check/rules.py:1: envguard.smoke.probe is private to the smoke wing",
+                "envguard/check/dyn.py:2: envguard.smoke.<dynamic> is private to the smoke wing",
+                "envguard/smoke/__init__.py:1: smoke -> lint is not an edge"]
+    for want in expected:
+        assert any(p.startswith(want) for p in found), (want, found)
+    assert not [p for p in found if p.startswith("envguard/check/__init__.py")], found
+    assert ui_problems(pkg) == ["envguard/check/ui.py:1: imports rich.table"]
 
 
 @pytest.mark.parametrize("probe", sorted(p for p in PACKAGE.rglob("*.py")
@@ -116,7 +204,11 @@ def test_probes_are_standalone(probe: Path) -> None:
     assert not [m for m, _ in _imports(probe) if m.split(".")[0] == "envguard"], probe
 
 
-def test_the_document_lists_every_edge() -> None:
+def test_the_document_lists_exactly_the_edges() -> None:
+    """Rule 3's list in docs/architecture.md ("- create → lock: ...") and ALLOWED_EDGES are the same set."""
     doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
-    missing = [f"{a} -> {b}" for a, b in sorted(ALLOWED_EDGES) if f"{a} → {b}" not in doc]
-    assert not missing, f"docs/architecture.md does not name: {missing}"
+    listed = {(a, b) for a, b in re.findall(r"^\s*- (\w+) → (\w+):", doc, flags=re.M)}
+    assert listed == ALLOWED_EDGES, (f"in the document only: {sorted(listed - ALLOWED_EDGES)}; "
+                                     f"in ALLOWED_EDGES only: {sorted(ALLOWED_EDGES - listed)}")
+    missing = [w for w in sorted(WINGS) if f"\n  {w}/" not in doc]
+    assert not missing, f"docs/architecture.md's tree does not show the wings {missing}"

@@ -160,7 +160,10 @@ def test_numbers_that_will_bite_are_warnings_with_the_numbers() -> None:
     assert by["fd-limit"].severity is Severity.WARNING and "1024" in by["fd-limit"].message
     assert "100.0 MiB" in by["cow-memory"].message and "800.0 MiB" in by["cow-memory"].message
     restart = by["worker-restart"]
-    assert restart.severity is Severity.INFO and "3.20 s" in restart.message and "imports torch" in restart.message
+    assert restart.severity is Severity.INFO and "imports torch" in restart.message
+    # no persistent twin measured: the cost is the first batch's time less one batch loaded serially (32 x 10 ms)
+    assert "2.88 s more to the first batch than loading its first batch alone would (3.20 s against 0.32 s)" \
+        in restart.message
     assert by["pin-cpu"].severity is Severity.INFO
     assert by["max-workers"].fix == "rerun with --max-workers 16"  # still best at the cap (8)
     assert r.recommended == Settings(8, 2, True, False, "fork")
@@ -174,6 +177,7 @@ def test_restart_cost_of_the_current_settings_is_a_warning_and_idle_time_is_repo
                  _t(4, 400.0, "spawn", wait_fraction=0.05)], step_ms=40)
     restart = next(f for f in r.findings if f.code == "worker-restart")
     assert restart.severity is Severity.WARNING and "trial 1" in restart.message
+    assert "2.70 s more to the first batch than with persistent workers (3.00 s against 0.30 s)" in restart.message
     lines = verdict_lines(r)
     assert any("idle 70% of the time" in ln for ln in lines) and any("compute-bound" in ln for ln in lines)
     assert to_json(r)["current_idle_fraction"] == 0.7
@@ -217,3 +221,110 @@ def test_close_winners_are_measured_again_side_by_side() -> None:
     assert means[fs8] == pytest.approx(621.5) and means[fork8] == 590.0 and means[fork4] == 350.0
     session.trials = session.trials[:1] + [{"settings": fs8.to_dict(), "status": "ok", "samples_per_s": 663.0}]
     assert session.confirmations() == []  # a clear winner needs no second look
+
+
+def test_the_first_batch_of_an_epoch_is_not_counted_as_worker_start_up() -> None:
+    """Fork workers without persistence: 0.40 s to the first batch, against 0.35 s with persistent workers
+    (that batch is loaded either way). 0.05 s of a 1 s epoch is no warning; 0.40 s (40%) was one."""
+    r = _result([_t(0, 90.0, role="current"), _t(8, 1000.0, epoch_start_s=0.35),
+                 _t(8, 950.0, persistent=False, epoch_start_s=0.40)])
+    assert "worker-restart" not in {f.code for f in r.findings}
+    slow = _result([_t(0, 90.0, role="current"), _t(8, 1000.0, epoch_start_s=0.35),
+                    _t(8, 700.0, persistent=False, epoch_start_s=0.60, epoch_s=1.0)])
+    restart = next(f for f in slow.findings if f.code == "worker-restart")
+    assert "0.25 s more to the first batch than with persistent workers" in restart.message
+    assert "25% of the epoch (trial 3)" in restart.message
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _FakeProbe:
+    """Answers trial requests at once, moving a fake clock by what each trial takes: fork trials about what the
+    estimator expects, spawn trials far longer (its estimate is wrong), so one is cut at its limit."""
+
+    def __init__(self, clock: _Clock) -> None:
+        self.clock, self.sent = clock, []
+
+    def send(self, req: dict) -> None:
+        self.sent.append((self.clock.now, req))
+
+    def receive(self, timeout: float) -> dict:
+        _, req = self.sent[-1]
+        s = Settings.from_dict(req["settings"])
+        takes = 60.0 if s.multiprocessing_context == "spawn" else 1.0
+        if takes > req["limit_s"]:
+            self.clock.now += req["limit_s"] + 0.05  # the probe stops the trial's processes and answers
+            return {"type": "trial", "id": req["id"], "status": "timeout", "seconds": req["limit_s"],
+                    "error": f"the trial process did not finish within {req['limit_s']} s"}
+        self.clock.now += takes
+        return {"type": "trial", "id": req["id"], "status": "ok", "seconds": takes,
+                "samples_per_s": 100.0 * max(s.num_workers, 0.9)}
+
+
+def test_the_search_stops_within_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every trial after the first is cut where the budget ends (less what stopping takes), and a trial that
+    ran long is cut there, with no verdict: the run ends inside the budget, on a fake clock."""
+    import types
+
+    from envguard.tune import session as session_mod
+    from envguard.tune.session import Session
+
+    clock = _Clock()
+    monkeypatch.setattr(session_mod, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    probe = _FakeProbe(clock)
+    session = Session(probe, budget=12.0, timeout=60.0, trial_timeout=60.0)  # type: ignore[arg-type]
+    session.inspect = {"batch_size": 32, "cpus": {"usable": 2.0}, "torch_import_s": 0.2,
+                       "sample": {"item_s": 0.001, "item_cpu_s": 0.0005}, "dataset": {"length": 480}}
+    space = Space.for_machine(2.0, ["fork", "spawn"], "fork", cuda=False, max_workers=4)
+    session.run([(Settings(0), "current")], AdaptiveSearch(space), samples=480)
+    t0 = session.t0
+    for sent_at, req in probe.sent[1:]:
+        assert req["limit_s"] <= 12.0 - (sent_at - t0) + 1e-6, (sent_at - t0, req)
+    assert clock.now - t0 <= 12.0, clock.now - t0
+    cut = [t for t in session.trials if t["status"] == "budget"]
+    assert [Settings.from_dict(t["settings"]).multiprocessing_context for t in cut] == ["spawn"]
+    assert session.stopped == "the budget of 12 s was spent"
+
+
+def test_a_second_look_cut_at_the_budget_is_not_called_untried() -> None:
+    cut = {**_t(8, 1.0), "status": "budget", "role": "confirm"}
+    r = _result([_t(0, 90.0, role="current"), _t(8, 700.0), cut])
+    assert not [x for x in not_tried(r) if x.startswith("over the budget")], not_tried(r)
+    never = {**_t(4, 1.0, "spawn"), "status": "budget"}
+    r = _result([_t(0, 90.0, role="current"), _t(8, 700.0), never])
+    assert any(x.startswith("over the budget (60 s): 4 workers, spawn") for x in not_tried(r))
+
+
+def test_the_terminal_report_prints_names_as_they_are(capsys: pytest.CaptureFixture[str]) -> None:
+    """A dataset called "data:boom" followed by ": " is text, not rich's :boom: emoji code; a dataset that
+    did not load says so instead of "?: ?, unknown samples, batch size None"."""
+    from envguard.tune.render import print_tune
+    from envguard.tune.report import summary_lines
+
+    r = _result([_t(0, 90.0, role="current"), _t(2, 180.0)])
+    r.inspect["dataset"]["label"] = "data:boom"
+    capsys.readouterr()
+    print_tune(r)
+    out = capsys.readouterr().out
+    assert "dataset data:boom: m.D, 1000 samples" in out and "💥" not in out
+    r.inspect.pop("dataset")
+    r.options["dataset"] = "mydata:make"
+    assert "torch 2.13.0+cpu (CPU build); dataset mydata:make: not loaded" in summary_lines(r)
+
+
+def test_a_setting_measured_twice_is_reported_by_its_mean() -> None:
+    """The recommendation is judged on each setting's mean; its figure, gain and chart say the same."""
+    r = _result([_t(0, 100.0, role="current"), _t(8, 600.0), _t(4, 500.0), _t(8, 700.0, role="confirm")])
+    assert r.recommended == Settings(8, 2, True, False, "fork")
+    assert any(ln.startswith("recommended: 8 workers, fork, prefetch 2, persistent: 650 samples/s (mean of 2 trials), "
+                             "6.50x the current settings' 100") for ln in verdict_lines(r)), verdict_lines(r)
+    doc = to_json(r)
+    assert doc["recommended_samples_per_s"] == 650.0 and doc["gain"] == 6.5
+    from envguard.tune.report import series
+    assert series(r)["fork, prefetch 2, persistent"] == [(4, 500.0), (8, 650.0)]

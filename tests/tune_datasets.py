@@ -69,3 +69,10 @@ def not_a_dataset() -> int:
 def never_returns() -> Tiny:
     time.sleep(3600)
     return Tiny()
+
+
+def with_sampler():
+    """The tuple form, (dataset, collate_fn, sampler): a sampler over the 24 even indices."""
+    from torch.utils.data import SubsetRandomSampler
+
+    return Tiny(), None, SubsetRandomSampler(list(range(0, 48, 2)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 
 def check_title(report: "object") -> str:
@@ -15,3 +17,21 @@ def check_title(report: "object") -> str:
         parts.append(f"torch {r.torch.version} ({build})")
     parts.append(f"lock {redact(r.lock_file)}" if r.lock_file else "no lock")
     return " · ".join(parts)
+
+
+def show(report: "Any", fmt: str) -> None:
+    """``envguard check``'s output: the title and the findings (text), the report as JSON, or markdown."""
+    import json
+    import sys
+
+    from envguard import render
+    from envguard.report import findings_to_markdown
+
+    r = report  # envguard.check.CheckReport
+    if fmt == "json":
+        sys.stdout.write(json.dumps(r.to_json(), indent=2) + "\n")
+    elif fmt == "markdown":
+        sys.stdout.write(findings_to_markdown(check_title(r), r.findings))
+    else:
+        render.out.print(check_title(r), markup=False)
+        render.print_findings(r.findings)

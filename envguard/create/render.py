@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from envguard import render
 from envguard.render import escape, rich_console, warn
 
@@ -67,3 +69,28 @@ class CreateRenderer:
         if self.progress is not None:
             self.progress.stop()  # type: ignore[attr-defined]
             self.progress = None
+
+
+def print_created(result: "Any") -> None:
+    """The summary line of a create (what was built, from which lock, with which backend), then the check of
+    the new environment when one ran."""
+    from envguard.create import summarise_drift
+    from envguard.redact import redact
+
+    r = result  # envguard.create.CreateResult
+    shown = redact(str(r.prefix))
+    why = getattr(r.prefix, "why", "")
+    chosen = f" ({why})" if why else ""
+    if r.status == "unchanged":
+        how = " (built by the envguard run we waited for)" if r.waited else ""
+        render.print_plain(render.out, f"unchanged: {shown}{chosen} already matches {redact(str(r.lockfile))}{how}; "
+                           f"fingerprint {r.fingerprint.digest[:12]}")
+    else:
+        pip = f" + {r.pip_count} pip" if r.pip_count else ""
+        render.print_plain(render.out, f"{r.status} {shown}{chosen}: {r.conda_count} conda{pip} packages from "
+                           f"{redact(str(r.lockfile))} with {r.backend} in {r.seconds:.1f} s; "
+                           f"fingerprint {r.fingerprint.digest[:12]}")
+        if r.drift:
+            render.print_plain(render.out, f"  it had drifted from the lock: {redact(summarise_drift(r.drift))}")
+    if r.check is not None:
+        render.print_findings(r.check.findings, title=f"envguard check {shown}")

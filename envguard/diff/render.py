@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from envguard import render
 
 def print_diff(result: "object", max_unrequested: int = 25) -> None:
@@ -48,3 +50,20 @@ def print_diff(result: "object", max_unrequested: int = 25) -> None:
     for n in r.notes:
         render.out.print(Text(f"note: {redact(n)}", style="dim"))
     render.out.print(Text(redact(r.summary()), style="bold" if not r.equal else "green"))
+
+
+def show(result: "Any", fmt: str) -> None:
+    """``envguard diff``'s output: the tables above (text), JSON or markdown (a pull-request comment)."""
+    import json
+    import sys
+
+    from envguard.redact import redact
+
+    if fmt == "json":
+        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)) + "\n")
+    elif fmt == "markdown":
+        from envguard.diff import to_markdown
+
+        sys.stdout.write(redact(to_markdown(result)))
+    else:
+        print_diff(result)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from envguard import render
 
 
@@ -58,3 +60,27 @@ def print_fleet(result: "object", max_changes: int = 30) -> None:
     for path, why in r.unreadable:
         render.err.print(Text(f"error: {redact(path)}: {redact(why)} (skipped)", style="red"))
     render.out.print(Text(redact(r.summary()), style="green" if r.exit_code == 0 else "bold"))
+
+
+def show(result: "Any", fmt: str) -> None:
+    """``envguard fleet``'s output: text (the tables above), JSON or markdown on stdout; reports that could not
+    be read are named on stderr in every format."""
+    import json
+    import sys
+
+    from rich.text import Text
+
+    from envguard.redact import redact
+
+    r = result  # envguard.fleet.FleetResult
+    if fmt == "json":
+        sys.stdout.write(redact(json.dumps(r.to_dict(), indent=2, ensure_ascii=False)) + "\n")
+    elif fmt == "markdown":
+        from envguard.fleet import to_markdown
+
+        sys.stdout.write(to_markdown(r))
+    else:
+        print_fleet(r)
+        return  # the text names unreadable reports itself
+    for path, why in r.unreadable:
+        render.err.print(Text(f"error: {redact(path)}: {redact(why)} (skipped)", style="red"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from envguard import render
 from envguard.render import rich_console
@@ -32,3 +33,14 @@ def lock_with_progress(lock: "object", files: "list[Path] | None", platforms: "l
 
         return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile,  # type: ignore[operator]
                     reporter=reporter)
+
+
+def print_locked(result: "Any") -> None:
+    """The lock's warnings, then one line: what was written (or left unchanged), packages per platform."""
+    r = result  # envguard.lock.LockResult
+    for w in r.warnings:
+        render.warn(w)
+    counts = ", ".join(f"{p}: {n}" for p, n in r.packages.items())
+    verb = "wrote" if r.changed else "unchanged:"
+    cuda_note = f"; {r.cuda_note}" if r.cuda_note else ""
+    render.print_plain(render.out, f"{verb} {r.lockfile} ({counts} packages{cuda_note}) in {r.seconds:.1f} s")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from envguard import render
 
 def smoke_title(result: "object", why: str = "") -> str:
@@ -115,3 +117,27 @@ def _size(n: int) -> str:
         if n >= 1 << shift:
             return f"{n / (1 << shift):g} {unit}"
     return f"{n} B"
+
+
+def show(result: "Any", fmt: str, why: str = "") -> None:
+    """``envguard smoke``'s output: title, checks, the distributed line and the findings (text), the result as
+    JSON, or markdown. ``why``: how the probed environment was chosen."""
+    import json
+    import sys
+
+    from envguard.redact import redact
+    from envguard.report import findings_to_markdown
+
+    r = result  # envguard.smoke.SmokeResult
+    if fmt == "json":
+        sys.stdout.write(redact(json.dumps(r.to_dict(), indent=2, default=str)) + "\n")
+    elif fmt == "markdown":
+        sys.stdout.write(findings_to_markdown(smoke_title(r, why), r.findings))
+        sys.stdout.write(smoke_checks_markdown(r))
+    else:
+        render.out.print(smoke_title(r, why), markup=False)
+        print_smoke_checks(r)
+        line = distributed_line(r)
+        if line:
+            render.out.print(line, markup=False)
+        render.print_findings(r.findings)

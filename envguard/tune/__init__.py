@@ -216,9 +216,10 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
     finished = False
     try:
         probe.start()
-        if session.load():
+        loaded = session.load()
+        options["batch_size"] = session.inspect.get("batch_size") or batch_size  # the factory's, when it gave one
+        if loaded:
             insp = session.inspect
-            options["batch_size"] = insp.get("batch_size") or batch_size
             space = Space.for_machine(float(insp["cpus"]["usable"]), insp["methods"]["usable"],
                                       insp["methods"]["default"], bool(insp["cuda"]["available"]), max_workers)
             if cur.num_workers and not cur.multiprocessing_context:  # torch's default: the platform's

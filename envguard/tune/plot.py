@@ -34,9 +34,8 @@ def write_plot(result: Any, path: Path) -> Path:
         for name, pts in sorted(data.items()):
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
             ax.plot(xs, ys, marker="o", linestyle="-" if len(pts) > 1 else "none", label=name)
-        if rec is not None:
-            t = result.recommended_trial
-            ax.plot([rec.num_workers], [t["samples_per_s"]], marker="*", markersize=16, color="black",
+        if rec is not None:  # at its mean, where its line's point is
+            ax.plot([rec.num_workers], [result.results()[rec]], marker="*", markersize=16, color="black",
                     linestyle="none", label="recommended")
         ticks = sorted({x for pts in data.values() for x, _ in pts})
         if ticks:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator
 
 from envguard import render
@@ -80,3 +81,26 @@ def print_tune(result: Any) -> None:
             out.print(f"  - {line}", markup=False)
     with _wide():
         render.print_findings(result.findings)
+
+
+def show(result: Any, fmt: str, plot: "Path | None" = None) -> None:
+    """``envguard tune``'s output: the plot written when asked (and something worked), then the result as
+    text, JSON or markdown on stdout."""
+    import json
+    import sys
+
+    from envguard.redact import redact
+
+    if plot is not None and result.ok_trials:
+        from envguard.tune.plot import write_plot
+
+        write_plot(result, plot)
+        render.print_plain(render.err, f"wrote {plot}")
+    elif plot is not None:
+        render.warn(f"no plot written to {plot}: no configuration worked")
+    if fmt == "json":
+        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2, default=str)) + "\n")
+    elif fmt == "markdown":
+        sys.stdout.write(result.to_markdown())
+    else:
+        print_tune(result)

@@ -7,6 +7,7 @@ catalogue (``envguard/data/failures.yaml``) exactly like the smoke test's, so on
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from envguard import catalog
@@ -239,30 +240,51 @@ def warnings(result: "TuneResult") -> list[Finding]:
     return out
 
 
+def restart_cost(result: "TuneResult", t: dict[str, Any]) -> tuple[float, float, bool] | None:
+    """(seconds, baseline, measured) that a setting without persistent workers pays again at each epoch's start.
+
+    Time to the first batch is not all start-up: with persistent workers the first batch of an epoch still
+    has to be loaded (by one worker). The cost is the difference from the same setting with persistent
+    workers where that was measured, else from one batch loaded serially (the item time the probe measured).
+    """
+    s = Settings.from_dict(t["settings"])
+    if not s.num_workers or s.persistent_workers or t.get("epoch_start_s") is None:
+        return None
+    twin = replace(s, persistent_workers=True)
+    starts = [float(o["epoch_start_s"]) for o in result.ok_trials
+              if o.get("epoch_start_s") is not None and Settings.from_dict(o["settings"]) == twin]
+    if starts:
+        base, measured = sum(starts) / len(starts), True
+    else:
+        item_s = float((result.inspect.get("sample") or {}).get("item_s") or 0.0)
+        base, measured = item_s * int(result.options.get("batch_size") or 1), False
+    return max(0.0, float(t["epoch_start_s"]) - base), base, measured
+
+
 def _restart_warning(result: "TuneResult") -> list[Finding]:
     """spawn/forkserver without persistent workers re-imports torch and the user's modules every epoch."""
-    worst: tuple[float, dict[str, Any], float] | None = None
+    worst: tuple[float, dict[str, Any], float, float, bool] | None = None
     for t in result.ok_trials:
-        s = Settings.from_dict(t["settings"])
-        if not s.num_workers or s.persistent_workers:
+        cost = restart_cost(result, t)
+        epoch = float(t.get("epoch_s") or 0.0)
+        if cost is None or epoch <= 0:
             continue
-        start, epoch = float(t.get("epoch_start_s") or 0.0), float(t.get("epoch_s") or 0.0)
-        if epoch <= 0:
-            continue
-        share = start / epoch
+        share = cost[0] / epoch
         if share >= RESTART_WARN_FRACTION and (worst is None or share > worst[0]):
-            worst = (share, t, start)
+            worst = (share, t, *cost)
     if worst is None:
         return []
-    share, t, start = worst
+    share, t, cost, base, measured = worst
     s = Settings.from_dict(t["settings"])
     cur = result.current_trial
     sev = Severity.WARNING if cur is not None and cur["id"] == t["id"] or \
         (result.recommended_trial or {}).get("id") == t["id"] else Severity.INFO
     imports = " (each one imports torch and the dataset's modules)" if s.multiprocessing_context != "fork" else ""
+    than = "with persistent workers" if measured else "loading its first batch alone would"
     return [_f("worker-restart", sev,
                f"without persistent workers, {s.num_workers} {s.multiprocessing_context} workers start again every "
-               f"epoch{imports}: {start:.2f} s, {share:.0%} of the epoch (trial {t['id']})")]
+               f"epoch{imports}: {cost:.2f} s more to the first batch than {than} ({t['epoch_start_s']:.2f} s "
+               f"against {base:.2f} s), {share:.0%} of the epoch (trial {t['id']})")]
 
 
 def _cap_note(result: "TuneResult") -> list[Finding]:
@@ -280,11 +302,18 @@ def _cap_note(result: "TuneResult") -> list[Finding]:
 # ---------------------------------------------------------------- the recommendation
 
 
+def mean_of(result: "TuneResult", t: dict[str, Any] | None) -> float | None:
+    """samples/s of the trial's setting: the mean of its measurements, the figure the recommendation is judged on
+    (close winners are measured twice)."""
+    return result.results().get(Settings.from_dict(t["settings"])) if t else None
+
+
 def gain(result: "TuneResult") -> float | None:
     rec, cur = result.recommended_trial, result.current_trial
-    if not rec or not cur or cur.get("status") != "ok" or not cur.get("samples_per_s"):
+    if not rec or not cur or cur.get("status") != "ok":
         return None
-    return rec["samples_per_s"] / cur["samples_per_s"]
+    mine, theirs = mean_of(result, rec), mean_of(result, cur)
+    return mine / theirs if mine and theirs else None
 
 
 def snippet(result: "TuneResult", indent: str = "") -> str | None:
@@ -318,8 +347,12 @@ def not_tried(result: "TuneResult") -> list[str]:
     slow = [label(t) for t in result.trials if t.get("status") == "slow"]
     if slow:
         out.append(f"too slow to measure within the trial limit: {'; '.join(slow)}")
-    budget = [Settings.from_dict(s["settings"]).label() for s in result.skipped if s.get("reason") == "budget"]
-    budget += [label(t) for t in result.trials if t.get("status") == "budget"]
+    # A setting measured once already is not "not tried" when its second look was cut at the budget.
+    measured = {Settings.from_dict(t["settings"]) for t in result.ok_trials}
+    budget = [Settings.from_dict(s["settings"]).label() for s in result.skipped if s.get("reason") == "budget"
+              and Settings.from_dict(s["settings"]) not in measured]
+    budget += [label(t) for t in result.trials if t.get("status") == "budget"
+               and Settings.from_dict(t["settings"]) not in measured]
     if budget:
         shown = "; ".join(budget[:4]) + (f"; and {len(budget) - 4} more" if len(budget) > 4 else "")
         out.append(f"over the budget ({result.options.get('budget_s'):g} s): {shown}")
@@ -369,7 +402,7 @@ def to_json(result: "TuneResult") -> dict[str, Any]:
         "trials": trials,
         "recommended": rec.kwargs() if rec else None,
         "recommended_trial": rt["id"] if rt else None,
-        "recommended_samples_per_s": rt.get("samples_per_s") if rt else None,
+        "recommended_samples_per_s": mean_of(result, rt),  # the mean of its measurements
         "current": result.current.kwargs(),
         "current_trial": ct["id"] if ct else None,
         "gain": round(g, 4) if g else None,
@@ -415,10 +448,14 @@ def summary_lines(result: "TuneResult") -> list[str]:
     ds = insp.get("dataset") or {}
     if tv:
         build = f"CUDA {tv['cuda']}" if tv.get("cuda") else "CPU build"
-        out.append(f"torch {tv.get('version')} ({build}); dataset {ds.get('label', '?')}: {ds.get('class', '?')}, "
-                   f"{ds.get('length') if ds.get('length') is not None else 'unknown'} samples, "
-                   f"batch size {result.options.get('batch_size')}, step {result.options.get('step_ms'):g} ms"
-                   + (" (busy)" if result.options.get("busy") else ""))
+        if ds:
+            what = (f"dataset {ds.get('label', '?')}: {ds.get('class', '?')}, "
+                    f"{ds.get('length') if ds.get('length') is not None else 'unknown'} samples, "
+                    f"batch size {result.options.get('batch_size')}, step {result.options.get('step_ms'):g} ms"
+                    + (" (busy)" if result.options.get("busy") else ""))
+        else:  # the module, the factory or the dataset itself failed: the findings say how
+            what = f"dataset {result.options.get('dataset')}: not loaded"
+        out.append(f"torch {tv.get('version')} ({build}); {what}")
     cpus = insp.get("cpus") or {}
     if cpus:
         quota = cpus.get("cgroup_quota")
@@ -430,7 +467,7 @@ def summary_lines(result: "TuneResult") -> list[str]:
                    f"{cpus.get('cpu_count')}); start methods {methods}{free}")
     if result.trials:
         n_ok = len(result.ok_trials)
-        out.append(f"{len(result.trials)} trials ({n_ok} worked) of {result.options.get('samples_per_trial')} "
+        out.append(f"{len(result.trials)} trial{'s' * (len(result.trials) != 1)} ({n_ok} worked) of {result.options.get('samples_per_trial')} "
                    f"samples each, {result.strategy} search, {result.duration:.0f} s of a {result.options['budget_s']:g} s "
                    "budget" + (f"; {result.stopped}" if result.stopped else ""))
     return out
@@ -445,14 +482,21 @@ def verdict_lines(result: "TuneResult") -> list[str]:
     d = derived(result, rec)
     g = gain(result)
     vs = ""
-    whose = "the current settings'" if result.options.get("current_given", True) else "DataLoader's defaults' (num_workers=0)"
-    if g is not None and cur is not None:
-        vs = f", {g:.2f}x {whose} {cur['samples_per_s']:.0f}"
+    given = result.options.get("current_given", True)
+    who = "the current settings" if given else "DataLoader's defaults (num_workers=0)"
+    whose = "the current settings'" if given else "DataLoader's defaults' (num_workers=0)"
+    mine = mean_of(result, rec) or float(rec["samples_per_s"])
+    n = sum(1 for t in result.ok_trials if Settings.from_dict(t["settings"]) == Settings.from_dict(rec["settings"]))
+    if cur is not None and cur["id"] == rec["id"]:
+        vs = f" ({who} themselves)"
+    elif g is not None and cur is not None:
+        vs = f", {g:.2f}x {whose} {mean_of(result, cur):.0f}"
     elif cur is not None:
-        vs = f" ({whose.rstrip(chr(39))} failed)"
-    eff = d.get("efficiency")
-    out.append(f"recommended: {d['label']}: {rec['samples_per_s']:.0f} samples/s{vs}"
-               + (f"; {eff:.0%} of the ideal {d['ideal_samples_per_s']:.0f}" if eff else ""))
+        vs = f" ({who} failed)"
+    ideal_v = d.get("ideal_samples_per_s")
+    eff = min(1.0, mine / ideal_v) if ideal_v else None
+    out.append(f"recommended: {d['label']}: {mine:.0f} samples/s" + (f" (mean of {n} trials)" if n > 1 else "") + vs
+               + (f"; {eff:.0%} of the ideal {ideal_v:.0f}" if eff else ""))
     step = float(result.options.get("step_ms") or 0.0)
     if step > 0 and rec.get("wait_fraction") is not None:
         bound = "data-bound" if d.get("bound") == "data" else "compute-bound"
@@ -494,13 +538,12 @@ MARKS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def series(result: "TuneResult") -> dict[str, list[tuple[int, float]]]:
-    """samples/s against num_workers, one line per other setting (the best of repeats)."""
+    """samples/s against num_workers, one line per other setting: the mean of a setting's measurements, the
+    figure the recommendation is judged on."""
     lines: dict[str, dict[int, float]] = {}
-    for t in result.ok_trials:
-        s = Settings.from_dict(t["settings"])
-        pts = lines.setdefault(s.series() if s.num_workers else "in-process", {})
-        pts[s.num_workers] = max(pts.get(s.num_workers, 0.0), float(t["samples_per_s"]))
-    # the in-process point (0 workers) starts every line drawn from the default start method
+    for s, v in result.results().items():
+        if v:
+            lines.setdefault(s.series() if s.num_workers else "in-process", {})[s.num_workers] = float(v)
     return {k: sorted(v.items()) for k, v in lines.items()}
 
 

@@ -12,6 +12,7 @@ from envguard.tune.search import AdaptiveSearch, GridSearch, Settings, mean_resu
 
 TARGET_EPOCH_S = 5.0  # a trial's epoch: at most what one process loads in about this long
 CONFIRM_WITHIN = 0.15  # the two best closer than this are measured again, side by side
+STOP_S = 0.5  # kept back from the budget: stopping a trial cut at the budget, then the probe, takes this long
 
 
 def samples_per_trial(inspect: dict[str, Any], batch_size: int) -> int:
@@ -105,7 +106,7 @@ class Session:
         while True:
             if queue:
                 s, role = queue.pop(0)
-                if role == "confirm" and self.budget - (time.monotonic() - self.t0) < est.estimate(s):
+                if role == "confirm" and self.left() < est.estimate(s):
                     return  # a confirmation is worth having, not worth going over the budget
             else:
                 proposed = search.propose(self.results, self.skip) if search is not None else None
@@ -118,7 +119,7 @@ class Session:
                 s, role = proposed, "search"
                 if s in self.results:  # the current settings were measured already
                     continue
-            left = self.budget - (time.monotonic() - self.t0)
+            left = self.left()
             guess = est.estimate(s)
             if self.trials and guess > left:  # the first trial always runs
                 self.skip.add(s)
@@ -131,6 +132,10 @@ class Session:
                 continue
             if not self.trial(s, role, est, samples, left):
                 return
+
+    def left(self) -> float:
+        """Seconds of the budget a trial may still take: what stopping the run needs is kept back."""
+        return self.budget - STOP_S - (time.monotonic() - self.t0)
 
     def confirmations(self) -> list[tuple[Settings, str]]:
         """The two best settings once more each, the runner-up first, when they are close: trials run one after
@@ -146,9 +151,9 @@ class Session:
         # A trial may take trial_timeout, or three times its estimate when that is longer (spawn workers
         # under load). The first trial always runs in full; later ones are cut at the budget.
         base = max(self.trial_timeout, 3.0 * est.estimate(s))
-        limit = min(base, max(left, 0.0) + 1.0) if self.trials else base
+        limit = min(base, max(left, 0.1)) if self.trials else base
         budget_limited = limit < base
-        limit = max(1.0, min(limit, self.deadline - time.monotonic() - 5.0))
+        limit = min(limit, max(1.0, self.deadline - time.monotonic() - 5.0))  # the overall timeout answers the rest
         req = {"op": "trial", "id": len(self.trials) + 1, "settings": s.to_dict(), "samples": samples,
                "limit_s": round(limit, 2), "dl_timeout": round(est.batch_timeout(s, base), 2)}
         self.probe.send(req)

@@ -1,0 +1,28 @@
+"""``envguard lint``'s output: the findings as a table (text), JSON or markdown; unreadable files on stderr."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import json
+import sys
+
+from envguard import render
+
+
+def show(result: "Any", fmt: str) -> None:
+    from envguard.redact import redact
+    from envguard.report import findings_to_json, findings_to_markdown
+
+    r = result  # envguard.lint.LintResult
+    for message in r.unreadable:
+        render.err.print(f"[red]error:[/red] {render.escape(redact(str(message)))}", markup=True)
+    title = f"envguard lint: {', '.join(r.files)}"
+    if fmt == "json":
+        doc = {"files": [redact(str(f)) for f in r.files], "findings": findings_to_json(r.findings),
+               "unreadable": [redact(str(m)) for m in r.unreadable], "summary": r.summary}
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    elif fmt == "markdown":
+        sys.stdout.write(findings_to_markdown(title, r.findings, summary=r.summary))
+    else:
+        render.print_findings(r.findings, title=title, summary=r.summary)
