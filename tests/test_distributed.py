@@ -181,3 +181,76 @@ def test_check_distributed_reports_carry_the_result_and_fleet_shows_it(procs: Pr
     dist = fleet["distributed"]
     assert dist["reports"] == 2 and dist["ok"] == 2 and dist["world_sizes"] == [2] and dist["missing"] == []
     assert [b["bytes"] for b in dist["busbw_gbps"]] == [256 << 10, 4 << 20]
+
+
+# ---------------------------------------------------------------- ranks and GPUs
+# NCCL needs a GPU of its own per rank. Two "nodes" of one machine that each claim a GPU (the probe's
+# fake-gpu injection: one NCCL-capable GPU per host, shared by its ranks) are what a 1-GPU node with
+# --nproc-per-node 2 looks like; on a real GPU machine the same happens with the real GPU.
+FAKE_GPU = {"ENVGUARD_TESTING": "1", "ENVGUARD_PROBE_INJECT": "fake-gpu"}
+
+
+def _wired(rank: int, port: int, world: int = 2) -> dict[str, str]:
+    return {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port), "ENVGUARD_NVIDIA_SMI": ""}
+
+
+def test_ranks_sharing_one_gpu_prove_the_wiring_with_gloo_and_warn(procs: Procs, tmp_path: Path) -> None:
+    """auto: every rank makes the same choice (gloo), the check passes, and a warning says NCCL would not start."""
+    port = free_port()
+    nodes = [procs.start([*ENVGUARD, "check", "-p", sys.prefix, "--no-smoke", "--distributed", "--format", "json",
+                          "--smoke-timeout", "60"], {**_wired(r, port), **FAKE_GPU}, tmp_path) for r in (0, 1)]
+    host = socket.gethostname()
+    for rank, p in enumerate(nodes):
+        out, err = p.communicate(timeout=120)
+        rep = json.loads(out)
+        assert p.returncode == 0, (rep["findings"], err[-2000:])
+        d = rep["distributed"]
+        assert d["ok"] is True and d["backend"] == "gloo" and d["allreduce_ok"] and d["case"] is None, d
+        warn = [f for f in rep["findings"] if f["code"] == "dist-gpus"]
+        assert len(warn) == 1 and warn[0]["severity"] == "warning", rep["findings"]
+        assert warn[0]["message"].startswith(f"torch.distributed: rank 0 and rank 1 share one GPU (cuda:0 on {host})")
+        assert warn[0]["message"].endswith("gloo proved the wiring instead"), warn[0]
+        assert "--nproc-per-node" in warn[0]["fix"] and "LOCAL_RANK" in warn[0]["fix"]
+
+
+def test_nccl_asked_for_ranks_sharing_one_gpu_fails_on_every_rank_before_nccl(procs: Procs, tmp_path: Path) -> None:
+    """--backend nccl: no process group is started (NCCL would stop with 'Duplicate GPU detected', or hang on the
+    ranks that got further); each rank names the pair and the catalogue's case."""
+    port = free_port()
+    probe = [sys.executable, str(probe_path()), "--distributed", "--only-distributed", "--backend", "nccl",
+             "--join-timeout", "30"]
+    nodes = [procs.start(probe, {**_wired(r, port), **FAKE_GPU}, tmp_path) for r in (0, 1)]
+    for p in nodes:
+        out, err = p.communicate(timeout=120)
+        doc = json.loads(out)
+        check = next(c for c in doc["checks"] if c["name"] == "distributed")
+        assert check["status"] == "fail" and doc["distributed"]["stage"] == "devices", check
+        assert "rank 0 and rank 1 share one GPU (cuda:0" in check["error"], check
+        [f] = [f for f in classify(doc) if f.severity.value == "error"]
+        assert f.code == "dist-gpus" and "(rank " in f.message and "nccl) failed" in f.message, f
+
+
+def test_a_rank_without_a_gpu_beside_ranks_with_one_means_gloo_everywhere(procs: Procs, tmp_path: Path) -> None:
+    """Rank 0 claims a GPU, rank 1 sees none: both pick gloo (a split choice would hang), and say why."""
+    port = free_port()
+    probe = [sys.executable, str(probe_path()), "--distributed", "--only-distributed", "--join-timeout", "30",
+             "--dist-sizes", "4096"]
+    nodes = [procs.start(probe, {**_wired(0, port), **FAKE_GPU}, tmp_path),
+             procs.start(probe, {**_wired(1, port), "CUDA_VISIBLE_DEVICES": ""}, tmp_path)]  # even on a GPU host
+    for p in nodes:
+        out, err = p.communicate(timeout=120)
+        d = json.loads(out)["distributed"]
+        assert d["stage"] == "done" and d["backend"] == "gloo", (d, err[-2000:])
+        assert d["gpu_pairing"].startswith(f"1 of 2 ranks see no GPU usable with NCCL (rank 1 on "
+                                           f"{socket.gethostname()} among them)"), d
+        assert [b["bytes"] for b in d["bandwidth"]] == [4096]
+
+
+def test_a_world_of_one_measures_no_bus(procs: Procs, tmp_path: Path) -> None:
+    """One rank: nothing crosses a bus (with NCCL the 'all-reduce' of one rank was a no-op timed at 20 TB/s)."""
+    p = procs.start([sys.executable, str(probe_path()), "--distributed", "--only-distributed", "--join-timeout",
+                     "30"], _wired(0, free_port(), world=1), tmp_path)
+    out, err = p.communicate(timeout=120)
+    d = json.loads(out)["distributed"]
+    assert d["stage"] == "done" and d["allreduce"]["ok"] and d["bandwidth"] == [] and "gpu_pairing" not in d, err

@@ -523,6 +523,10 @@ def classify(probe: dict[str, Any] | None, *, stderr: str = "", returncode: int 
             else:
                 findings.append(_f("numpy-abi", Severity.WARNING,
                                    f"NumPy is not importable ({_headline(error)}); NumPy interop not exercised"))
+    pairing = (probe.get("distributed") or {}).get("gpu_pairing") if isinstance(probe.get("distributed"), dict) \
+        else None
+    if pairing:  # the wiring passed with gloo, but a training job's NCCL would not start with these ranks
+        findings.append(_f("dist-gpus", Severity.WARNING, f"torch.distributed: {pairing}"))
     if tv:
         findings += _cuda_findings(probe, require_cuda, driver, driver_checked)
         findings += _limit_findings(probe, {f.code for f in findings}, bool(tv.get("cuda")))

@@ -11,8 +11,8 @@ never comes says only "timed out". Every rank first registers itself (rank, host
 (rank 0's, or torchrun's agent store), and waits for the others until ``join_timeout``; a rank
 that is missing then is named with its host, as far as anyone knows it (the Slurm node list,
 another rank of the same torchrun node, or MASTER_ADDR for rank 0), and no collective is started
-that could hang. Only when every rank has joined does the group form (NCCL with GPUs, gloo
-without), and all-reduce and broadcast of known tensors prove correctness before the all-reduce
+that could hang. Only when every rank has joined does the group form (NCCL when every rank has a GPU of its
+own, else gloo), and all-reduce and broadcast of known tensors prove correctness before the all-reduce
 bus bandwidth is measured per message size.
 """
 
@@ -146,11 +146,13 @@ class _Failed(Exception):
 
 def run(torch: Any, world: dict[str, Any], *, join_timeout: float, collective_timeout: float,
         sizes: tuple[int, ...] | None = None, reps: int = 3, backend: str = "auto",
-        join_deadline: float | None = None) -> tuple[dict, str | None]:
+        join_deadline: float | None = None, inject: tuple[str, ...] = ()) -> tuple[dict, str | None]:
     """This rank's part. Returns (facts for the probe's document, error text or None).
 
     ``join_deadline`` (wall clock, from the runner) caps the wait, so that a slow start (a loaded machine, a
     cold file system) still leaves time to report a missing rank before the runner's own limit.
+    ``inject`` (the probe's test injections): ``fake-gpu`` makes this rank claim one NCCL-capable GPU that
+    every rank on this host shares, so that the pairing of ranks and GPUs is tested without a GPU.
     """
     if join_deadline is not None:
         join_timeout = round(max(1.0, min(join_timeout, join_deadline - time.time())), 1)
@@ -162,21 +164,22 @@ def run(torch: Any, world: dict[str, Any], *, join_timeout: float, collective_ti
     dist = getattr(torch, "distributed", None)
     if dist is None or not dist.is_available():
         return info, "torch.distributed is not available in this build"
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if backend == "auto":
-        backend = "nccl" if gpus and dist.is_nccl_available() else "gloo"
-    info["backend"] = backend
-    device = torch.device("cpu")
-    if backend == "nccl":
-        device = torch.device("cuda", world["local_rank"] % max(gpus, 1))
-        torch.cuda.set_device(device)
-        info["device"] = str(device)
+    gpu = _this_ranks_gpu(torch, dist, world, inject)
+    info["backend"] = backend if backend != "auto" else "nccl" if gpu else "gloo"  # until every rank is known
     store = None
     try:
         info["stage"] = "connect"
         store = _connect(dist, world, join_timeout)
         info["stage"] = "join"
+        _register_gpu(store, world, gpu)
         _join(store, world, info, t0, join_timeout)
+        info["stage"] = "devices"
+        backend = _choose_backend(store, world, gpu, backend, info)
+        device = torch.device("cpu")
+        if backend == "nccl" and gpu is not None and not gpu["fake"]:
+            device = torch.device("cuda", gpu["index"])
+            torch.cuda.set_device(device)
+            info["device"] = str(device)
         info["stage"] = "init"
         t = time.monotonic()
         import datetime
@@ -203,6 +206,91 @@ def run(torch: Any, world: dict[str, Any], *, join_timeout: float, collective_ti
         return info, _err(e)
     finally:
         info["seconds"] = round(time.monotonic() - t0, 4)
+
+
+# --------------------------------------------------------------------------- ranks and GPUs
+# NCCL needs a GPU of its own for every rank, and every rank must pick the same backend. Each rank says
+# which GPU it would use (by UUID where torch tells it, else host, boot id and index) before it joins;
+# once all have joined, every rank reads the same counters and so makes the same choice.
+
+
+def _this_ranks_gpu(torch: Any, dist: Any, world: dict[str, Any], inject: tuple[str, ...]) -> dict | None:
+    """The GPU this rank would use with NCCL (LOCAL_RANK modulo the GPUs it sees), or None."""
+    host = f"{world['host']}:{_boot_id()}"
+    if "fake-gpu" in inject:
+        return {"id": f"fake:{host}:0", "index": 0, "name": "cuda:0", "fake": True}
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not gpus or not dist.is_nccl_available():
+        return None
+    index = world["local_rank"] % gpus
+    try:
+        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    except Exception:  # noqa: BLE001 - the host, boot id and index still identify it
+        uuid = None
+    return {"id": f"uuid:{uuid}" if uuid else f"{host}:{index}", "index": index, "name": f"cuda:{index}",
+            "fake": False}
+
+
+def _boot_id() -> str:
+    """Tells two machines of the same host name apart (containers of one machine share it)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _register_gpu(store: Any, world: dict[str, Any], gpu: dict | None) -> None:
+    """Before joining: count this rank under its GPU, or among the ranks NCCL cannot serve."""
+    me = {"rank": world["rank"], "host": world["host"]}
+    if gpu is None:
+        store.add("gpus/none", 1)
+        store.set("gpus/none/example", json.dumps(me))
+        return
+    if gpu["fake"]:  # claims a GPU for the pairing, but cannot run NCCL: every rank must know it
+        store.add("gpus/fake", 1)
+    n = int(store.add(f"gpu/{gpu['id']}", 1))
+    store.set(f"gpu/{gpu['id']}/{n}", json.dumps(me))
+    if n > 1:
+        first = {}
+        if store.check([f"gpu/{gpu['id']}/1"]):
+            try:
+                first = json.loads(store.get(f"gpu/{gpu['id']}/1"))
+            except ValueError:
+                pass
+        store.add("gpus/shared", 1)
+        store.set("gpus/shared/example", json.dumps({"ranks": [first.get("rank"), world["rank"]],
+                                                     "host": world["host"], "device": gpu["name"]}))
+
+
+def _choose_backend(store: Any, world: dict[str, Any], gpu: dict | None, asked: str, info: dict[str, Any]) -> str:
+    """The same answer on every rank: NCCL when every rank has a GPU of its own, else gloo (with a note
+    why, when GPUs were there); ``--backend nccl`` where that cannot work fails here, before NCCL would."""
+    size = world["world_size"]
+    shared, without = int(store.add("gpus/shared", 0)), int(store.add("gpus/none", 0))
+    problem = None
+    if shared:
+        ex = json.loads(store.get("gpus/shared/example"))
+        ranks = " and ".join(f"rank {r}" for r in ex["ranks"] if r is not None) or "two ranks"
+        more = f", and {shared - 1} more rank(s) share a GPU with another" if shared > 1 else ""
+        problem = (f"{ranks} share one GPU ({ex['device']} on {ex['host']}){more}: NCCL needs one GPU per rank "
+                   "(it stops with 'Duplicate GPU detected')")
+    elif without and without < size:
+        ex = json.loads(store.get("gpus/none/example"))
+        problem = (f"{without} of {size} ranks see no GPU usable with NCCL (rank {ex['rank']} on {ex['host']} "
+                   "among them) while the others have one: NCCL needs a GPU on every rank")
+    info["gpu"] = gpu["name"] if gpu else None
+    if asked == "auto":
+        backend = "nccl" if not shared and not without and not int(store.add("gpus/fake", 0)) else "gloo"
+        if problem:
+            info["gpu_pairing"] = problem + "; gloo proved the wiring instead"
+    else:
+        backend = asked
+        if backend == "nccl" and (problem or gpu is None):
+            raise _Failed("devices", problem or f"rank {world['rank']} on {world['host']} has no GPU usable with "
+                                                "NCCL")
+    info["backend"] = backend
+    return backend
 
 
 def _connect(dist: Any, world: dict[str, Any], timeout: float) -> Any:
@@ -300,6 +388,8 @@ def _bandwidth(torch: Any, dist: Any, world: dict[str, Any], device: Any, backen
     Bus bandwidth as nccl-tests defines it for all-reduce: size / time x 2 (n - 1) / n.
     """
     size = world["world_size"]
+    if size < 2:  # one rank: nothing crosses a bus, and NCCL's all-reduce of one is a no-op
+        return []
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     rows = []
     for nbytes in sizes or (NCCL_SIZES if backend == "nccl" else GLOO_SIZES):

@@ -45,6 +45,7 @@ INJECTIONS = (
     "cuda-fork",    # a worker that re-initialises CUDA in a bad fork
     "omp-dup",      # a second copy of the OpenMP runtime loaded with ctypes
     "never-ends",   # workers and main blocked forever, SIGTERM ignored
+    "fake-gpu",     # a launcher's rank claims one NCCL GPU that every rank of its host shares
 )
 
 _EVENTS_ENV = "ENVGUARD_PROBE_EVENTS"
@@ -777,7 +778,7 @@ class Probe:
         info, error = multinode_probe.run(
             self.torch, world, join_timeout=self.join_timeout, collective_timeout=max(self.join_timeout, 10.0),
             sizes=self.dist_sizes, reps=3 if self.quick else 10, backend=self.backend,
-            join_deadline=self.join_deadline)
+            join_deadline=self.join_deadline, inject=self.inject)
         self.doc["distributed"] = info
         detail = {k: info.get(k) for k in ("backend", "rank", "world_size", "stage") if info.get(k) is not None}
         self.check("distributed", "fail" if error else "pass", time.perf_counter() - t, error, **detail)
