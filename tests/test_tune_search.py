@@ -96,6 +96,23 @@ def test_growth_stops_when_throughput_stops_improving_and_refines_between() -> N
     assert best_of(results, "fork").num_workers == 2  # type: ignore[union-attr]
 
 
+def test_with_cuda_the_pinned_copy_is_the_first_setting_tried_around_the_best() -> None:
+    """On an H200 a 30 s budget ran out before pin_memory=True was tried, so the GPU machine was told to keep
+    pin_memory=False; with CUDA it is the first neighbour of the best worker count."""
+    space = Space.for_machine(2.0, ["fork", "forkserver", "spawn"], "fork", cuda=True)
+    results: dict[Settings, float | None] = {}
+    search = AdaptiveSearch(space)
+    order = []
+    while (s := search.propose(results)) is not None:
+        order.append(s)
+        results[s] = 100.0 + min(s.num_workers, 2) * 50 + (30 if s.pin_memory else 0)
+    first_other = next(i for i, s in enumerate(order) if s.num_workers > 0 and s != space.base(s.num_workers))
+    assert order[first_other].pin_memory is True and order[first_other].num_workers == 2, order
+    assert best_of(results, "fork").pin_memory is True  # type: ignore[union-attr]
+    cpu = Space.for_machine(2.0, ["fork", "spawn"], "fork", cuda=False)
+    assert not any(s.pin_memory for s in AdaptiveSearch(cpu).neighbours(cpu.base(2)))
+
+
 def test_skipped_proposals_are_not_proposed_again_and_grid_covers_everything() -> None:
     space = Space.for_machine(2.0, ["fork", "spawn"], "fork", cuda=False, max_workers=2)
     skip = {space.base(1)}
