@@ -16,7 +16,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Iterator
 
 from envguard.model import pep503
 from envguard.prefix import Dist, PrefixInfo
@@ -162,20 +162,22 @@ class Requested:
     dependents: dict[str, list[str]] = field(default_factory=dict)
 
 
-def requirement_names(lines: Iterable[str]) -> set[str]:
-    """Names in Requires-Dist lines, extras' requirements left out (nobody asked for the extra)."""
+def _requirements(lines: Iterable[str]) -> Iterator[Any]:
+    """The Requires-Dist lines that parse, extras' requirements left out (nobody asked for the extra)."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    names: set[str] = set()
     for line in lines:
         try:
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if req.marker is not None and "extra" in str(req.marker):
-            continue
-        names.add(pep503(req.name))
-    return names
+        if req.marker is None or "extra" not in str(req.marker):
+            yield req
+
+
+def requirement_names(lines: Iterable[str]) -> set[str]:
+    """Names in Requires-Dist lines, extras' requirements left out."""
+    return {pep503(req.name) for req in _requirements(lines)}
 
 
 def requested(dists: list[PipDist]) -> Requested:
@@ -209,15 +211,4 @@ def kept_dependencies(dists: list[PipDist], asked: list[PipDist]) -> list[PipDis
 
 def dependencies(d: PipDist) -> dict[str, str]:
     """``Requires-Dist`` as conda-lock writes a pip entry's dependencies: name -> constraint (``*`` when none)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    out: dict[str, str] = {}
-    for line in d.requires:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and "extra" in str(req.marker):
-            continue
-        out[pep503(req.name)] = str(req.specifier) or "*"
-    return out
+    return {pep503(req.name): str(req.specifier) or "*" for req in _requirements(d.requires)}
