@@ -56,7 +56,7 @@ def _raise_value_error(path: str | Path, e: Exception) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ limits
-# Hostile input must not make envguard hang or eat memory (README, "Reliability"). Every YAML, lock and
+# Hostile input must not make envguard hang or eat memory (docs/reliability.md). Every YAML, lock and
 # requirements file is read through read_bytes/read_text (regular files only, size-limited) and every YAML
 # document is parsed through load_fast/load_with_lines, which refuse deep nesting and alias expansion first.
 

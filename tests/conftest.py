@@ -29,7 +29,7 @@ for _var, _sub in {
     os.environ[_var] = str(_SESSION_TMP / _sub)
     (_SESSION_TMP / _sub).mkdir(parents=True, exist_ok=True)
 # The standard test channel's python is a venv around this machine's interpreter: its bin/python3.X is an
-# absolute symlink out of the prefix, which envguard refuses unless allowed (README, "Reliability").
+# absolute symlink out of the prefix, which envguard refuses unless allowed (docs/reliability.md).
 os.environ["ENVGUARD_SYMLINK_ALLOW"] = "python:bin/python3*"
 os.environ.pop("CONDA_PREFIX", None)
 os.environ.pop("ENVGUARD_BACKEND", None)

@@ -1,4 +1,4 @@
-"""Bounded work on hostile input (README, "Reliability"): linear-time redaction, YAML read with limits on
+"""Bounded work on hostile input (docs/reliability.md): linear-time redaction, YAML read with limits on
 nesting and alias expansion (exit 2, ``file:line:col``) and on size, only from regular files, and messages
 that cut what they quote.
 

@@ -1,6 +1,6 @@
 """No credential on disk: after lock, create, check and diff against an authenticated channel and index,
 no file under a fresh HOME, XDG_CACHE_HOME and TMPDIR (nor the project or the new environment) holds the
-user name, the password or the token (README, "Reliability").
+user name, the password or the token (docs/reliability.md).
 
 Failure 3 of issue #12: rattler's repodata cache (``rattler/cache/*.info.json``, mode 0644, and the shard
 caches) kept the full channel URL with ``user:password@`` or ``/t/<token>/``. Everything here is the real

@@ -1,6 +1,6 @@
 """Honest exits: an interrupt reports the state the target is really in, a prefix moved aside by the
 two-rename swap is found by `check` and put back by `create`, and Ctrl-C at any moment is one line and
-exit 130 (README, "Reliability"). Real subprocesses, real signals, the test hooks of README "Test hooks".
+exit 130 (docs/reliability.md). Real subprocesses, real signals, the test hooks of docs/reliability.md "Test hooks".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Nothing outside the prefix: hostile packages are refused before anything is linked, and `check` reports
-an environment that already has such paths (README, "Reliability").
+an environment that already has such paths (docs/reliability.md).
 
 The hostile packages are real archives built with the test channel library (tests/channels.py): a payload
 with a normal ``paths.json``, then ``paths.json`` rewritten inside the archive (``tamper_package``) and the

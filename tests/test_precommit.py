@@ -86,37 +86,36 @@ platforms:
 """
 
 
-def readme_snippet() -> dict:
-    """The `.pre-commit-config.yaml` README.md shows, parsed: the test runs it as written."""
+def documented_snippet() -> dict:
+    """The `.pre-commit-config.yaml` docs/commands/pre-commit.md shows, parsed: the test runs it as written."""
     import re
 
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## pre-commit\n"):]
-    block = re.search(r"```yaml\n(.*?)```", section, re.S)
-    assert block, "README.md's pre-commit section has no yaml snippet"
+    text = (REPO / "docs" / "commands" / "pre-commit.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", text, re.S)
+    assert block, "docs/commands/pre-commit.md has no yaml snippet"
     return yaml.safe_load(block.group(1))
 
 
-def test_readme_rev_is_a_tag_of_this_repository() -> None:
-    """README's `rev:` must name a tag this repository has (a clone without any tags cannot tell)."""
-    rev = readme_snippet()["repos"][0]["rev"]
+def test_documented_rev_is_a_tag_of_this_repository() -> None:
+    """The snippet's `rev:` must name a tag this repository has (a clone without any tags cannot tell)."""
+    rev = documented_snippet()["repos"][0]["rev"]
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
     tags = subprocess.run(["git", "tag", "--list"], cwd=REPO, capture_output=True, text=True).stdout.split()
     if not tags:
         pytest.skip("this clone has no tags (cloned with --no-tags?)")
-    assert rev in tags, f"README.md's rev: {rev} is not a tag of this repository ({', '.join(tags)})"
+    assert rev in tags, f"docs/commands/pre-commit.md's rev: {rev} is not a tag of this repository ({', '.join(tags)})"
 
 
 @pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed next to the test interpreter")
 @pytest.mark.skipif(sys.platform != "linux", reason="the test channel's interpreter package is Linux-only here")
 def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
-    snippet = readme_snippet()
+    snippet = documented_snippet()
     [entry] = snippet["repos"]
     hook_repo = tmp_path / "hook-repo"
     hook_repo.mkdir()
     _snapshot(hook_repo)
-    # this repository at README's tag: only `repo:` (where envguard is published) is filled in here
+    # this repository at the snippet's tag: only `repo:` (where envguard is published) is filled in here
     _git(hook_repo, "tag", entry["rev"])
     entry["repo"] = str(hook_repo)
 

@@ -159,8 +159,8 @@ def test_the_factory_may_return_a_tuple_with_a_sampler() -> None:
 
 
 def test_the_demo_through_the_command_line() -> None:
-    """README's first tune command, shortened: `--demo`, 2 workers as the current settings (the first trial
-    always runs in full), a budget that ends the search there. Text output, as a user reads it."""
+    """docs/commands/tune.md's first tune command, shortened: `--demo`, 2 workers as the current settings (the
+    first trial always runs in full), a budget that ends the search there. Text output, as a user reads it."""
     p = _cli("-p", sys.prefix, "--demo", "--current", "num_workers=2", "--max-workers", "2", "--budget", "3")
     assert p.returncode == 0, p.stderr
     out = p.stdout

@@ -1,5 +1,5 @@
 """A verified package cache: what rattler extracted is checked against the verified archive before it is
-linked (README, "Reliability"), and integrity failures over HTTP are integrity failures (exit 3).
+linked (docs/reliability.md), and integrity failures over HTTP are integrity failures (exit 3).
 
 Real creates (the CLI in-process), a real package cache, files edited the way an attacker or an accident
 would: in place, same size, in the cache or in an environment the cache is hard-linked into.

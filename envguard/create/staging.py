@@ -41,7 +41,7 @@ TESTING_ENV = "ENVGUARD_TESTING"
 
 def hook_value(name: str) -> str:
     """The value of the test-only variable ``name``, honoured only together with ``ENVGUARD_TESTING=1``
-    (README, "Test hooks"): a stray variable in a user's environment never kills or alters a real create."""
+    (docs/reliability.md#test-hooks): a stray variable in a user's environment never kills or alters a real create."""
     if os.environ.get(TESTING_ENV) != "1":
         return ""
     return os.environ.get(name, "")

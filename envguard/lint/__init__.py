@@ -1,7 +1,7 @@
 """``envguard lint``: static rules for environment files and lock files.
 
 Pure: reads files, runs nothing. Every rule has a stable code (``EG1xx``,
-listed in :data:`RULES` and in README.md), a severity, a message naming the
+listed in :data:`RULES` and in docs/commands/lint.md), a severity, a message naming the
 exact line, and a fix. Release facts (which torch supports which Python and
 CUDA line, which channel is frozen) come from ``envguard/data/compat.yaml``
 through :mod:`envguard.compat`; structural checks of environment files

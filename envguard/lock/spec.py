@@ -60,7 +60,7 @@ _REQUIREMENT_SUFFIXES = (".txt", ".in")
 class SpecIssue:
     """One problem in a spec file, precise enough for a one-line message or a lint finding.
 
-    ``code`` is the lint rule the problem belongs to (README's table): set where the problem is found, so
+    ``code`` is the lint rule the problem belongs to (docs/commands/lint.md's table): set where the problem is found, so
     that ``envguard lint`` reports it without guessing from the message.
     """
 

@@ -21,7 +21,7 @@ knows where it stopped and which processes were its own.
 ``--inject`` (or ``ENVGUARD_PROBE_INJECT``, comma separated, honoured only
 together with ``ENVGUARD_TESTING=1``) is for envguard's own tests: it makes the
 real DataLoader and torch machinery fail in the way a broken environment does.
-A stray variable in a user's environment injects nothing (README, "Test hooks").
+A stray variable in a user's environment injects nothing (docs/reliability.md#test-hooks).
 """
 
 from __future__ import annotations
