@@ -44,12 +44,13 @@ def _rattler_only(channel: str, specs: list[str], platforms: list[str]) -> float
     import rattler
     from rattler import Channel, ChannelPriority, Gateway, MatchSpec
 
-    from envguard.lock.solver import cache_dir, rattler_virtual_packages, virtual_package_repo
+    from envguard.lock.solver import rattler_virtual_packages, virtual_package_repo
+    from envguard.settings import rattler_cache_dir
 
     vpr = virtual_package_repo(False)
 
     async def run() -> None:
-        gw = Gateway(cache_dir=cache_dir())
+        gw = Gateway(cache_dir=rattler_cache_dir())
         for p in platforms:
             await rattler.solve([Channel(channel)], [MatchSpec(s) for s in specs], gateway=gw,
                                 platforms=[p, "noarch"], virtual_packages=rattler_virtual_packages(vpr, p),

@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click.exceptions import ClickException as _ClickException
 
 from envguard import __version__
+from envguard import settings
 from envguard.errors import EnvguardError, ExitCode
 from envguard import render
 from envguard.render import escape as _escape, is_terminal, print_plain, warn
@@ -50,9 +51,7 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     _state["verbose"] = verbose
-    if verbose and os.environ.get("ENVGUARD_VERBOSE") != "1":  # for native code's output too (rattler_backend)
-        os.environ["ENVGUARD_VERBOSE"] = "1"
-        _state["set_verbose_env"] = True
+    settings.set_verbose(verbose)  # native code's output too (rattler_backend)
 
 def fail(message: str, code: ExitCode) -> "typer.Exit":
     from envguard.redact import redact
@@ -540,8 +539,7 @@ def run(argv: list[str] | None = None) -> int:
     try:
         return _run(_verbose_anywhere(list(argv if argv is not None else sys.argv[1:])))
     finally:
-        if _state.pop("set_verbose_env", False):
-            os.environ.pop("ENVGUARD_VERBOSE", None)
+        settings.set_verbose(False)
 
 
 def _run(argv: list[str]) -> int:

@@ -10,7 +10,6 @@ A missing driver is ``None``, never an exception.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -18,7 +17,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-SMI_ENV = "ENVGUARD_NVIDIA_SMI"
+from envguard import settings
+
 _SMI_TIMEOUT = 15.0
 
 
@@ -38,7 +38,7 @@ def get_driver_info(nvml: ModuleType | None = None) -> DriverInfo | None:
     """The driver's version, its CUDA level and the GPUs; None when there is no driver.
 
     ``nvml`` replaces the ``pynvml`` module (tests inject a compatible fake)."""
-    smi = os.environ.get(SMI_ENV)
+    smi = settings.nvidia_smi()
     if smi is not None:
         return from_nvidia_smi(smi) if smi else None
     info = from_nvml(nvml)

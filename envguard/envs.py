@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from envguard import settings
 from envguard.errors import UserError
 
 _INSTALLER_ROOTS = ("miniforge3", "mambaforge", "miniconda3", "anaconda3")
@@ -73,9 +74,8 @@ def _split(value: str) -> list[Path]:
 def envs_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
     """Every directory that may hold named environments, in search order, without repeats."""
     env = _env(env)
-    dirs: list[Path] = []
-    if env.get("ENVGUARD_ENVS_DIR"):
-        dirs.append(Path(env["ENVGUARD_ENVS_DIR"]).expanduser())
+    own = settings.path(settings.ENVS_DIR, env)
+    dirs: list[Path] = [own] if own else []
     for var in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS"):
         dirs += _split(env.get(var, ""))
     roots = [env.get("CONDA_ROOT"), env.get("MAMBA_ROOT_PREFIX")]
@@ -95,8 +95,9 @@ def create_dir(env: Mapping[str, str] | None = None) -> Path:
     else ``$CONDA_ROOT/envs``; else ``~/.conda/envs`` (conda's per-user envs dir).
     """
     env = _env(env)
-    if env.get("ENVGUARD_ENVS_DIR"):
-        return Path(env["ENVGUARD_ENVS_DIR"]).expanduser()
+    own = settings.path(settings.ENVS_DIR, env)
+    if own:
+        return own
     for d in _split(env.get("CONDA_ENVS_PATH", "")):
         return d
     if env.get("CONDA_ROOT"):

@@ -21,13 +21,12 @@ The rules (pure functions, no file system access):
 from __future__ import annotations
 
 import fnmatch
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from envguard import settings
 from envguard.redact import shorten
 
-ALLOW_ENV = "ENVGUARD_SYMLINK_ALLOW"
 MAX_HOPS = 40  # as Linux's MAXSYMLINKS
 
 
@@ -100,7 +99,7 @@ def resolve(parts: list[str], links: Mapping[str, str], final_ok: frozenset[str]
 
 def allow_list(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(package glob, path glob) pairs from ``ENVGUARD_SYMLINK_ALLOW``."""
-    raw = (os.environ if env is None else env).get(ALLOW_ENV, "")
+    raw = settings.text(settings.SYMLINK_ALLOW, env)
     pairs: list[tuple[str, str]] = []
     for item in raw.replace(",", " ").split():
         pkg, sep, path = item.strip().partition(":")

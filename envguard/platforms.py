@@ -6,8 +6,6 @@ import os
 import platform as _platform
 import re
 import sys
-from collections.abc import Mapping
-from pathlib import Path
 
 # The platforms conda-lock 4.0.3 can lock: its selector table and its default
 # virtual packages cover exactly these.
@@ -75,14 +73,3 @@ def python_in_prefix(prefix: str | os.PathLike[str]) -> str:
     if sys.platform == "win32":
         return os.path.join(prefix, "python.exe")
     return os.path.join(prefix, "bin", "python")
-
-
-def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """The user's cache directory, as rattler (and pixi) place theirs: ~/Library/Caches on macOS,
-    %LOCALAPPDATA% on Windows, else $XDG_CACHE_HOME or ~/.cache."""
-    env = os.environ if env is None else env
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches"
-    if os.name == "nt":
-        return Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")

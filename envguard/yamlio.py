@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from envguard.errors import UserError
 from envguard.redact import shorten
+from envguard.settings import max_input_bytes
 
 if TYPE_CHECKING:
     import yaml
@@ -60,17 +61,10 @@ def _raise_value_error(path: str | Path, e: Exception) -> None:
 # requirements file is read through read_bytes/read_text (regular files only, size-limited) and every YAML
 # document is parsed through load_fast/load_with_lines, which refuse deep nesting and alias expansion first.
 
-#: the largest input file read (bytes); ENVGUARD_MAX_INPUT_BYTES overrides it. Real locks are a few MB.
-MAX_INPUT_BYTES = 32 * 1024 * 1024
 #: the deepest nesting of YAML collections accepted; real environment files and locks nest fewer than 10
 MAX_DEPTH = 100
 #: how many nodes YAML aliases may add once expanded (a 367-byte "billion laughs" adds billions)
 MAX_ALIAS_NODES = 100_000
-
-
-def max_input_bytes() -> int:
-    value = os.environ.get("ENVGUARD_MAX_INPUT_BYTES", "")
-    return int(value) if value.isdigit() and int(value) > 0 else MAX_INPUT_BYTES
 
 
 _FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
@@ -95,7 +89,8 @@ def special_file(path: str | Path) -> str | None:
 
 
 def read_bytes(path: str | Path, *, limit: int | None = None) -> bytes:
-    """The bytes of a regular file, at most ``limit`` (default :func:`max_input_bytes`); one-line errors.
+    """The bytes of a regular file, at most ``limit`` (default ``ENVGUARD_MAX_INPUT_BYTES``, else 32 MiB);
+    one-line errors.
 
     FIFOs, devices (a symlink to /dev/zero included), sockets and directories are refused before anything
     is read from them: opening a FIFO waits for a writer, a device never ends. The file is opened without

@@ -556,13 +556,13 @@ def test_fault_hooks_need_the_testing_opt_in(monkeypatch) -> None:
     hooked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                             env={**base, "ENVGUARD_TEST_KILL_AT": "staged", "ENVGUARD_TESTING": "1"})
     assert hooked.returncode == -9 and hooked.stdout == ""
-    from envguard.create.staging import hook_value
+    from envguard.settings import TEST_NO_RENAME_EXCHANGE, test_hook
 
     monkeypatch.setenv("ENVGUARD_TEST_NO_RENAME_EXCHANGE", "1")
     monkeypatch.delenv("ENVGUARD_TESTING", raising=False)
-    assert hook_value("ENVGUARD_TEST_NO_RENAME_EXCHANGE") == ""
+    assert test_hook(TEST_NO_RENAME_EXCHANGE) == ""
     monkeypatch.setenv("ENVGUARD_TESTING", "1")
-    assert hook_value("ENVGUARD_TEST_NO_RENAME_EXCHANGE") == "1"
+    assert test_hook(TEST_NO_RENAME_EXCHANGE) == "1"
 
 
 def _dead_pid() -> int:

@@ -318,11 +318,11 @@ def test_progress_display_on_a_terminal(env_file: Path) -> None:
 
 def test_repodata_cache_honours_xdg_cache_home(tmp_path: Path, http_channel: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from envguard.lock.solver import cache_dir
+    from envguard.settings import rattler_cache_dir
 
     monkeypatch.delenv("RATTLER_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_dir() == tmp_path / "xdg" / "rattler" / "cache"
+    assert rattler_cache_dir() == tmp_path / "xdg" / "rattler" / "cache"
     env = write_env(tmp_path / "p" / "environment.yml", channels=[http_channel], deps=["python=3.11"],
                     platforms=["linux-64"])
     lock([env], cuda=False)

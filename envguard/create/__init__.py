@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envguard import __version__
+from envguard import __version__, settings
 from envguard.create.backends import Backend, InstallPlan, get_backend
 from envguard.create.backends.pip_step import PipArtifact, install_pip
 from envguard.errors import EnvguardError, IntegrityError, Interrupted, StaleLockError, UserError
@@ -47,7 +47,6 @@ from envguard.create.staging import (
     cleanup_leftovers,
     deferred_sigint,
     fault_hook,
-    hook_value,
     interrupt_report,
     interruption,  # public: check reads the state an interrupted create left
     is_empty_dir,
@@ -109,8 +108,8 @@ class _Progress:
     @property
     def wants_events(self) -> bool:
         # an armed test hook (``link:<n>``) counts linked events even when nothing is displayed
-        return bool(getattr(self.reporter, "wants_events", True) or hook_value("ENVGUARD_TEST_KILL_AT")
-                    or hook_value("ENVGUARD_TEST_PAUSE_AT"))
+        return bool(getattr(self.reporter, "wants_events", True) or settings.test_hook(settings.TEST_KILL_AT)
+                    or settings.test_hook(settings.TEST_PAUSE_AT))
 
     def install_start(self, total: int) -> None:
         self.reporter.install_start(total)
@@ -154,21 +153,6 @@ class CreateResult:
         if self.check is not None:
             return int(getattr(self.check, "exit_code", 0))
         return 0
-
-
-# --------------------------------------------------------------------------- where
-
-
-def default_pkgs_dir(env: dict[str, str] | None = None) -> Path:
-    """rattler's package cache: ``ENVGUARD_PKGS_DIR``, else rattler's own default (shared with pixi)."""
-    env = dict(os.environ) if env is None else env
-    if env.get("ENVGUARD_PKGS_DIR"):
-        return Path(env["ENVGUARD_PKGS_DIR"]).expanduser()
-    if env.get("RATTLER_CACHE_DIR"):
-        return Path(env["RATTLER_CACHE_DIR"]).expanduser() / "pkgs"
-    from envguard.platforms import user_cache_dir
-
-    return user_cache_dir(env) / "rattler" / "cache" / "pkgs"
 
 
 # --------------------------------------------------------------------------- lock
@@ -496,7 +480,7 @@ def create(
         for n in notes:
             rep.note(n)
         expected = plan.fingerprint(be.name)
-        pkgs = Path(cache_dir) if cache_dir is not None else default_pkgs_dir()
+        pkgs = Path(cache_dir) if cache_dir is not None else settings.package_cache_dir()
         return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, force=force, timeout=timeout,
                               check=check, warnings=[], rep=rep, started=started, found=found)
     except Interrupted:

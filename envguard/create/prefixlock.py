@@ -1,12 +1,12 @@
 """One lock per environment prefix, so that two `envguard create` runs never build the same prefix at once.
 
 The lock is a :class:`filelock.FileLock` (``flock`` on POSIX, ``msvcrt.locking`` on Windows) on a file in
-envguard's own hidden folder (the user cache directory: ``$XDG_CACHE_HOME/envguard/locks``), named after
-the prefix's absolute path. Not beside the prefix: a lock file there showed up as an untracked file in every
-project, and not inside it either: the prefix is renamed and replaced while the lock is held. The holder
-writes its PID into a companion ``.pid`` file, so that a waiter can name it. The kernel drops the lock when
-its holder dies, even by SIGKILL, so a stale lock cannot block anyone; the files stay (removing a lock
-file would race with the next locker).
+envguard's own hidden folder (:func:`envguard.settings.prefix_locks_dir`, ``$XDG_CACHE_HOME/envguard/locks``
+on Linux), named after the prefix's absolute path. Not beside the prefix: a lock file there showed up as an
+untracked file in every project, and not inside it either: the prefix is renamed and replaced while the
+lock is held. The holder writes its PID into a companion ``.pid`` file, so that a waiter can name it. The
+kernel drops the lock when its holder dies, even by SIGKILL, so a stale lock cannot block anyone; the files
+stay (removing a lock file would race with the next locker).
 """
 
 from __future__ import annotations
@@ -18,16 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from envguard import settings
 from envguard.errors import BackendError, BusyError
 
 WaitCallback = Callable[[int | None, float], None]  # (holder pid or None, seconds waited so far)
-
-
-def lock_dir(env: dict[str, str] | None = None) -> Path:
-    """envguard's own folder for prefix locks, in the user's cache directory."""
-    from envguard.platforms import user_cache_dir
-
-    return user_cache_dir(env) / "envguard" / "locks"
 
 
 def lock_path_for(prefix: str | os.PathLike[str]) -> Path:
@@ -36,7 +30,7 @@ def lock_path_for(prefix: str | os.PathLike[str]) -> Path:
     real = Path(os.path.realpath(prefix.parent)) / prefix.name
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:20]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in prefix.name)[:40] or "env"
-    return lock_dir() / f"{safe}-{digest}.lock"
+    return settings.prefix_locks_dir() / f"{safe}-{digest}.lock"
 
 
 def holder_path(prefix: str | os.PathLike[str]) -> Path:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envguard import settings
 from envguard.errors import BackendError
 
 STAGING_TAG = "envguard-staging"
@@ -36,29 +37,18 @@ _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<tag>" + "|".join(map(re.escape, (S
                        + r")-(?P<pid>\d+)$")
 
 
-TESTING_ENV = "ENVGUARD_TESTING"
-
-
-def hook_value(name: str) -> str:
-    """The value of the test-only variable ``name``, honoured only together with ``ENVGUARD_TESTING=1``
-    (docs/reliability.md#test-hooks): a stray variable in a user's environment never kills or alters a real create."""
-    if os.environ.get(TESTING_ENV) != "1":
-        return ""
-    return os.environ.get(name, "")
-
-
 def fault_hook(event: str) -> None:
     """``ENVGUARD_TEST_KILL_AT=<event>`` SIGKILLs this process at that point, ``ENVGUARD_TEST_PAUSE_AT=
     <event>:<seconds>`` sleeps there: tests interrupt a real create at a known point (with
-    ``ENVGUARD_TESTING=1`` only, see :func:`hook_value`). Events: ``link:<n>`` (the n-th package linked),
-    ``staged`` (staging complete), ``swap`` (between moving the old environment aside and the new one in),
-    ``relock`` (a stale lock is about to be solved again)."""
-    kill_at = hook_value("ENVGUARD_TEST_KILL_AT")
+    ``ENVGUARD_TESTING=1`` only, see :func:`envguard.settings.test_hook`). Events: ``link:<n>`` (the n-th
+    package linked), ``staged`` (staging complete), ``swap`` (between moving the old environment aside and
+    the new one in), ``relock`` (a stale lock is about to be solved again)."""
+    kill_at = settings.test_hook(settings.TEST_KILL_AT)
     if kill_at and kill_at == event:
         sys.stdout.flush()
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
-    pause_at = hook_value("ENVGUARD_TEST_PAUSE_AT")
+    pause_at = settings.test_hook(settings.TEST_PAUSE_AT)
     if pause_at:
         where, _, seconds = pause_at.rpartition(":")
         if where == event:  # said on stderr, so that a test can signal the process exactly there
@@ -242,7 +232,7 @@ _RENAME_EXCHANGE = 2
 def exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE). False when unsupported here (or when a
     test asks for the two-rename fallback with ENVGUARD_TEST_NO_RENAME_EXCHANGE=1)."""
-    if not sys.platform.startswith("linux") or hook_value("ENVGUARD_TEST_NO_RENAME_EXCHANGE"):
+    if not sys.platform.startswith("linux") or settings.test_hook(settings.TEST_NO_RENAME_EXCHANGE):
         return False
     import ctypes
 

@@ -9,27 +9,17 @@ are always passed explicitly.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from envguard import settings
 from envguard.errors import BackendError
 from envguard.redact import redact
 
 # conda-lock's default __cuda version (default-virtual-packages.yaml) is what
 # "no --cuda given" means for the content hash.
 DEFAULT_CUDA = "default"
-
-
-def cache_dir() -> Path:
-    """rattler's repodata cache, under $RATTLER_CACHE_DIR or $XDG_CACHE_HOME (never a hard-coded ~/.cache)."""
-    explicit = os.environ.get("RATTLER_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "rattler" / "cache"
 
 
 def cuda_arg(cuda: str | None | bool) -> str:
@@ -139,7 +129,7 @@ def solve_platforms(
     restore = {c.rstrip("/") + "/": real.rstrip("/") + "/" for c, real in zip(clean, channels) if c != real}
 
     async def run() -> dict[str, list[Any]]:
-        gateway = Gateway(cache_dir=cache_dir(), client=creds.client())
+        gateway = Gateway(cache_dir=settings.rattler_cache_dir(), client=creds.client())
         chans = [Channel(c) for c in clean]
         out: dict[str, list[Any]] = {}
         for i, (platform, deps) in enumerate(dependencies.items(), start=1):

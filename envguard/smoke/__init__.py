@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from envguard import catalog
+from envguard import catalog, settings
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding, Severity, has_errors
 
@@ -317,7 +317,7 @@ def _parse_stdout(text: str) -> dict[str, Any] | None:
 def _probe_env(env: dict[str, str] | None) -> dict[str, str]:
     out = dict(os.environ)
     # macOS venv launchers leak our interpreter's identity into children.
-    for var in ("__PYVENV_LAUNCHER__", "PYTHONEXECUTABLE", "ENVGUARD_PROBE_EVENTS"):
+    for var in ("__PYVENV_LAUNCHER__", "PYTHONEXECUTABLE", settings.PROBE_EVENTS.name):
         out.pop(var, None)
     out.setdefault("PYTHONUNBUFFERED", "1")
     if env:

@@ -5,8 +5,7 @@ Chosen with ``--backend NAME`` or the ``ENVGUARD_BACKEND`` environment variable 
 
 from __future__ import annotations
 
-import os
-
+from envguard import settings
 from envguard.create.backends.base import Backend, InstallPlan, InstallProgress, NullProgress
 from envguard.errors import BackendError, UserError
 
@@ -39,7 +38,7 @@ def get_backend(name: str | None = None) -> Backend:
     """
     source = "--backend"
     if not name:
-        name, source = os.environ.get("ENVGUARD_BACKEND", "").strip(), "ENVGUARD_BACKEND"
+        name, source = settings.backend_name(), settings.BACKEND.name
     if not name:
         name = DEFAULT_BACKEND
     key = name.strip().lower()

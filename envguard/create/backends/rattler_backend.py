@@ -18,6 +18,7 @@ from typing import Any
 from envguard.create.backends.base import InstallPlan, InstallProgress
 from envguard.errors import BackendError, EnvguardError
 from envguard.create.integrity import Artifact, mismatch_error, parse_rattler_mismatch, purge_cache_entry
+from envguard import settings
 from envguard.redact import redact, shorten
 
 
@@ -150,14 +151,14 @@ class RattlerBackend:
 
 class contained_stderr:
     """Hold what the installer's native code writes to file descriptor 2 (a Rust panic message and
-    backtrace) and show it afterwards only with ``--verbose`` (ENVGUARD_VERBOSE=1): the user sees
+    backtrace) and show it afterwards only with ``--verbose`` (or ENVGUARD_VERBOSE=1): the user sees
     envguard's one-line error instead. Python-level output goes through sys.stderr as usual."""
 
     def __enter__(self) -> None:
         import tempfile
 
         self.saved: int | None = None
-        if os.environ.get("ENVGUARD_VERBOSE") == "1" or threading.current_thread() is not threading.main_thread():
+        if settings.verbose() or threading.current_thread() is not threading.main_thread():
             return
         try:
             sys.stderr.flush()

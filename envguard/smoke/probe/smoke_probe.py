@@ -48,9 +48,9 @@ INJECTIONS = (
     "fake-gpu",     # a launcher's rank claims one NCCL GPU that every rank of its host shares
 )
 
-_EVENTS_ENV = "ENVGUARD_PROBE_EVENTS"
+_EVENTS_ENV = "ENVGUARD_PROBE_EVENTS"  # declared in envguard.settings (this file cannot import it)
 _INJECT_ENV = "ENVGUARD_PROBE_INJECT"
-_TESTING_ENV = "ENVGUARD_TESTING"  # the same opt-in as envguard.create.staging.hook_value (this file cannot import it)
+_TESTING_ENV = "ENVGUARD_TESTING"  # the same opt-in as envguard.settings.test_hook (this file cannot import it)
 _START_ENV = dict(os.environ)  # as the user set it, before any library adds to it
 _MAX_ERROR = 6000
 

@@ -38,7 +38,7 @@ else:
 TORCH_IMPORT_S = time.perf_counter() - _T0
 
 PROBE_VERSION = 1
-_EVENTS_ENV = "ENVGUARD_PROBE_EVENTS"
+_EVENTS_ENV = "ENVGUARD_PROBE_EVENTS"  # declared in envguard.settings (this file cannot import it)
 _MAX_ERROR = 6000
 METHODS = ("fork", "forkserver", "spawn")
 
