@@ -20,25 +20,12 @@ from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
+from envguard.versions import line_key, pypi_version, release_line
+from envguard.versions import release as release_segments  # Compat.release is a row
 from envguard.yamlio import load_fast
 
 STATUSES = ("released", "announced", "unknown")
 CONDA_FORGE, PYPI, PYTORCH = "conda-forge", "pypi", "pytorch"
-
-
-def _key(v: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in v.split(".") if p.isdigit())
-
-
-def release_line(version: str) -> str | None:
-    """``2.13.0+cpu``, ``2.13.0a0`` and ``2.13`` -> ``2.13``; None when it is not a version."""
-    try:
-        rel = Version(version.split("+")[0].strip()).release
-    except InvalidVersion:
-        return None
-    return f"{rel[0]}.{rel[1] if len(rel) > 1 else 0}"
 
 
 @dataclass(frozen=True)
@@ -66,7 +53,7 @@ class Release:
     @property
     def cuda(self) -> tuple[str, ...]:
         """Every CUDA line of the release, on any platform, oldest first."""
-        return tuple(sorted({c for _, lines in self.cuda_by_platform for c in lines}, key=_key))
+        return tuple(sorted({c for _, lines in self.cuda_by_platform for c in lines}, key=line_key))
 
     @property
     def cuda_platforms(self) -> tuple[str, ...]:
@@ -83,14 +70,14 @@ class Release:
         if self.route == PYTORCH:
             return cuda if cuda in lines else None
         major = cuda.split(".")[0]
-        fits = [x for x in lines if x.split(".")[0] == major and _key(x) <= _key(cuda)]
-        return max(fits, key=_key) if fits else None
+        fits = [x for x in lines if x.split(".")[0] == major and line_key(x) <= line_key(cuda)]
+        return max(fits, key=line_key) if fits else None
 
     def cuda_choices(self, platforms: Iterable[str], toolkit_lines: Iterable[str] = ()) -> list[str]:
         """The CUDA lines a build accepts on every one of ``platforms``, oldest first: the lines the release is
         built for, plus any of ``toolkit_lines`` (the CUDA versions the route packages) that its builds accept."""
         plats = list(platforms)
-        union = sorted({c for p in plats for c in self.cuda_on(p)} | set(toolkit_lines), key=_key)
+        union = sorted({c for p in plats for c in self.cuda_on(p)} | set(toolkit_lines), key=line_key)
         return [c for c in union if all(self.build_line(p, c) for p in plats)]
 
 
@@ -121,8 +108,8 @@ class ArchRange:
 
 
 def _cap(text: str) -> tuple[int, int]:
-    major, _, minor = text.partition(".")
-    return int(major), int(minor or 0)
+    rel = release_segments(text) + (0, 0)
+    return rel[0], rel[1]
 
 
 @dataclass(frozen=True)
@@ -169,10 +156,8 @@ class Route:
             if not _line_matches(str(row["cuda"]), cuda):
                 continue
             if row.get("torch") and torch:
-                try:
-                    if Version(torch.split("+")[0]) not in SpecifierSet(str(row["torch"])):
-                        continue
-                except InvalidVersion:
+                version = pypi_version(torch.split("+")[0])
+                if version is None or version not in SpecifierSet(str(row["torch"])):
                     continue
             elif row.get("torch"):
                 continue  # a row for some releases only, and the release is unknown
@@ -185,7 +170,7 @@ class Route:
 def _line_matches(pattern: str, cuda: str) -> bool:
     if pattern.endswith(".*"):
         return cuda.split(".")[0] == pattern[:-2]
-    return _key(cuda)[:2] == _key(pattern)[:2]
+    return release_segments(cuda)[:2] == release_segments(pattern)[:2]
 
 
 def _release(route: str, line: str, row: Mapping[str, Any], cuda_platforms: tuple[str, ...]) -> Release:
@@ -229,7 +214,7 @@ class Compat:
         for name, data in self.raw["routes"].items():
             declared = tuple(str(p) for p in data.get("cuda_platforms") or ())
             releases = sorted((_release(name, str(line), row, declared) for line, row in data["releases"].items()),
-                              key=lambda r: _key(r.version))
+                              key=lambda r: line_key(r.version))
             out[name] = Route(name, str(data.get("title", name)), str(data.get("manager", "conda")),
                               str(data.get("source", "")), tuple(releases), tuple(data.get("arch") or ()),
                               str(data["frozen_at"]) if data.get("frozen_at") else None, declared,
@@ -249,11 +234,6 @@ class Compat:
         """The *released* line ``X.Y`` of any torch version string on ``route``."""
         rel = self.release(version, route)
         return rel if rel is not None and rel.released else None
-
-    @property
-    def torch_releases(self) -> list[Release]:
-        """conda-forge's released lines, oldest first (envguard's default route)."""
-        return self.route(CONDA_FORGE).released
 
     @property
     def newest_torch(self) -> str:
@@ -349,13 +329,8 @@ def data_text() -> str:
     return resources.files("envguard").joinpath("data/compat.yaml").read_text(encoding="utf-8")
 
 
-def version_key(v: str) -> tuple[int, ...]:
-    """Numeric sort key for dotted versions such as ``3.10`` or ``12.6``."""
-    return _key(v)
-
-
 def driver_satisfies(driver: str, minimum: str) -> bool:
-    return _key(driver) >= _key(minimum)
+    return line_key(driver) >= line_key(minimum)
 
 
 _CUDA_IN_BUILD = re.compile(r"cuda_?(\d+)\.(\d+)|cuda(\d{2,3})(?!\d)")
@@ -427,7 +402,7 @@ def validate(raw: Any) -> list[str]:
     def lines_ok(where: str, value: Any, pattern: re.Pattern[str] = _VERSION) -> bool:
         ok = need(isinstance(value, list) and all(isinstance(v, str) and pattern.match(v) for v in value),
                   where, f"must be a list of X.Y strings, got {value!r}")
-        return ok and need(sorted(value, key=_key) == value and len(set(value)) == len(value), where,
+        return ok and need(sorted(value, key=line_key) == value and len(set(value)) == len(value), where,
                            "must be sorted and without repeats")
 
     if not need(isinstance(raw, dict), "<top>", "must be a mapping"):
@@ -461,7 +436,8 @@ def validate(raw: Any) -> list[str]:
         for name, route in routes.items():
             for line, row in ((route or {}).get("releases") or {}).items() if isinstance(route, dict) else ():
                 if (isinstance(row, dict) and row.get("status") == "released" and isinstance(line, str)
-                        and _VERSION.match(line) and _key(line) > _key(last) and py_line in (row.get("python") or ())):
+                        and _VERSION.match(line) and line_key(line) > line_key(last)
+                        and py_line in (row.get("python") or ())):
                     out.append(f"routes.{name}.releases.{line}.python: lists Python {py_line}, whose last torch is "
                                f"{last} (python.legacy.{py_line}.last_torch)")
     for name, route in routes.items():

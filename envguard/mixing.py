@@ -25,6 +25,7 @@ from typing import Iterable, Literal
 
 from envguard.channels import normalise_channel
 from envguard.model import Package
+from envguard.versions import release
 
 Rule = Literal["channels", "openmp", "cuda-lines", "torch-twice"]
 Context = Literal["spec", "lock", "prefix"]  # requested, locked or installed records
@@ -130,11 +131,10 @@ def conda_cuda_library(name: str) -> bool:
 
 
 def _major_of_version(version: str) -> int | None:
-    m = re.match(r"^(\d+)\.", version or "")
-    if not m:
+    rel = release(version or "")
+    if len(rel) < 2:  # a bare ``12`` is no version of a CUDA package
         return None
-    major = int(m.group(1))
-    return major if 9 <= major <= 20 else None  # CUDA lines; cuda-core 0.3 or cuda-pathfinder 1.1 are not
+    return rel[0] if 9 <= rel[0] <= 20 else None  # CUDA lines; cuda-core 0.3 or cuda-pathfinder 1.1 are not
 
 
 def _digits_major(digits: str) -> int:

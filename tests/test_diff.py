@@ -14,7 +14,6 @@ from envguard.diff import (
     PlatformDiff,
     Side,
     classify,
-    compare_versions,
     core_rank,
     cuda_line,
     diff_packages,
@@ -66,15 +65,6 @@ def pip(name: str, version: str, sha256: str | None = None) -> Package:
 def test_cuda_line_and_variant(pkg: Package, line: str | None, var: str | None) -> None:
     assert cuda_line(pkg) == line
     assert variant(pkg) == var
-
-
-def test_compare_versions_pep440_then_conda() -> None:
-    assert compare_versions("2.1.0", "2.1.2") == -1
-    assert compare_versions("1.0", "1.0.0") == 0
-    assert compare_versions("2.3.0.dev20240117", "2.3.0") == -1
-    assert compare_versions("9b", "9e") == -1  # jpeg: not PEP 440, conda orders it
-    assert compare_versions("9e", "9b") == 1
-    assert compare_versions("", "1.0") is None
 
 
 def test_core_rank_orders_python_torch_cuda_numpy() -> None:

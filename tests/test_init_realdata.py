@@ -26,6 +26,7 @@ from envguard.errors import BackendError, UserError
 from envguard.init import CPU, init
 from envguard.lock import lock
 from envguard.lock.lockfile import host_records, read_lock
+from envguard.versions import line_key
 
 REPO = Path(__file__).resolve().parent.parent
 CF = compat.CONDA_FORGE
@@ -141,11 +142,11 @@ def test_every_covered_combination_inits_and_locks(realdata_channel, realdata_en
             sample = {_kind(r.build) for r in realdata_channel.find("pytorch", version=f"{line}.*", subdir=p)
                       if _python_of(r.build) == py}
             fits = [k for k in sample if k != CPU and k.split(".")[0] == cuda.split(".")[0]
-                    and compat.version_key(k) <= compat.version_key(cuda)]
-            assert got == max(fits, key=compat.version_key), (py, line, cuda, p, torch.build, sorted(sample))
+                    and line_key(k) <= line_key(cuda)]
+            assert got == max(fits, key=line_key), (py, line, cuda, p, torch.build, sorted(sample))
             # and the data agrees that this build takes that cuda-version there
             built = rel.build_line(p, cuda)
-            assert built is not None and compat.version_key(got) <= compat.version_key(built), (p, got, built)
+            assert built is not None and line_key(got) <= line_key(built), (p, got, built)
     assert cuda_combos >= 5
 
 
@@ -193,7 +194,7 @@ def test_every_line_a_covered_build_lacks_is_refused(realdata_environments, tmp_
     c = compat.load()
     route = c.route(CF)
     every_line = sorted({x for r in c.routes.values() for rel in r.releases for x in rel.cuda}
-                        | set(route.toolkit_lines), key=compat.version_key)
+                        | set(route.toolkit_lines), key=line_key)
     refused = written = 0
     for (py, line, cuda), plats in sorted(_covered(realdata_environments).items()):
         rel = route.release(line)

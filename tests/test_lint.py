@@ -570,6 +570,18 @@ def test_lock_pytorch_channel_with_new_mkl(tmp_path: Path) -> None:
     assert _one(lint_file(p), "EG154").package == "mkl"
 
 
+@pytest.mark.parametrize(("mkl", "flagged"), [("2024.0.2", False), ("2024.1", True), ("2024.10.0", True),
+                                               ("2024.1.0rc1", False)])
+def test_lock_pytorch_channel_mkl_is_compared_in_condas_order(tmp_path: Path, mkl: str, flagged: bool) -> None:
+    p = _lock(
+        tmp_path,
+        _entry("mkl", mkl, f"{CF}/linux-64/mkl-{mkl}-ha957f24_693.conda"),
+        _entry("pytorch", "2.1.0",
+               "https://conda.anaconda.org/pytorch/linux-64/pytorch-2.1.0-py3.11_cpu_0.tar.bz2"),
+    )
+    assert ("EG154" in _codes(lint_file(p))) is flagged
+
+
 def test_lock_with_a_literal_credential_is_an_error_and_is_not_echoed(tmp_path: Path) -> None:
     secret_url = "https://bob:hunter2@conda.example.com/t/tok-123/private/linux-64/egx-1.0-0.conda"
     p = _lock(tmp_path, _entry("egx", "1.0", secret_url),

@@ -18,6 +18,7 @@ from envguard.redact import shorten
 from envguard.findings import Finding, Severity
 from envguard.model import Package, canonical_name, pep503
 from envguard.prefix import CondaRecord, Dist, FileProblem, PrefixInfo
+from envguard.versions import conda_key, line_key, major_minor, release
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
@@ -114,15 +115,6 @@ def is_core(name: str, core: Sequence[str] = DEFAULT_CORE, manager: str = "conda
     return any(fnmatch.fnmatchcase(k, pat) for k in keys for pat in core)
 
 
-def _mm(version: str | None) -> str | None:
-    m = re.match(r"(\d+)\.(\d+)", version or "")
-    return f"{m.group(1)}.{m.group(2)}" if m else None
-
-
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v)[:4])
-
-
 def cuda_from_build(build: str) -> str | None:
     """``cuda126_...`` -> 12.6; pytorch-channel ``py3.11_cuda12.1_cudnn...`` -> 12.1; ``cuda12*`` -> 12;
     ``cuda_...`` -> any (envguard.compat.cuda_in_build)."""
@@ -153,7 +145,7 @@ def cuda_from_packages(pkgs: Iterable[Package]) -> tuple[str | None, str]:
                 return f"{d[:-1]}.{d[-1]}", f"torch {p.version}"
     for p in pkgs:
         if p.manager == "conda" and p.name in ("pytorch-gpu", "pytorch-cuda") and any(q.key == "torch" for q in pkgs):
-            return (_mm(p.version) if p.name == "pytorch-cuda" else None) or "any", f"{p.name} {p.version}"
+            return (major_minor(p.version) if p.name == "pytorch-cuda" else None) or "any", f"{p.name} {p.version}"
     return None, ""
 
 
@@ -198,7 +190,7 @@ def torch_build(info: PrefixInfo, probe: Mapping[str, Any] | None = None) -> Tor
         c = cuda_from_build(rec.build)
         if c == "any":
             cv = info.record("cuda-version") or info.record("pytorch-cuda")
-            c = _mm(cv.version) if cv else "any"
+            c = major_minor(cv.version) if cv else "any"
         cpu = c is None and ("cpu" in rec.build.lower() or not rec.build.startswith(("cuda", "py")))
         route = "pytorch" if rec.channel_name == "pytorch" or rec.build.startswith("py3") else "conda-forge"
         return TorchBuild("conda", rec.version, c if c != "any" else None, cpu=cpu and c is None,
@@ -214,8 +206,8 @@ def torch_build(info: PrefixInfo, probe: Mapping[str, Any] | None = None) -> Tor
                               route="pypi")
         rt = next((x for x in info.dists if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", x.key)), None)
         if rt is not None:
-            return TorchBuild("pip", v, _mm(rt.version), evidence=f"pip dist torch {v} with {rt.name} {rt.version}",
-                              route="pypi")
+            return TorchBuild("pip", v, major_minor(rt.version),
+                              evidence=f"pip dist torch {v} with {rt.name} {rt.version}", route="pypi")
         return TorchBuild("pip", v, None, evidence=f"pip dist torch {v} (build not recorded)", route="pypi")
     return TorchBuild("none")
 
@@ -500,7 +492,7 @@ def rule_python(inp: CheckInput) -> list[Finding]:
     from envguard import compat
 
     ver = inp.info.python_version
-    mm = _mm(ver)
+    mm = major_minor(ver)
     if not mm:
         return []
     c = compat.load()
@@ -529,7 +521,7 @@ def rule_channels(inp: CheckInput) -> list[Finding]:
     rec = next((r for r in inp.info.conda if r.name == "pytorch"), None)
     if rec is not None and rec.channel_name == "pytorch":
         mkl = inp.info.record("mkl")
-        if mkl is not None and _vkey(mkl.version) >= _vkey(c.pytorch_mkl_max):
+        if mkl is not None and conda_key(mkl.version) >= conda_key(c.pytorch_mkl_max):
             out.append(Finding("EG543", E, f"pytorch {rec.version} from the frozen `pytorch` channel with mkl "
                                f"{mkl.version} (>= {c.pytorch_mkl_max}): `import torch` fails with "
                                "\"undefined symbol: iJIT_NotifyEvent\"", _fix("mkl-symbol"), package="pytorch"))
@@ -594,10 +586,10 @@ def arch_supported(capability: str, arch_list: Sequence[str], min_arch: str | No
     build's oldest architecture is covered."""
     from envguard.compat import arch_covers
 
-    try:
-        major, minor = (int(x) for x in capability.split(".")[:2])
-    except ValueError:
+    rel = release(capability)
+    if len(rel) < 2:
         return True, ""
+    major, minor = rel[0], rel[1]
     if arch_list:
         if arch_covers((major, minor), arch_list):
             return True, ""
@@ -606,7 +598,7 @@ def arch_supported(capability: str, arch_list: Sequence[str], min_arch: str | No
         if arch_range.covers((major, minor)):
             return True, ""
         return False, f"{label} covers {arch_range.describe()} ({arch_range.source})"
-    if min_arch and _vkey(capability) < _vkey(min_arch):
+    if min_arch and line_key(capability) < line_key(min_arch):
         return False, f"this CUDA line builds for sm_{min_arch.replace('.', '')} and newer"
     return True, ""
 

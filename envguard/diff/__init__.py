@@ -21,6 +21,7 @@ from envguard.channels import CONDA_EXTENSIONS
 from envguard.model import Package
 from envguard.redact import redact
 from envguard.sources import RequestedSpec
+from envguard.versions import compare_versions, major_minor, pypi_version
 
 # Every class a change can carry, most alarming first (also the order of the summary).
 KINDS: tuple[str, ...] = (
@@ -83,7 +84,7 @@ def _cuda_digits(v: str) -> str:
 def cuda_line(pkg: Package) -> str | None:
     """The CUDA line a package is built for or pins: ``12.6``, ``11.8``, ``12`` (major only), or None."""
     if pkg.key in CUDA_LINE_PACKAGES and pkg.version:
-        return ".".join(pkg.version.split(".")[:2])
+        return major_minor(pkg.version) or pkg.version  # cuda-version 12: the major line
     for text in (pkg.build or "", pkg.version.partition("+")[2]):
         if not text:
             continue
@@ -108,30 +109,8 @@ def variant(pkg: Package) -> str | None:
     return None
 
 
-def compare_versions(a: str, b: str) -> int | None:
-    """-1/0/1; PEP 440 first, conda's ordering (rattler) for what PEP 440 cannot read; None if neither can."""
-    if a == b:
-        return 0
-    if not a or not b:
-        return None
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        va, vb = Version(a), Version(b)
-        return (va > vb) - (va < vb)
-    except InvalidVersion:
-        pass
-    try:
-        from rattler import Version as CondaVersion
-
-        ca, cb = CondaVersion(a), CondaVersion(b)
-        return (ca > cb) - (ca < cb)
-    except Exception:
-        return None
-
-
 def _minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
+    return major_minor(version) or version
 
 
 def _lines_compatible(a: str, b: str) -> bool:
@@ -442,18 +421,16 @@ def _conda_satisfies(spec: RequestedSpec, pkg: Package) -> tuple[bool, str]:
 
 def _pip_satisfies(spec: RequestedSpec, pkg: Package) -> tuple[bool, str]:
     from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.version import InvalidVersion, Version
-
     try:
         req = Requirement(spec.spec)
     except InvalidRequirement:
         return True, "direct reference: version not checked"
     if not req.specifier:
         return True, ""
-    try:
-        ok = req.specifier.contains(Version(pkg.version), prereleases=True)
-    except InvalidVersion:
+    version = pypi_version(pkg.version)
+    if version is None:
         return False, f"version {pkg.version!r} is not PEP 440"
+    ok = req.specifier.contains(version, prereleases=True)
     return (True, "") if ok else (False, f"version {pkg.version} does not match {req.specifier}")
 
 

@@ -27,6 +27,7 @@ from envguard.export.files import ExplicitLine, SpecPlan
 from envguard.export.pipplan import plan_pip, torch_label_index
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.prefix import PrefixInfo
+from envguard.versions import major_minor
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 FORMATS = ("lock", "environment", "explicit")
@@ -252,7 +253,8 @@ def _spec_plan(target: Path, shown: str, info: PrefixInfo, name: str | None, pip
         specs, source, channels = request.specs, ("pinned" if pinned else request.source), conda_side.channels(
             info.conda)
     else:  # a virtualenv: its python is the host's, conda-forge has the same release
-        version = ".".join((info.python_version or "").split(".")[:3 if pinned else 2])
+        python = info.python_version or ""
+        version = ".".join(python.split(".")[:3]) if pinned else (major_minor(python) or python)
         specs = ([f"python={version}"] if version else []) + ["pip"]
         source, channels = ("pinned" if pinned else "none"), ["conda-forge"]
     header = [f"Written by `envguard export` from {shown} ({platform}).", _HEADERS[source]]
@@ -355,7 +357,7 @@ def export(
 
     cuda = info.record("cuda-version")
     written = _write(targets, out_dir, shown, plan, locked_conda, explicit_lines, pip, platform,
-                     cuda=".".join(cuda.version.split(".")[:2]) if cuda else None)
+                     cuda=(major_minor(cuda.version) or cuda.version) if cuda else None)
     return ExportResult(
         prefix=target, shown=shown, platform=platform, kind=kind, format=fmt,
         requested_from=requested_from, conda_specs=len(plan.conda), pip_specs=len(pip.spec),

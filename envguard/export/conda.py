@@ -16,6 +16,7 @@ from pathlib import Path
 
 from envguard.channels import CONDA_EXTENSIONS, channel_from_url, normalise_channel
 from envguard.prefix import CondaRecord
+from envguard.versions import major_minor
 
 _MAX_HISTORY = 32 << 20
 _MAX_HISTORY_LINE = 1 << 20
@@ -89,7 +90,7 @@ def _depended_on(records: list[CondaRecord]) -> set[str]:
 
 
 def _mm(version: str) -> str:
-    return ".".join(version.split(".")[:2])
+    return major_minor(version) or version  # a version without a minor (``12``) is written as it is
 
 
 def _torch_guard(r: CondaRecord) -> str:

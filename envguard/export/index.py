@@ -22,6 +22,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from envguard.model import pep503
 from envguard.redact import redact
+from envguard.versions import pypi_version
 
 PYPI = "https://pypi.org/simple"
 _MAX_PAGE = 64 << 20  # torch's PyPI page is a few MB
@@ -207,12 +208,11 @@ def _fetch(url: str, timeout: float) -> tuple[bytes, str] | None:
 def _matches(link: _Link, name: str, version: str, tags: frozenset[str]) -> str | None:
     """"wheel" or "sdist" when the link is this name and version (and, for a wheel, one of the tags)."""
     from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import InvalidVersion  # a wheel file name with a bad version raises it
 
     fn = link.filename
-    try:
-        want = Version(version)
-    except InvalidVersion:
+    want = pypi_version(version)
+    if want is None:
         return None
     if fn.endswith(".whl"):
         try:

@@ -35,6 +35,7 @@ from string import Template
 from envguard import compat
 from envguard.errors import BackendError, UserError
 from envguard.platforms import DEFAULT_PLATFORMS
+from envguard.versions import line_key, release
 
 CPU = "cpu"
 DEFAULT_CUDA = CPU
@@ -80,12 +81,8 @@ def _read_template(name: str) -> Template:
         raise BackendError(f"template {name} is missing from {path.parent}: the installation is incomplete") from None
 
 
-def _vkey(v: str) -> tuple[int, ...]:
-    return compat.version_key(v)
-
-
 def _flat(v: str) -> int:
-    k = _vkey(v) + (0, 0)
+    k = release(v) + (0, 0)
     return k[0] * 1000 + k[1]
 
 
@@ -107,7 +104,7 @@ def _and(values: list[str] | tuple[str, ...]) -> str:
 
 def _release_line(torch: str) -> str:
     m = re.match(r"^(\d+)\.(\d+)(?:\.\d+)?$", torch.strip())
-    if not m:
+    if not m:  # the flag's grammar, stricter than a version: no pre-release, no local label
         raise UserError(f"--torch {torch!r} is not a release; give X.Y or X.Y.Z, e.g. --torch 2.13")
     return f"{m.group(1)}.{m.group(2)}"
 
@@ -130,7 +127,7 @@ def _pick_cuda(route: compat.Route, rel: compat.Release, cuda: str, plats: list[
     if exact and not lacking and route.toolkit_lines:  # every build would accept it: no such CUDA release
         same = [v for v in route.toolkit_lines if _major(v) == _major(cuda)] or list(route.toolkit_lines)
         use = _or('--cuda', _nearest(cuda, [c for c in choices if c in same] or same))
-        if _vkey(cuda) > _vkey(route.toolkit_lines[-1]):  # a line newer than the data: unknown, not absent
+        if line_key(cuda) > line_key(route.toolkit_lines[-1]):  # a line newer than the data: unknown, not absent
             raise UserError(f"CUDA {cuda} is newer than the {route.title} CUDA lines in envguard's data (its CUDA "
                             f"{_major(cuda)} lines: {_and(same)}); use {use}, or update envguard")
         raise UserError(f"{route.title} packages no CUDA {cuda} (its CUDA {_major(cuda)} lines: {_and(same)}); "
@@ -157,13 +154,13 @@ def _check_release(route: compat.Route, torch: str) -> tuple[compat.Release, str
         c = compat.load()
         elsewhere = [r.name for r in c.routes.values() if r.manager == "conda" and r.name != route.name
                      and r.release(line) is not None and r.release(line).released]  # type: ignore[union-attr]
-        if route.frozen_at and _vkey(line) > _vkey(route.frozen_at):
+        if route.frozen_at and line_key(line) > line_key(route.frozen_at):
             fixes = [_or("--channel", elsewhere)] if elsewhere else []
             fixes.append(_or("--torch", _nearest(line, released)))
             raise UserError(f"torch {line} is not on the {route.name} channel (frozen at {route.frozen_at}); use "
                             + " or ".join(fixes))
         where = "envguard's compatibility data" if not elsewhere else f"{route.title}'s releases in envguard's data"
-        inside = _vkey(released[0]) < _vkey(line) < _vkey(released[-1])
+        inside = line_key(released[0]) < line_key(line) < line_key(released[-1])
         fixes = [_or("--torch", _nearest(line, released, 2 if inside else 1))]
         if elsewhere:
             fixes.insert(0, _or("--channel", elsewhere))
@@ -201,7 +198,7 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
     rel, line = _check_release(route, torch)
 
     if python not in rel.python:
-        relation = (f"needs Python ≥ {rel.python[0]}" if _vkey(python) < _vkey(rel.python[0])
+        relation = (f"needs Python ≥ {rel.python[0]}" if line_key(python) < line_key(rel.python[0])
                     else f"supports Python ≤ {rel.python[-1]}")
         ok_py = [p for p in c.supported_python if p in rel.python]
         ok_torch = [r.version for r in c.releases_for_python(python, channel)]

@@ -29,6 +29,7 @@ from envguard.errors import UserError
 from envguard.findings import Finding, Severity
 from envguard.platforms import DEFAULT_PLATFORMS
 from envguard.redact import has_credentials, redact
+from envguard.versions import line_key, release
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
@@ -182,18 +183,14 @@ def release_lines(constraint: str | None, manager: str, universe: list[tuple[str
     return lines
 
 
-def _vkey(v: str) -> tuple[int, ...]:
-    return compat.version_key(v)
-
-
 def _lines_text(lines: Iterable[str]) -> str:
-    return ", ".join(sorted(lines, key=_vkey))
+    return ", ".join(sorted(lines, key=line_key))
 
 
 def _nearest_line(line: str, choices: list[str]) -> str:
     """The choice closest to ``line`` in version order (ties to the newer)."""
     def flat(v: str) -> int:
-        k = _vkey(v) + (0, 0)
+        k = release(v) + (0, 0)
         return k[0] * 1000 + k[1]
 
     return min(choices, key=lambda c: (abs(flat(c) - flat(line)), -flat(c)))
@@ -394,7 +391,7 @@ class _EnvLinter:
         return next(iter(self.torch_lines)) if self.torch_lines and len(self.torch_lines) == 1 else None
 
     def _torch_all_after(self, version: str) -> bool:
-        return bool(self.torch_lines) and all(_vkey(v) > _vkey(version) for v in self.torch_lines or ())
+        return bool(self.torch_lines) and all(line_key(v) > line_key(version) for v in self.torch_lines or ())
 
     def _deps_line(self) -> int:
         return self.pos.line("dependencies") or 1
@@ -421,7 +418,7 @@ class _EnvLinter:
             return
         py = next(iter(lines))
         if py not in supported:
-            older = _vkey(py) < _vkey(supported[0])
+            older = line_key(py) < line_key(supported[0])
             self.add("EG102", f"Python {py} is not supported (envguard supports {', '.join(supported)})",
                      f"use {self.pin('python', self.c.default_python)}", d.line, E if older else W,
                      package="python")
@@ -435,10 +432,10 @@ class _EnvLinter:
             pys_ok = [p for p in supported if p in rel.python]
             fix_parts = []
             if pys_ok:
-                fix_parts.append(self.pin("python", min(pys_ok, key=lambda p: abs(_vkey(p)[1] - _vkey(py)[1]))))
+                fix_parts.append(self.pin("python", min(pys_ok, key=lambda p: abs(release(p)[1] - release(py)[1]))))
             if newest_for_py:
                 fix_parts.append(f"torch {newest_for_py[-1]}")
-            relation = (f"needs Python ≥ {rel.python[0]}" if _vkey(py) < _vkey(rel.python[0])
+            relation = (f"needs Python ≥ {rel.python[0]}" if line_key(py) < line_key(rel.python[0])
                         else f"supports Python ≤ {rel.python[-1]}")
             self.add("EG104", f"torch {rel.version} {relation}; Python {py} has no torch {rel.version} builds",
                      "use " + " or ".join(fix_parts) if fix_parts else "pick a torch release that supports it",
@@ -457,7 +454,7 @@ class _EnvLinter:
                          f"pin one release line, e.g. {pin}", d.line, package=d.name)
         rel = self.torch_release
         frozen = self.c.route(self.route).frozen_at
-        if frozen and rel and _vkey(rel) > _vkey(frozen):
+        if frozen and rel and line_key(rel) > line_key(frozen):
             return  # past a frozen channel's last release: EG111 says so, and where to go instead
         if rel and self.c.torch(rel, self.route) is None and re.match(r"^\d+\.\d+$", rel):
             route = self.c.route(self.route)
@@ -468,8 +465,8 @@ class _EnvLinter:
                 what = (f"torch {rel} has no release evidence on {route.title} in envguard's data "
                         f"(status {row.status}: {row.source})")
             else:
-                when = ("older than" if _vkey(rel) < _vkey(known[0].version) else
-                        "newer than" if _vkey(rel) > _vkey(known[-1].version) else "missing from")
+                when = ("older than" if line_key(rel) < line_key(known[0].version) else
+                        "newer than" if line_key(rel) > line_key(known[-1].version) else "missing from")
                 what = (f"torch {rel} is {when} envguard's data for {route.title} "
                         f"({known[0].version}–{known[-1].version})")
             # the newest release that the file's own Python can run (2.15 has no Python 3.10 build)
@@ -632,7 +629,7 @@ class _EnvLinter:
         assert rel is not None
         plats = [p for p in self.platforms if rel.cuda_on(p)] or list(rel.cuda_platforms)
         choices = rel.cuda_choices(plats) or list(rel.cuda)
-        hints = sorted(release_lines(line_hint, "conda", _CUDA_UNIVERSE) or (), key=_vkey) if line_hint else []
+        hints = sorted(release_lines(line_hint, "conda", _CUDA_UNIVERSE) or (), key=line_key) if line_hint else []
         hint = hints[0] if hints else (line_hint if line_hint and re.fullmatch(r"\d+\.\d+", line_hint) else None)
         same = [c for c in choices if hint and c.split(".")[0] == hint.split(".")[0]]
         line = same[-1] if same else (_nearest_line(hint, choices) if hint else choices[-1])
@@ -647,7 +644,7 @@ class _EnvLinter:
                      "not use cudatoolkit (CUDA 11 packaging)",
                      f"pin torch and use {self._conda_forge_cuda_pins(None)}", tk.line, W, package="cudatoolkit")
             return
-        if not self.torch_lines or not all(_vkey(v) >= (2,) for v in self.torch_lines):
+        if not self.torch_lines or not all(line_key(v) >= line_key("2") for v in self.torch_lines):
             return
         tk_lines = release_lines(tk.version, "conda", _CUDA_UNIVERSE)
         if self.route == compat.CONDA_FORGE and self.torch_conda:
@@ -656,7 +653,7 @@ class _EnvLinter:
             if len(cuda11) == len(rels) and (tk_lines is None or all(
                     any(line in r.cuda for r in cuda11) for line in tk_lines)):
                 return  # conda-forge's own CUDA 11 packaging of torch 2.0-2.5
-        rel = self.torch_release or min(self.torch_lines, key=_vkey)
+        rel = self.torch_release or min(self.torch_lines, key=line_key)
         self.add("EG109", f"`{tk.spec}` with torch {rel}: cudatoolkit is CUDA 11 packaging that this torch's builds "
                  "do not use, so the solver can pick a CPU build or a mismatched CUDA runtime",
                  f"drop cudatoolkit and use {self._conda_forge_cuda_pins(tk.version)}", tk.line,

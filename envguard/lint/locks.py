@@ -31,11 +31,11 @@ from envguard import compat
 from envguard.findings import Finding, Severity
 from envguard.model import Package, canonical_name
 from envguard.redact import redact
+from envguard.versions import conda_key, is_prerelease, release
 
 _URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s#'\"]+")
 _CUDA_DOTTED = re.compile(r"cuda(\d{1,2})\.(\d)")
 _CUDA_DIGITS = re.compile(r"cuda(\d{2,3})(?!\d)")
-_PRERELEASE = re.compile(r"\d(dev|a|b|rc|alpha|beta|pre)\d*", re.I)
 _DEFAULTS = ("pkgs/main", "pkgs/r", "pkgs/msys2", "pkgs/free", "pkgs/pro")
 
 
@@ -58,11 +58,6 @@ def cuda_line_of_build(build: str | None) -> tuple[int, int] | None:
         digits = m.group(1)
         return (int(digits[:2]), int(digits[2:] or 0)) if len(digits) == 3 else (int(digits[0]), int(digits[1]))
     return None
-
-
-def _cuda_line_of_version(version: str) -> tuple[int, int] | None:
-    m = re.match(r"^(\d+)\.(\d+)", version)
-    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _listed(channels: Any) -> set[str]:
@@ -144,15 +139,6 @@ class _Collector:
         return out
 
 
-def _is_prerelease(version: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(version).is_prerelease
-    except InvalidVersion:
-        return bool(_PRERELEASE.search(version.split("+", 1)[0]))
-
-
 def _fmt(line: tuple[int, int]) -> str:
     return f"{line[0]}.{line[1]}"
 
@@ -165,8 +151,8 @@ def _cuda_rules(g: _Group, col: _Collector, runtime_names: tuple[str, ...]) -> N
         return
     for name in runtime_names:
         rt = conda.get(name)
-        have = _cuda_line_of_version(rt.version) if rt else None
-        if rt is None or have is None:
+        have = release(rt.version)[:2] if rt else ()
+        if rt is None or len(have) < 2:
             continue
         if have[0] != built[0]:
             col.add("EG150", Severity.ERROR,
@@ -234,14 +220,14 @@ def _torch_rules(g: _Group, col: _Collector, c: compat.Compat) -> None:
     for p in g.packages:
         if canonical_name(p.name, p.manager) != "torch":
             continue
-        if _is_prerelease(p.version):
+        if is_prerelease(p.version):
             col.add("EG153", Severity.WARNING,
                     f"{p.name} {p.version} is a pre-release (nightly) build: it disappears from its channel, so "
                     "this lock cannot be installed later", "lock a released torch", g.label, p)
     torch = conda.get("pytorch")
     mkl = conda.get("mkl")
     if torch and mkl and (torch.channel or "").lower() == "pytorch":
-        if compat.version_key(mkl.version) >= compat.version_key(c.pytorch_mkl_max):
+        if conda_key(mkl.version) >= conda_key(c.pytorch_mkl_max):
             col.add("EG154", Severity.ERROR,
                     f"pytorch {torch.version} from the `pytorch` channel with mkl {mkl.version}: import torch fails "
                     "with \"undefined symbol: iJIT_NotifyEvent\" (pytorch#123097)",

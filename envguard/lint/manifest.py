@@ -26,10 +26,10 @@ from envguard.lint import (
     _EnvLinter,
     _Dep,
     _channel_name,
-    _vkey,
     release_lines,
 )
 from envguard.sources.pixi_manifest import Environment, Manifest, ManifestDep, parse_manifest
+from envguard.versions import line_key, release
 
 
 def _dep(d: ManifestDep, env: Environment, subdir_of: dict[str, str]) -> _Dep | None:
@@ -130,8 +130,8 @@ class _ManifestEnvLinter(_EnvLinter):
         declared += [(f'cuda = "{c}" on platform {p}', c, self.manifest.workspace_line) for p, c in self._declared_cuda()]
         for label, cuda, line in declared:
             lines = release_lines(cuda, "conda", _CUDA_UNIVERSE)
-            have = min(lines, key=_vkey) if lines else None
-            if have and all(_vkey(c)[0] > _vkey(have)[0] for c in rel.cuda):
+            have = min(lines, key=line_key) if lines else None
+            if have and all(release(c)[0] > release(have)[0] for c in rel.cuda):
                 self.add("EG118", f"{label}: torch {rel.version} has no CUDA {have} build (its CUDA lines: "
                          f"{', '.join(rel.cuda)}), so pixi can solve only a CPU build",
                          f'raise it to cuda = "{rel.cuda[0].split(".")[0]}" (the driver must support it)', line,

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envguard.versions import line_key
+
 # Platforms where conda-lock's virtual packages include __cuda.
 CUDA_PLATFORM_PREFIXES = ("linux-", "win-")
 TORCH_BUILDS = ("pytorch", "pytorch-gpu", "libtorch", "torchvision", "torchaudio")
@@ -54,10 +56,6 @@ def _line_of(version: str | None) -> str | None:
                 if spec.matches(Version(f"{major}.{minor}{patch}")):
                     return f"{major}.{minor}"
     return None
-
-
-def _key(v: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in v.split(".") if p.isdigit())
 
 
 def from_spec(dependencies: Mapping[str, Iterable[Any]], where: str) -> tuple[str | bool | None, str]:
@@ -103,7 +101,7 @@ def from_spec(dependencies: Mapping[str, Iterable[Any]], where: str) -> tuple[st
                 elif "cpu" in build.lower():
                     cpu.append(written)
     if named:
-        line, reason = max(named, key=lambda t: _key(t[0]))
+        line, reason = max(named, key=lambda t: line_key(t[0]))
         return line, f"from {reason} in {where}"
     if unnamed:
         return compat.load().lock_cuda_unnamed, (f"{unnamed[0]} in {where} asks for a CUDA build without naming "

@@ -16,6 +16,7 @@ from typing import Any
 from envguard import settings
 from envguard.errors import BackendError
 from envguard.redact import redact
+from envguard.versions import conda_key
 
 # conda-lock's default __cuda version (default-virtual-packages.yaml) is what
 # "no --cuda given" means for the content hash.
@@ -60,7 +61,7 @@ def rattler_virtual_packages(vpr: Any, platform: str) -> list[Any]:
     for entry in platform_virtual_packages(vpr, platform).values():
         name = entry["name"]
         cur = best.get(name)
-        if cur is None or Version(str(entry["version"])) > Version(str(cur["version"])):
+        if cur is None or conda_key(str(entry["version"])) > conda_key(str(cur["version"])):
             best[name] = entry
     return [
         GenericVirtualPackage(PackageName(e["name"]), Version(str(e["version"])), BuildString(str(e["build"])))
