@@ -39,7 +39,6 @@ class Release:
     python: tuple[str, ...] = ()
     cuda_by_platform: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cpu: tuple[str, ...] = ()  # platforms with CPU builds (conda routes)
-    experimental: tuple[str, ...] = ()
     versions: tuple[str, ...] = ()
 
     @property
@@ -184,7 +183,6 @@ def _release(route: str, line: str, row: Mapping[str, Any], cuda_platforms: tupl
         route=route, version=line, status=str(row.get("status", "unknown")), source=str(row.get("source", "")),
         python=tuple(str(p) for p in row.get("python") or ()), cuda_by_platform=by_platform,
         cpu=tuple(str(p) for p in row.get("cpu") or ()),
-        experimental=tuple(str(c) for c in row.get("experimental") or ()),
         versions=tuple(str(v) for v in row.get("versions") or ()),
     )
 

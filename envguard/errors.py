@@ -87,13 +87,6 @@ class BackendError(EnvguardError):
     exit_code = ExitCode.BACKEND
 
 
-class SmokeFailed(EnvguardError):
-    exit_code = ExitCode.SMOKE_FAILED
-
-
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, carrying what the interrupted command left behind: one line, exit 130."""
 
-
-class SmokeTimeout(EnvguardError):
-    exit_code = ExitCode.SMOKE_TIMEOUT

@@ -5,7 +5,7 @@ Two orders exist because envguard reads packages of two managers, and each follo
 - **conda's order** (:func:`conda_key`) is rattler's ``Version``, the order the solver itself uses. It reads
   every conda version (``9e``, ``1.0_1``) and puts a local label *before* the plain release
   (``2.13.0+cpu < 2.13.0``), as conda does.
-- **PyPI's order** (:func:`pypi_key`, :func:`is_prerelease`) is packaging's ``Version`` (PEP 440), the order pip
+- **PyPI's order** (:func:`pypi_version`, :func:`is_prerelease`) is packaging's ``Version`` (PEP 440), the order pip
   uses; there a local label sorts *after* the plain release (``2.13.0 < 2.13.0+cpu``).
 
 Release lines and other numeric versions (torch, CUDA and Python lines, NVIDIA driver versions, GPU compute
@@ -41,12 +41,6 @@ def pypi_version(text: str) -> Version | None:
         return Version(text.strip())
     except InvalidVersion:
         return None
-
-
-def pypi_key(text: str) -> tuple[int, Any]:
-    """Sort key in PyPI's order (PEP 440, packaging). Texts PEP 440 cannot read sort first, by their text."""
-    v = pypi_version(text)
-    return (1, v) if v is not None else (0, text)
 
 
 def conda_key(text: str) -> tuple[int, Any]:

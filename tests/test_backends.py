@@ -155,14 +155,15 @@ def test_external_backend_killed_midway_is_undone_by_next_run(fake_tools: Path, 
     left = siblings(target)
     assert any("envguard-building-" in n for n in left) and any("envguard-old-" in n for n in left)
     assert (target / "lib").is_dir()  # the half-built environment sits at the target
-    from envguard.create.staging import interrupted_state
+    from envguard.create.staging import interruption
 
-    assert "half-built" in (interrupted_state(target) or "")
+    found = interruption(target)
+    assert found is not None and "half-built" in found.reason
     capsys.readouterr()
     assert create("-p", str(target), "--lockfile", str(small_lock[1])) == 0  # cleans up, then: unchanged
     assert capsys.readouterr().out.startswith("unchanged:")
     assert tree_state(target) == before and siblings(target) == []
-    assert interrupted_state(target) is None
+    assert interruption(target) is None
 
 
 def test_tampered_artifact_never_reaches_external_backend(fake_tools: Path, small_lock, tmp_path: Path) -> None:

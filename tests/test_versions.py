@@ -19,7 +19,7 @@ from envguard.versions import (
     is_prerelease,
     line_key,
     major_minor,
-    pypi_key,
+    pypi_version,
     release,
     release_line,
 )
@@ -33,10 +33,15 @@ def _cmp(key: Callable[[str], Any], a: str, b: str) -> int:
     return (ka > kb) - (ka < kb)
 
 
+def _pypi(a: str, b: str) -> int | None:
+    va, vb = pypi_version(a), pypi_version(b)
+    return None if va is None or vb is None else (va > vb) - (va < vb)
+
+
 ORDERS: dict[str, Callable[[str, str], int | None]] = {
     "line (compat, init, lint, lock's __cuda, GPU architectures, drivers)": lambda a, b: _cmp(line_key, a, b),
     "conda (mkl, virtual packages)": lambda a, b: _cmp(conda_key, a, b),
-    "pypi": lambda a, b: _cmp(pypi_key, a, b),
+    "pypi (export's wheel index, diff's pip specifiers)": _pypi,
     "diff (PEP 440, then conda)": compare_versions,
 }
 
@@ -76,11 +81,11 @@ def test_every_order_agrees_on_tricky_versions(order: str, a: str, b: str, expec
     ("2.13.0+cpu", "2.13.0", 0, -1, 1),
     # conda compares segment by segment: 2.13.0.dev… has a fourth segment, 2.13.0rc1 a lower third
     ("2.13.0.dev20240117", "2.13.0rc1", -1, 1, -1),
-    # a build suffix: conda reads ``_`` as a separator, PEP 440 cannot read it (it sorts first)
-    ("12.6_0", "12.6", 0, 0, -1),
+    # a build suffix: conda reads ``_`` as a separator, PEP 440 cannot read it
+    ("12.6_0", "12.6", 0, 0, None),
 ])
-def test_where_the_orders_differ_by_design(a: str, b: str, line: int, conda: int, pypi: int) -> None:
-    assert (_cmp(line_key, a, b), _cmp(conda_key, a, b), _cmp(pypi_key, a, b)) == (line, conda, pypi)
+def test_where_the_orders_differ_by_design(a: str, b: str, line: int, conda: int, pypi: int | None) -> None:
+    assert (_cmp(line_key, a, b), _cmp(conda_key, a, b), _pypi(a, b)) == (line, conda, pypi)
 
 
 @pytest.mark.parametrize(("text", "segments", "mm", "line"), [
@@ -102,8 +107,7 @@ def test_version_parts(text: str, segments: tuple[int, ...], mm: str | None, lin
 
 def test_texts_no_parser_reads_sort_first_instead_of_raising() -> None:
     assert sorted(["2.13.0", "", "2.13.0rc1"], key=conda_key) == ["", "2.13.0rc1", "2.13.0"]
-    assert sorted(["2.13.0", "not a version", "2.13.0rc1"], key=pypi_key) == ["not a version", "2.13.0rc1",
-                                                                               "2.13.0"]
+    assert pypi_version("not a version") is None
     assert line_key("") < line_key("0.1")
 
 

@@ -89,9 +89,6 @@ class CreateReporter:
     def linked(self, name: str) -> None:
         """A package is linked into the new environment."""
 
-    def warning(self, text: str) -> None:
-        """Something the user should know; the create goes on."""
-
     def note(self, text: str) -> None:
         """Something envguard did besides the create itself (cleaning up after an interrupted run)."""
 
@@ -142,7 +139,6 @@ class CreateResult:
     pip_count: int = 0
     verified_local: int = 0
     waited: bool = False
-    warnings: list[str] = field(default_factory=list)
     check: Any = None  # envguard.check.CheckReport when the check ran
     seconds: float = 0.0  # lock to environment in place, without the check
     drift: list[str] = field(default_factory=list)  # how the environment it replaced differed from the lock
@@ -482,7 +478,7 @@ def create(
         expected = plan.fingerprint(be.name)
         pkgs = Path(cache_dir) if cache_dir is not None else settings.package_cache_dir()
         return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, force=force, timeout=timeout,
-                              check=check, warnings=[], rep=rep, started=started, found=found)
+                              check=check, rep=rep, started=started, found=found)
     except Interrupted:
         raise
     except KeyboardInterrupt:  # say what the target really holds now (a (re-)lock is replaced atomically)
@@ -512,7 +508,7 @@ def _new_env_in_place(target: Path, found: dict[str, tuple[int, int] | None], ex
 
 
 def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, platform: str, expected: Fingerprint,
-                   pkgs: Path, *, force: bool, timeout: float | None, check: bool, warnings: list[str],
+                   pkgs: Path, *, force: bool, timeout: float | None, check: bool,
                    rep: CreateReporter, started: float,
                    found: dict[str, tuple[int, int] | None]) -> CreateResult:
     drift: list[str] = []
@@ -534,7 +530,7 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
                     write_fingerprint(target, expected)  # the same packages: record them for check
                 return CreateResult(prefix=target, status="unchanged", backend=be.name, lockfile=lock_path,
                                     fingerprint=expected, conda_count=len(plan.conda), pip_count=len(plan.pip),
-                                    waited=plock.waited, warnings=warnings, seconds=time.monotonic() - started)
+                                    waited=plock.waited, seconds=time.monotonic() - started)
 
         # hashes, the package cache and every path checked before anything is linked (envguard.create.prelink)
         prepared = prepare(plan.conda, pkgs, platform=platform, lockfile=lock_path, use_cache=be.name == "rattler",
@@ -555,7 +551,7 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
     result = CreateResult(prefix=target, status="replaced" if replacing else "created", backend=be.name,
                           lockfile=lock_path, fingerprint=expected, conda_count=len(plan.conda),
                           pip_count=len(plan.pip), verified_local=verified, waited=plock.waited,
-                          warnings=warnings, seconds=time.monotonic() - started, drift=drift)
+                          seconds=time.monotonic() - started, drift=drift)
     if check:  # the environment stays whatever the check says; its findings decide the exit code
         result.check = _run_check(target, lock_path, rep)
     return result

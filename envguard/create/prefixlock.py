@@ -58,7 +58,7 @@ class PrefixLock:
                  on_wait: WaitCallback | None = None, interval: float = 3.0, poll: float = 0.1) -> None:
         self.prefix = Path(os.path.abspath(prefix))
         self.path = lock_path_for(self.prefix)
-        self.pid_path = self.path.with_suffix(".pid")
+        self.pid_path = holder_path(self.prefix)
         self.timeout = timeout
         self.on_wait = on_wait
         self.interval = interval

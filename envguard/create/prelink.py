@@ -79,7 +79,6 @@ class Prepared:
     artifacts: tuple[Artifact, ...]
     client: Any = None
     verified_local: int = 0
-    reextracted: list[str] = field(default_factory=list)
     download_dir: Path | None = None
     cache_dir: Path | None = None
     packages: list[_Package] = field(default_factory=list)  # verified, to be stamped after linking
@@ -133,8 +132,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
                      "again from the verified archive")
         cold.append((i, art, altered))
     client = creds.client()
-    prepared = Prepared(tuple(arts), client, verified, [a.name for _i, a, why in cold if why],
-                        cache_dir=cache_dir if use_cache else None)
+    prepared = Prepared(tuple(arts), client, verified, cache_dir=cache_dir if use_cache else None)
     try:
         if cold:
             scanned = _run(_obtain_all(cold, cache_dir, client, missing, prepared, lockfile, stage))

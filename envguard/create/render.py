@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envguard import render
-from envguard.render import escape, rich_console, warn
+from envguard.render import escape, rich_console
 
 class CreateRenderer:
     """envguard.create.CreateReporter rendered with rich: on a terminal, step lines and a progress display;
@@ -61,9 +61,6 @@ class CreateRenderer:
 
     def linked(self, name: str) -> None:
         self._advance("linked")
-
-    def warning(self, text: str) -> None:
-        warn(text)
 
     def close(self) -> None:
         if self.progress is not None:

@@ -169,12 +169,6 @@ def interrupt_report(target: Path, finished: bool) -> str:
     return f"interrupted: nothing was created at {target}{cleanup}"
 
 
-def interrupted_state(prefix: str | os.PathLike[str]) -> str | None:
-    """Why ``prefix`` is not a finished environment because of a create in progress or interrupted, else None."""
-    found = interruption(prefix)
-    return found.reason if found else None
-
-
 def cleanup_leftovers(target: Path) -> list[str]:
     """Undo what interrupted runs left (only entries whose process is gone). Returns what was done.
 

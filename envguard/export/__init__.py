@@ -55,10 +55,6 @@ class ExportResult:
     kind: str  # "conda" | "venv" | "other"
     format: str
     requested_from: str  # "history" | "records" | "inferred" | "pinned" | "none"
-    conda_specs: int
-    pip_specs: int
-    conda_packages: int
-    pip_packages: int
     torch: str | None  # "torch 2.13.0+cpu (CPU build) from pip", for the summary
     files: list[Written] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -360,9 +356,8 @@ def export(
                      cuda=(major_minor(cuda.version) or cuda.version) if cuda else None)
     return ExportResult(
         prefix=target, shown=shown, platform=platform, kind=kind, format=fmt,
-        requested_from=requested_from, conda_specs=len(plan.conda), pip_specs=len(pip.spec),
-        conda_packages=len(locked_conda), pip_packages=len(pip.locked), torch=torch_desc, files=written,
-        findings=sort_findings(findings), seconds=time.perf_counter() - started)
+        requested_from=requested_from, torch=torch_desc, files=written, findings=sort_findings(findings),
+        seconds=time.perf_counter() - started)
 
 
 def _write(targets: Mapping[str, Path], out_dir: Path, shown: str, plan: SpecPlan, locked_conda: list[Any],

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -159,7 +159,6 @@ def read_dists(info: PrefixInfo) -> list[PipDist]:
 class Requested:
     dists: list[PipDist]
     inferred: bool  # no REQUESTED marker or direct_url.json anywhere: the dists nothing depends on
-    dependents: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _requirements(lines: Iterable[str]) -> Iterator[Any]:

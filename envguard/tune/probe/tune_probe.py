@@ -544,7 +544,7 @@ class Trial:
         self.it = iter(loader)  # starts the workers
         pids = [p.pid for p in getattr(self.it, "_workers", []) or []]
         event(trial=req.get("id"), pids=pids)
-        warm = self.epoch(self.it, t0, h2d=None, pids=pids, snapshots=False,
+        warm = self.epoch(self.it, h2d=None, pids=pids, snapshots=False,
                           stop_samples=total if self.prefix is None else None)
         if not warm["arrivals"]:
             raise RuntimeError("the DataLoader yielded no batch")
@@ -557,7 +557,7 @@ class Trial:
         event(trial=req.get("id"), pids=pids)
         # The last epoch may stop early (nothing is left to drain): at MEASURE_S, once every worker
         # has delivered twice, so that slow settings cost no more than they tell.
-        ep = self.epoch(self.it, t1, h2d=h2d, pids=pids, snapshots=True, stop_samples=total,
+        ep = self.epoch(self.it, h2d=h2d, pids=pids, snapshots=True, stop_samples=total,
                         stop_after_s=MEASURE_S, min_batches=2 * w + 2)
         if not ep["arrivals"]:
             raise RuntimeError("the DataLoader yielded no batch in the second epoch")
@@ -577,7 +577,7 @@ class Trial:
                 except Exception:  # noqa: BLE001
                     pass
 
-    def epoch(self, it, t_start: float, *, h2d, pids: list[int], snapshots: bool, stop_samples: int | None = None,
+    def epoch(self, it, *, h2d, pids: list[int], snapshots: bool, stop_samples: int | None = None,
               stop_after_s: float | None = None, min_batches: int = 0) -> dict:
         """Consume one epoch the way a training loop does (the simulated step after each batch)."""
         opts = self.opts
@@ -798,7 +798,7 @@ def sample_items(user: dict, info: dict, opts: dict, limit_s: float = 1.0) -> di
     return out
 
 
-def inspect(user: dict, info: dict, opts: dict) -> dict:
+def inspect(info: dict) -> dict:
     import multiprocessing
 
     available = [m for m in METHODS if m in multiprocessing.get_all_start_methods()]
@@ -1161,7 +1161,7 @@ def _serve(args: dict, workdir: str, out_fd: int, emit) -> int:
     if user is None:
         emit(doc)
         return 1
-    doc.update(inspect(user, doc["dataset"], args))
+    doc.update(inspect(doc["dataset"]))
     isolation = args["isolation"]
     if isolation == "auto":
         isolation = "fork" if sys.platform.startswith("linux") and hasattr(os, "fork") else "exec"
