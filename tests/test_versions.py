@@ -147,7 +147,8 @@ def test_diff_names_the_cuda_line_of_a_cuda_package() -> None:
     assert cuda_line(Package("cuda-version", "12", manager="conda")) == "12"
 
 
-_COPIES = re.compile(r"tuple\(int\(|def _vkey|def _key\(v: str\)|def version_key|from packaging\.version import.*\bVersion\b")
+_COPIES = re.compile(r"tuple\(int\(|def _vkey|def _key\(v: str\)|def version_key"
+                     r"|from packaging\.version import.*\bVersion\b")
 
 
 def test_no_module_keeps_its_own_version_order() -> None:
