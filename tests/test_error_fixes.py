@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from envguard.errors import EnvguardError, PlatformNotLocked, StaleLockError, UserError, with_fix
+from envguard.errors import (
+    EnvguardError,
+    PlatformNotLocked,
+    StaleLockError,
+    UserError,
+    with_fix,
+)
 
 PACKAGE = Path(__file__).resolve().parents[1] / "envguard"
 FORMATTER = PACKAGE / "errors.py"  # with_fix: the one place that writes "(fix: ...)"
