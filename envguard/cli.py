@@ -570,9 +570,10 @@ def _run(argv: list[str]) -> int:
             where = " ".join(["envguard"] + [a for a in (argv if argv is not None else sys.argv[1:])
                                              if a in names][:1])
         message = " ".join(e.format_message().split())
-        render.err.print(f"[red]error:[/red] {_escape(redact(where))}: {_escape(redact(message))} "
-                  f"(fix: see `{_escape(where)} --help`)",
-                  markup=True, highlight=False)
+        from envguard.errors import with_fix
+
+        line = with_fix(f"{_escape(redact(where))}: {_escape(redact(message))}", f"see `{_escape(where)} --help`")
+        render.err.print(f"[red]error:[/red] {line}", markup=True, highlight=False)
         return int(ExitCode.USAGE)
     except EnvguardError as e:
         from envguard.redact import redact

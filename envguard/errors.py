@@ -24,15 +24,29 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
+def with_fix(text: str, fix: str | None) -> str:
+    """The one place that writes a fix after what went wrong: ``text (fix: fix)``, or ``text`` alone."""
+    return f"{text} (fix: {fix})" if fix else text
+
+
 class EnvguardError(Exception):
-    """An expected failure, reported as one line with an exit code."""
+    """An expected failure, reported as one line with an exit code.
+
+    What went wrong (``reason``), what to do about it (``fix``) and, where there is one, the ready-to-run
+    command that does it (``command``) are kept apart, so that code deciding what to do reads fields, never
+    the line; ``message`` (and ``str()``) is the line a user sees, written by :func:`with_fix`.
+    """
 
     exit_code: ExitCode = ExitCode.BACKEND
 
-    def __init__(self, message: str, *, exit_code: ExitCode | None = None) -> None:
+    def __init__(self, message: str, *, fix: str | None = None, command: str | None = None,
+                 exit_code: ExitCode | None = None) -> None:
         from envguard.redact import shorten_words
 
-        super().__init__(shorten_words(message))  # what it quotes from hostile input stays one line
+        self.reason = shorten_words(message)
+        self.fix = fix
+        self.command = command
+        super().__init__(shorten_words(with_fix(message, fix)))  # what it quotes from hostile input stays one line
         if exit_code is not None:
             self.exit_code = exit_code
 
@@ -56,7 +70,10 @@ class UserError(EnvguardError):
         column: int | None = None,
         fix: str | None = None,
     ) -> None:
-        self.file, self.key, self.line, self.column, self.fix = file, key, line, column, fix
+        self.file, self.key, self.line, self.column = file, key, line, column
+        from envguard.redact import shorten_words
+
+        self.problem = shorten_words(message)  # without the file, key and fix around it
         where = ""
         if file:
             where = str(file)
@@ -65,10 +82,11 @@ class UserError(EnvguardError):
                 if column is not None:
                     where += f":{column}"
             where += ": "
-        text = where + (f"{key}: " if key else "") + message
-        if fix:
-            text += f" (fix: {fix})"
-        super().__init__(text)
+        super().__init__(where + (f"{key}: " if key else "") + message, fix=fix)
+
+
+class PlatformNotLocked(UserError):
+    """A lock asked for a platform it holds no packages for (a conda-lock file or a pixi environment)."""
 
 
 class IntegrityError(EnvguardError):
@@ -89,4 +107,3 @@ class BackendError(EnvguardError):
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, carrying what the interrupted command left behind: one line, exit 130."""
-

@@ -100,6 +100,7 @@ def print_findings(findings: "list", title: str | None = None, summary: str | No
     """A rich table of findings grouped by severity, then a one-line summary (``summary`` replaces it)."""
     from rich.table import Table
 
+    from envguard.errors import with_fix
     from envguard.findings import sort_findings
     from envguard.redact import redact
     from envguard.report import summary_line
@@ -111,8 +112,8 @@ def print_findings(findings: "list", title: str | None = None, summary: str | No
             print_plain(out, title)
         for f in fs:
             where = redact(f.location or f.package or "")
-            fix = f" (fix: {redact(f.fix)})" if f.fix else ""
-            print_plain(out, f"{f.severity.value}: {f.code}{' ' + where if where else ''}: {redact(f.message)}{fix}")
+            line = f"{f.severity.value}: {f.code}{' ' + where if where else ''}: {redact(f.message)}"
+            print_plain(out, with_fix(line, redact(f.fix) if f.fix else None))
         print_plain(out, summary_line(fs))
         return
     if fs:

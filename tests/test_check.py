@@ -65,6 +65,9 @@ def test_default_lock_beside_environment_yml(env: Path, tmp_path: Path) -> None:
     assert rc == 1 and codes(rep, "error") == {"EG516"}, rep["findings"]
     f516 = next(f for f in rep["findings"] if f["code"] == "EG516")
     assert f"envguard create -p {env} --lockfile {tmp_path / 'conda-lock.yml'}" in f516["fix"]
+    # the verdict's own command, from its field: the re-lock alone, and no fix left inside the message
+    assert f"; or only re-lock: `envguard lock -f {tmp_path / 'environment.yml'} " in f516["fix"], f516
+    assert "(fix:" not in f516["message"] and "is stale for" in f516["message"], f516
     (tmp_path / "environment.yml").unlink()  # a lock alone is not picked up: it may belong to anything
     rc, rep = check_json("-p", str(env), "--no-smoke", cwd=tmp_path)
     assert rep["lockfile"] is None and "EG502" in codes(rep, "info")

@@ -302,3 +302,30 @@ def test_a_bug_is_one_masked_line_and_verbose_anywhere_shows_its_masked_tracebac
         assert "Traceback" in err and "raise RuntimeError" in err and "rerun with --verbose" not in err, err
     for secret in ("eg-user", "eg-pass", "eg-token"):
         assert secret not in err, err
+
+
+def test_the_cli_prints_an_errors_fix_once(here: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The fix an error carries as a field is written after its message exactly once, in the usual one line."""
+    import envguard.lint
+    from envguard.errors import IntegrityError
+
+    def broken(_targets: object) -> None:
+        raise IntegrityError("conda-lock.yml: zlib: hash.sha256 is not a sha256", fix="re-lock with `envguard lock`",
+                             command="envguard lock")
+
+    monkeypatch.setattr(envguard.lint, "lint_paths", broken)
+    capsys.readouterr()
+    assert cli.run(["lint", "ok.yml"]) == 3
+    err = capsys.readouterr().err
+    assert err == "error: conda-lock.yml: zlib: hash.sha256 is not a sha256 (fix: re-lock with `envguard lock`)\n", err
+
+
+@pytest.mark.parametrize("argv", ["lock -f missing.yml", "lock --check -f ok.yml --lockfile broken.yml",
+                                  "lock --check -f ok.yml --lockfile none.yml", "create -p env --lockfile missing.lock",
+                                  "create -p env --lockfile lock_hash.yml", "lock --bogus"])
+def test_a_real_failure_shows_its_fix_once(here: Path, capsys: pytest.CaptureFixture[str], argv: str) -> None:
+    capsys.readouterr()
+    assert cli.run(argv.split()) != 0
+    err = capsys.readouterr().err
+    assert err.count("(fix: ") == 1 and err.rstrip().endswith(")"), err

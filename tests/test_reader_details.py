@@ -207,3 +207,17 @@ def test_lint_never_says_no_findings_next_to_an_unreadable_file(tmp_path: Path) 
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and "no findings" not in proc.stdout, proc.stdout
         assert "1 file could not be read" in proc.stdout and "malformed YAML" in proc.stderr
+
+
+def test_a_pip_requirements_file_that_cannot_be_read_is_a_note_with_its_problem_and_fix(tmp_path: Path) -> None:
+    """The note says what was wrong with the file and what to do, without repeating its path."""
+    (tmp_path / "adir").mkdir()
+    env = tmp_path / "environment.yml"
+    env.write_text("name: x\nchannels: [conda-forge]\ndependencies:\n  - pip\n  - pip:\n"
+                   f"    - -r {tmp_path / 'missing.txt'}\n    - -r {tmp_path / 'adir'}\n")
+    assert load(str(env)).notes == [
+        f"pip -r {tmp_path / 'missing.txt'} not read (file not found (fix: check the path)): its requirements are "
+        "not compared",
+        f"pip -r {tmp_path / 'adir'} not read (is a directory, expected a file (fix: pass the file inside it)): its "
+        "requirements are not compared",
+    ]

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
 from envguard.check.hook import watched_changed  # public: the envguard-check git hook's trigger
-from envguard.errors import ExitCode, UserError
+from envguard.errors import ExitCode, PlatformNotLocked, UserError
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.model import Package
 from envguard.prefix import FileProblem, PrefixInfo
@@ -161,11 +161,9 @@ def _lock_packages(lockfile: Path, platform: str) -> tuple[list[Package] | None,
 
     try:
         desc = sources.load(str(lockfile), platform=platform)
-    except UserError as e:
-        if "is not in this lock" in e.message:
-            return None, [Finding("EG513", Severity.ERROR, e.message, _relock_for(lockfile, platform),
-                                  file=str(lockfile))]
-        raise
+    except PlatformNotLocked as e:
+        return None, [Finding("EG513", Severity.ERROR, e.message, _relock_for(lockfile, platform),
+                              file=str(lockfile))]
     return desc.packages_for(platform), []
 
 
@@ -191,12 +189,10 @@ def _stale_lock(lock_path: Path, platform: str, target: Path) -> tuple[str | Non
         return None, ""
     from envguard.check.checks import create_command
 
-    why = fresh.message.split(" (fix:", 1)[0]
-    lock_cmd = fresh.message.rsplit("(fix: run `", 1)[-1].rstrip(")`") if "(fix: run `" in fresh.message else ""
     fix = f"`{create_command(target, str(lock_path))}` re-locks it, then rebuilds the environment"
-    if lock_cmd.startswith("envguard lock"):
-        fix += f"; or only re-lock: `{lock_cmd}`"
-    return why, fix
+    if fresh.command:
+        fix += f"; or only re-lock: `{fresh.command}`"
+    return fresh.reason, fix
 
 
 def _relock_for(lockfile: Path, platform: str) -> str:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import __version__, settings
 from envguard.create.backends import Backend, InstallPlan, get_backend
@@ -56,6 +56,9 @@ from envguard.create.staging import (
     sibling,
     swap_in,
 )
+
+if TYPE_CHECKING:
+    from envguard.lock import Freshness
 
 
 # --------------------------------------------------------------------------- reporting
@@ -225,8 +228,9 @@ def _hash_field(entry: Any, algorithm: str, lockfile: Path) -> str | None:
         return None
     # YAML turns an all-digit "hash" into a number: that, like any non-hex value, is a damaged lock
     if not isinstance(value, str) or not _HEX[algorithm].match(value):
-        raise IntegrityError(f"{lockfile}: {entry.name}: hash.{algorithm} is not a {algorithm} ({value!r}) "
-                             "(fix: restore the lock from version control, or re-lock with `envguard lock`)")
+        raise IntegrityError(f"{lockfile}: {entry.name}: hash.{algorithm} is not a {algorithm} ({value!r})",
+                             fix="restore the lock from version control, or re-lock with `envguard lock`",
+                             command="envguard lock")
     return value.lower()
 
 
@@ -273,8 +277,8 @@ def read_plan(lockfile: Path, platform: str) -> LockPlan:
     lock = read_lock(lockfile)
     if platform not in lock.platforms:
         raise StaleLockError(f"{lockfile}: the lock has no packages for this machine's platform {platform} "
-                             f"(it covers {', '.join(lock.platforms) or 'none'}) (fix: `envguard lock` with "
-                             f"{platform} among the platforms)")
+                             f"(it covers {', '.join(lock.platforms) or 'none'})",
+                             fix=f"`envguard lock` with {platform} among the platforms")
     conda: list[Artifact] = []
     pip: list[PipArtifact] = []
     for entry in host_records(lock, platform):
@@ -291,12 +295,11 @@ def read_plan(lockfile: Path, platform: str) -> LockPlan:
     return LockPlan(lockfile, platform, lock.content_hash.get(platform), conda, pip, sources)
 
 
-def _freshness(files: Sequence[Path], lockfile: Path, platform: str) -> tuple[bool, str]:
-    """(fresh, message) from `envguard lock --check`'s test, for this platform only."""
+def _freshness(files: Sequence[Path], lockfile: Path, platform: str) -> Freshness:
+    """`envguard lock --check`'s verdict, for this platform only."""
     from envguard.lock import check_fresh
 
-    result = check_fresh(list(files), lockfile, platforms=[platform])
-    return result.fresh, result.message
+    return check_fresh(list(files), lockfile, platforms=[platform])
 
 
 def spec_files_for(env_files: Sequence[Path], lockfile: Path | None, cwd: Path) -> list[Path]:
@@ -330,8 +333,9 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
     if not specs or locked or frozen:
         flag = "--frozen" if frozen else "--locked"
         why = f"{flag} needs an existing lock" if (locked or frozen) else "nothing to install from"
-        raise StaleLockError(f"lock file not found: {lockfile} ({why}) (fix: run `envguard lock` first"
-                             + ("" if specs else ", or pass -f environment.yml") + ")")
+        raise StaleLockError(f"lock file not found: {lockfile} ({why})",
+                             fix="run `envguard lock` first" + ("" if specs else ", or pass -f environment.yml"),
+                             command="envguard lock")
     reporter.stage(f"no lock yet: locking {', '.join(str(f) for f in specs)} into {lockfile}")
     from envguard.lock import lock as do_lock
 
@@ -362,13 +366,13 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
     files = [Path(f) for f in env_files] or [s for s in plan.sources if s.is_file()]
     if not files or (not env_files and len(files) != len(plan.sources)):
         return plan, []
-    fresh, message = _freshness(files, plan.lockfile, plan.platform)
-    if fresh:
+    verdict = _freshness(files, plan.lockfile, plan.platform)
+    if verdict.fresh:
         return plan, []
     if locked:
-        raise StaleLockError(f"--locked: {message}; `envguard create` without --locked re-locks it first, "
-                             "--frozen installs it as it is")
-    reason = message.split(" (fix:", 1)[0]
+        raise StaleLockError(f"--locked: {verdict.message}; `envguard create` without --locked re-locks it first, "
+                             "--frozen installs it as it is", command=verdict.command or None)
+    reason = verdict.reason
     if reporter is not None:
         reporter.stage(f"re-locking: {reason}")
     from envguard.lock import lock as do_lock, read_lock
@@ -378,8 +382,8 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
     try:
         do_lock(files, platforms=platforms, lockfile=plan.lockfile)
     except EnvguardError as e:
-        raise EnvguardError(f"{reason}, and re-locking it failed: {e.message} (fix: correct that and rerun, or "
-                            "install the lock as it is with `envguard create --frozen`)",
+        raise EnvguardError(f"{reason}, and re-locking it failed: {e.message}",
+                            fix="correct that and rerun, or install the lock as it is with `envguard create --frozen`",
                             exit_code=e.exit_code) from None
     return read_plan(plan.lockfile, plan.platform), [f"{reason}: re-locked it first"]
 

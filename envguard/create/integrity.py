@@ -126,8 +126,9 @@ def mismatch_error(name: str, version: str, url: str, expected: str, actual: str
     where = f" (lock: {lockfile})" if lockfile else ""
     return IntegrityError(
         f"{name} {version}: {algorithm} mismatch for {redact(url)}: expected {expected}, got {actual}{where}; "
-        "the artifact was changed after locking (fix: restore the original artifact, or re-lock with "
-        "`envguard lock` if the change is intended)"
+        "the artifact was changed after locking",
+        fix="restore the original artifact, or re-lock with `envguard lock` if the change is intended",
+        command="envguard lock",
     )
 
 
@@ -200,11 +201,11 @@ def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None
         if actual == "<file missing>":
             from envguard.errors import BackendError
 
-            raise BackendError(f"{art.name} {art.version}: artifact not found: {art.url} "
-                               "(fix: restore the channel, or re-lock against a channel that has it)")
+            raise BackendError(f"{art.name} {art.version}: artifact not found: {art.url}",
+                               fix="restore the channel, or re-lock against a channel that has it")
         if actual == "-":
-            raise IntegrityError(f"{art.name} {art.version}: the lock has no sha256 or md5 for {redact(art.url)} "
-                                 "(fix: re-lock with `envguard lock`)")
+            raise IntegrityError(f"{art.name} {art.version}: the lock has no sha256 or md5 for {redact(art.url)}",
+                                 fix="re-lock with `envguard lock`", command="envguard lock")
         if cache_dir is not None:
             purge_cache_entry(cache_dir, art.stem)
         raise mismatch_error(art.name, art.version, art.url, expected, actual, algorithm, lockfile=lockfile)

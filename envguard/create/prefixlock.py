@@ -72,8 +72,8 @@ class PrefixLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise BackendError(f"cannot create envguard's lock folder {self.path.parent}: {e.strerror or e} "
-                               "(fix: check permissions and free space of your cache directory)") from e
+            raise BackendError(f"cannot create envguard's lock folder {self.path.parent}: {e.strerror or e}",
+                               fix="check permissions and free space of your cache directory") from e
         lock = FileLock(str(self.path), thread_local=False)
         start = time.monotonic()
         next_report = start
@@ -85,8 +85,8 @@ class PrefixLock:
             except Timeout:  # held by another process (a subclass of OSError: caught first)
                 pass
             except OSError as e:
-                raise BackendError(f"cannot take the prefix lock {self.path}: {e.strerror or e} "
-                                   "(fix: check permissions of your cache directory)") from e
+                raise BackendError(f"cannot take the prefix lock {self.path}: {e.strerror or e}",
+                                   fix="check permissions of your cache directory") from e
             self.waited = True
             now = time.monotonic()
             holder = read_holder(self.pid_path) or holder
@@ -94,7 +94,7 @@ class PrefixLock:
             if self.timeout is not None and waited >= self.timeout:
                 who = f"process {holder}" if holder else "another process"
                 raise BusyError(f"{self.prefix} is being created by envguard {who} (lock {self.path}); "
-                                f"gave up after {self.timeout:g}s (fix: wait for it to finish, or raise --timeout)")
+                                f"gave up after {self.timeout:g}s", fix="wait for it to finish, or raise --timeout")
             if self.on_wait is not None and now >= next_report:
                 self.on_wait(holder, waited)
                 next_report = now + self.interval

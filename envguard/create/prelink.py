@@ -356,8 +356,8 @@ async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: P
                 path = file_url_path(art.url)
                 if path is None or art.stem in missing:
                     raise _gone(art, altered) if altered else BackendError(
-                        f"{art.name} {art.version}: artifact not found: {redact(art.url)} (fix: restore the "
-                        "channel, or re-lock against a channel that has it)")
+                        f"{art.name} {art.version}: artifact not found: {redact(art.url)}",
+                        fix="restore the channel, or re-lock against a channel that has it")
                 return None, await _scan(art, path)
             assert prepared.download_dir is not None
             local = prepared.download_dir / art.filename
@@ -376,8 +376,8 @@ async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: P
 
 def _gone(art: Artifact, altered: str) -> IntegrityError:
     return IntegrityError(f"{art.name} {art.version}: its package cache entry was altered ({altered}) and its "
-                          f"archive {redact(art.locked_url or art.url)} is gone, so it cannot be extracted again "
-                          "(fix: restore the archive, or re-lock against a channel that has it)")
+                          f"archive {redact(art.locked_url or art.url)} is gone, so it cannot be extracted again",
+                          fix="restore the archive, or re-lock against a channel that has it")
 
 
 async def _download(art: Artifact, dest: Path, client: Any, cache_dir: Path, lockfile: Path | None,
@@ -397,7 +397,8 @@ async def _download(art: Artifact, dest: Path, client: Any, cache_dir: Path, loc
     algorithm, expected = ("sha256", art.sha256) if art.sha256 else ("md5", art.md5)
     if not expected:
         raise IntegrityError(f"{art.name} {art.version}: the lock has no sha256 or md5 for "
-                             f"{redact(art.locked_url or art.url)} (fix: re-lock with `envguard lock`)")
+                             f"{redact(art.locked_url or art.url)}",
+                             fix="re-lock with `envguard lock`", command="envguard lock")
     actual = await asyncio.to_thread(file_digest, dest, algorithm)
     if actual != expected.lower():
         dest.unlink(missing_ok=True)
@@ -435,14 +436,14 @@ async def _scan(art: Artifact, path: Path) -> _Package:
                     infos[name] = await entry.read()
     except Exception as e:
         raise IntegrityError(f"{art.name} {art.version}: the archive {path.name} cannot be read: "
-                             f"{shorten(' '.join(str(e).split()), 200)} (fix: restore the archive from the "
-                             "channel, or re-lock)") from None
+                             f"{shorten(' '.join(str(e).split()), 200)}",
+                             fix="restore the archive from the channel, or re-lock") from None
     pkg.info = _info_digest(infos.get)
     try:
         entries = _paths_entries(infos.get("info/paths.json"), infos.get("info/files"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise IntegrityError(f"{art.name} {art.version}: {shorten(str(e), 200)} in {path.name} (fix: re-lock "
-                             "against a channel with an intact build)") from None
+        raise IntegrityError(f"{art.name} {art.version}: {shorten(str(e), 200)} in {path.name}",
+                             fix="re-lock against a channel with an intact build") from None
     pkg.entries = [(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries]
     declared = [p for p, _t in pkg.entries]
     known = set(declared)
@@ -476,6 +477,6 @@ def _refusal(unsafe: list[Unsafe]) -> IntegrityError:
     first = unsafe[0]
     more = f" (and {len(unsafe) - 1} more unsafe path{'s' * (len(unsafe) > 2)})" if len(unsafe) > 1 else ""
     return IntegrityError(
-        f"{first.package}: unsafe path in the package: {first.describe()}{more}; nothing was installed (fix: "
-        "remove the package from the lock or use a fixed build; a symlink to a trusted location outside the "
-        f"prefix can be allowed with ENVGUARD_SYMLINK_ALLOW={first.package}:PATH)")
+        f"{first.package}: unsafe path in the package: {first.describe()}{more}; nothing was installed",
+        fix="remove the package from the lock or use a fixed build; a symlink to a trusted location outside the "
+        f"prefix can be allowed with ENVGUARD_SYMLINK_ALLOW={first.package}:PATH")

@@ -271,7 +271,7 @@ def os_error(e: OSError, what: str, path: Path) -> BackendError:
         errno.EPERM: "choose a writable location",
         errno.EROFS: "choose a location on a writable filesystem",
     }.get(e.errno or 0, "check the path")
-    return BackendError(f"{what} {path}: {e.strerror or e} (fix: {hint})")
+    return BackendError(f"{what} {path}: {e.strerror or e}", fix=hint)
 
 
 def swap_in(staging: Path, target: Path) -> None:

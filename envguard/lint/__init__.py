@@ -898,7 +898,7 @@ class LintReadError(UserError):
 
     def __init__(self, cause: UserError, findings: list[Finding]) -> None:
         super().__init__(cause.message)
-        for attr in ("file", "key", "line", "column", "fix"):
+        for attr in ("file", "key", "line", "column", "problem", "reason", "fix", "command"):
             setattr(self, attr, getattr(cause, attr, None))
         self.findings = findings
 

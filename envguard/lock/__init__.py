@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envguard.errors import UserError
+from envguard.errors import UserError, with_fix
 from envguard.redact import redact
 from envguard.lock.lockfile import (
     META_CUDA,
@@ -91,11 +91,23 @@ class LockResult:
 
 @dataclass
 class Freshness:
+    """The verdict of ``envguard lock --check``: why, and (when not fresh) the command that makes it fresh."""
+
     fresh: bool
     missing: bool
     stale_platforms: list[str]
-    message: str
+    reason: str  # "conda-lock.yml is fresh for linux-64", "conda-lock.yml is not locked for osx-arm64"
+    command: str = ""  # `envguard lock ...` that re-locks it; "" when fresh
     fast: bool = False  # decided from the fingerprint, without conda-lock
+
+    @property
+    def fix(self) -> str:
+        return f"run `{self.command}`" if self.command else ""
+
+    @property
+    def message(self) -> str:
+        """The line a user sees: the reason, then the fix."""
+        return with_fix(self.reason, self.fix)
 
 
 def default_files(files: list[Path] | None) -> list[Path]:
@@ -344,7 +356,7 @@ def check_fresh(
     cmd = fix_command(files, lockfile, list(platforms) if platforms else None)
 
     if not lockfile.exists():
-        return Freshness(False, True, plats, f"{lockfile} is missing (fix: run `{cmd}`)")
+        return Freshness(False, True, plats, f"{lockfile} is missing", cmd)
     meta = read_metadata(lockfile)
     if meta is None:
         where, why = str(lockfile), "has no readable `metadata:` block"
@@ -355,11 +367,11 @@ def check_fresh(
         except UserError as e:
             where = f"{lockfile}:{e.line}:{e.column}" if e.line is not None else where
             why = "is not valid YAML"
-        return Freshness(False, False, plats, f"{where}: the lock {why} (fix: run `{cmd}`)")
+        return Freshness(False, False, plats, f"{where}: the lock {why}", cmd)
     for key, kind in (("platforms", list), ("content_hash", dict), ("custom_metadata", dict)):
         if meta.get(key) is not None and not isinstance(meta[key], kind):
             return Freshness(False, False, plats, f"{lockfile} is unreadable: metadata.{key} is not a "
-                             f"{'list' if kind is list else 'mapping'} (fix: run `{cmd}`)")
+                             f"{'list' if kind is list else 'mapping'}", cmd)
 
     locked_platforms = [str(p) for p in meta.get("platforms") or []]
     hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
@@ -391,8 +403,7 @@ def check_fresh(
         reasons.append(f"not locked for {', '.join(not_locked)}")
     if stale_hash:
         reasons.append(f"stale for {', '.join(stale_hash)} ({', '.join(str(f) for f in files)} changed)")
-    return Freshness(False, False, stale, f"{lockfile} is {'; '.join(reasons)} (fix: run `{cmd}`)",
-                     fast=not slow)
+    return Freshness(False, False, stale, f"{lockfile} is {'; '.join(reasons)}", cmd, fast=not slow)
 
 
 def _stale_by_conda_lock(files: list[Path], plats: list[str], check: list[str], hashes: dict[str, str],

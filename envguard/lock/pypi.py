@@ -52,10 +52,8 @@ def solve_pip(
         return {}
     python = conda_locked.get("python")
     if python is None:
-        raise BackendError(
-            f"the pip: section needs python, but the conda solution for {platform} has none "
-            "(fix: add `- python=3.X` to dependencies)"
-        )
+        raise BackendError(f"the pip: section needs python, but the conda solution for {platform} has none",
+                           fix="add `- python=3.X` to dependencies")
     try:
         solved = solve_pypi(
             pip_specs=pip_specs,

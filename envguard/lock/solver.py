@@ -159,10 +159,8 @@ def solve_platforms(
                     raise BackendError(f"cannot solve for {platform}{hint}:\n{_explain(e)}") from None
                 # one line: rattler chains its causes as "\nCaused by: ..." lines
                 cause = "; ".join(line.strip() for line in _explain(e).splitlines() if line.strip())
-                raise BackendError(
-                    f"cannot load channels for {platform} ({kind}): {cause} "
-                    f"(fix: check the channel URLs and that they are reachable)"
-                ) from None
+                raise BackendError(f"cannot load channels for {platform} ({kind}): {cause}",
+                                   fix="check the channel URLs and that they are reachable") from None
         return out
 
     return asyncio.run(run())

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envguard.errors import UserError
+from envguard.errors import UserError, with_fix
 from envguard.platforms import DEFAULT_PLATFORMS, LOCKABLE_PLATFORMS, SELECTOR_PLATFORMS, line_selector
 from envguard.redact import has_credentials, redact
 from envguard.yamlio import Positions, load_with_lines, read_text
@@ -83,7 +83,7 @@ class SpecIssue:
         return w
 
     def format(self) -> str:
-        return redact(f"{self.where}: {self.key}: {self.message} (fix: {self.fix})")
+        return redact(with_fix(f"{self.where}: {self.key}: {self.message}", self.fix))
 
 
 @dataclass

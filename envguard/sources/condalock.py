@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from envguard.channels import channel_from_url
-from envguard.errors import UserError
+from envguard.errors import PlatformNotLocked, UserError
 from envguard.model import Package
 from envguard.sources import Description
 from envguard.sources._common import as_str, parse_conda_filename, parse_pypi_filename, redact_opt
@@ -114,8 +114,8 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None) -> De
             )
         )
     if platform is not None and not by_platform.get(platform):
-        raise UserError(f"platform {platform} is not in this lock (it has {', '.join(declared) or 'none'})",
-                        file=shown, key="metadata.platforms", fix="pick one of those with --platform")
+        raise PlatformNotLocked(f"platform {platform} is not in this lock (it has {', '.join(declared) or 'none'})",
+                                file=shown, key="metadata.platforms", fix="pick one of those with --platform")
     notes = [f"{n}: conda-lock's placeholder version {_PLACEHOLDER} read as {v}, the version in its file name"
              for n, v in sorted(placeholders.items())]
     return Description(kind="conda-lock", path=shown, packages=by_platform,

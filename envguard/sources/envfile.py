@@ -69,13 +69,13 @@ def _requirements_file(path: Path, selector: tuple[str, ...] | None, notes: list
     if resolved in seen_files:
         return []
     seen_files.add(resolved)
-    from envguard.errors import UserError
+    from envguard.errors import UserError, with_fix
     from envguard.yamlio import read_text
 
     try:
         text = read_text(path)  # regular files only, size-limited: `-r /dev/zero` must not hang
     except UserError as e:
-        notes.append(f"pip -r {redact(str(path))} not read ({e.message.split(': ', 1)[-1]}): its requirements "
+        notes.append(f"pip -r {redact(str(path))} not read ({with_fix(e.problem, e.fix)}): its requirements "
                      "are not compared")
         return []
     out: list[RequestedSpec] = []

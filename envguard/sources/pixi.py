@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from envguard.channels import channel_from_url
-from envguard.errors import UserError
+from envguard.errors import PlatformNotLocked, UserError
 from envguard.model import Package
 from envguard.sources import Description
 from envguard.sources._common import (
@@ -168,9 +168,9 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
                                 key=f"environments.{environment}.packages.{plat}[{j}]") from None
         out[plat] = pkgs
     if platform is not None and platform not in out:
-        raise UserError(f"platform {platform} is not in this lock (environment {environment!r} has "
-                        f"{', '.join(map(str, per_platform)) or 'none'})", file=shown,
-                        fix="pick one of those with --platform")
+        raise PlatformNotLocked(f"platform {platform} is not in this lock (environment {environment!r} has "
+                                f"{', '.join(map(str, per_platform)) or 'none'})", file=shown,
+                                fix="pick one of those with --platform")
     return Description(kind="pixi", path=shown, packages=out, environments=names, environment=environment,
                        notes=notes, platform_info=info)
 

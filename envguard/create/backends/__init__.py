@@ -47,6 +47,6 @@ def get_backend(name: str | None = None) -> Backend:
                         fix="use one of " + ", ".join(BACKEND_NAMES))
     backend = _make(key)
     if not backend.available():
-        raise BackendError(f"backend {key!r} ({source}) was not found on PATH "
-                           f"(fix: install {key}, or use --backend rattler)")
+        raise BackendError(f"backend {key!r} ({source}) was not found on PATH",
+                           fix=f"install {key}, or use --backend rattler")
     return backend

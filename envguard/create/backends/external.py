@@ -58,8 +58,7 @@ class ExternalBackend:
     def install(self, plan: InstallPlan, build_dir: Path, progress: InstallProgress) -> None:
         exe = self.executable()
         if exe is None:
-            raise BackendError(f"backend {self.name!r} not found on PATH (fix: install it, or use --backend "
-                               "rattler)")
+            raise BackendError(f"backend {self.name!r} not found on PATH", fix="install it, or use --backend rattler")
         progress.install_start(len(plan.artifacts))
         with tempfile.TemporaryDirectory(prefix="envguard-explicit-") as tmp:
             explicit = Path(tmp) / f"{plan.platform}.explicit.txt"

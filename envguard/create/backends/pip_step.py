@@ -59,12 +59,12 @@ def install_pip(pip: Sequence[PipArtifact], build_dir: Path, target: Path, lockf
     """``pip install --no-deps --require-hashes`` of the locked URLs into the environment being built."""
     missing = [p.name for p in pip if not p.sha256]
     if missing:
-        raise IntegrityError(f"{lockfile}: pip package(s) without a sha256 in the lock: {', '.join(missing)} "
-                             "(fix: re-lock with `envguard lock`)")
+        raise IntegrityError(f"{lockfile}: pip package(s) without a sha256 in the lock: {', '.join(missing)}",
+                             fix="re-lock with `envguard lock`", command="envguard lock")
     python = python_in_prefix(build_dir)
     if not os.path.exists(python):
         raise BackendError(f"the lock has pip packages ({', '.join(p.name for p in pip)}) but the environment "
-                           f"has no python at {python} (fix: add python to the environment and re-lock)")
+                           f"has no python at {python}", fix="add python to the environment and re-lock")
     import tempfile  # only when there are pip packages: a create without them never pays for it
 
     with tempfile.TemporaryDirectory(prefix="envguard-pip-") as tmp:
@@ -106,9 +106,9 @@ def _pip_error(output: str, pip: Sequence[PipArtifact], lockfile: Path) -> Envgu
     text = " / ".join(errors)[:600]
     lower = text.lower()
     if "no space left" in lower or "errno 28" in lower:
-        return BackendError(f"pip: no space left on device: {redact(text)} (fix: free some space)")
+        return BackendError(f"pip: no space left on device: {redact(text)}", fix="free some space")
     if "permission denied" in lower or "errno 13" in lower:
-        return BackendError(f"pip: permission denied: {redact(text)} (fix: choose a writable prefix)")
+        return BackendError(f"pip: permission denied: {redact(text)}", fix="choose a writable prefix")
     return BackendError(f"pip failed to install the locked pip packages: {redact(text)}")
 
 

@@ -205,13 +205,12 @@ def os_error_or_backend(message: str, build_dir: Path, cache_dir: Path | None, *
     detail = _last_cause(message)
     if "os error 28" in lower or "no space left" in lower or "disk quota" in lower or "os error 122" in lower:
         return BackendError(f"no space left on device while installing into {build_dir.parent} "
-                            f"(package cache {cache_dir}): {detail} (fix: free space, or set "
-                            "ENVGUARD_PKGS_DIR / choose a prefix on another filesystem)")
+                            f"(package cache {cache_dir}): {detail}",
+                            fix="free space, or set ENVGUARD_PKGS_DIR / choose a prefix on another filesystem")
     if "os error 13" in lower or "permission denied" in lower or "os error 1)" in lower or \
             "os error 30" in lower or "read-only file system" in lower:
         return BackendError(f"permission denied while installing into {build_dir.parent} "
-                            f"(package cache {cache_dir}): {detail} (fix: choose a writable prefix or "
-                            "package cache)")
+                            f"(package cache {cache_dir}): {detail}", fix="choose a writable prefix or package cache")
     return BackendError(f"{tool} failed to install the locked packages: {redact(detail)}")
 
 
