@@ -156,13 +156,14 @@ def create_cmd(
     no_check: bool = typer.Option(False, "--no-check", help="Do not run `envguard check` on the new environment."),
 ) -> None:
     """Make an environment exactly the lock: create it, rebuild it if it drifted, atomic, every hash verified."""
-    from envguard.create import create
     from envguard.create.render import CreateRenderer, print_created
+    from envguard.workflow import create_and_check
 
     reporter = CreateRenderer(quiet=quiet, live=not quiet and is_terminal(render.out))
     try:
-        result = create(prefix, name=name, lockfile=lockfile, env_files=files or (), force=force, locked=locked,
-                        frozen=frozen, backend=backend, timeout=timeout, check=not no_check, reporter=reporter)
+        result = create_and_check(prefix, name=name, lockfile=lockfile, env_files=files or (), force=force,
+                                  locked=locked, frozen=frozen, backend=backend, timeout=timeout,
+                                  check=not no_check, reporter=reporter)
     except KeyboardInterrupt as e:  # typer would turn it into a silent exit 130; say what the target holds
         _state["interrupt_reported"] = True
         raise typer.Exit(_interrupted(str(e) or "interrupted")) from None

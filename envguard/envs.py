@@ -20,6 +20,7 @@ per-user and usual installer locations, then ``~/.conda/environments.txt``.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -236,3 +237,38 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
     active_part = "" if not existing else "no active conda environment (CONDA_PREFIX), and "
     raise NoTargetError(f"no environment to act on: no -p/--prefix or -n/--name given, {active_part}{why_not}",
                         key="-p/-n", fix=fix)
+
+
+def _interpreter_in(prefix: Path) -> Path | None:
+    candidates = [prefix / "python.exe", prefix / "Scripts" / "python.exe"] if sys.platform == "win32" else [
+        prefix / "bin" / "python", prefix / "bin" / "python3"]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def resolve_python(prefix: Path | None = None, name: str | None = None, python: Path | None = None, *,
+                   env: dict[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """The interpreter to probe: ``--python PATH``, else the environment :func:`resolve_target` picks
+    (``-p``, ``-n``, the active conda environment, the one environment.yml names). Relative paths are taken
+    from the working directory. Returns a :class:`Target`: ``.why`` says how it was chosen."""
+    given = [o for o, v in (("-p/--prefix", prefix), ("-n/--name", name), ("--python", python)) if v]
+    if len(given) > 1:
+        raise UserError(f"{' and '.join(given)} were both given", fix="name the environment one way only")
+    if python is not None:
+        p = Target(os.path.abspath(Path(python).expanduser()))
+        p.source, p.why = "python", "given with --python"
+        if not p.is_file() or not os.access(p, os.X_OK):
+            raise UserError("no executable Python interpreter at this path", file=str(p),
+                            fix="pass the environment's python, e.g. <prefix>/bin/python")
+        return p
+    pre = resolve_target(prefix, name, env=env, cwd=cwd)
+    if not pre.is_dir():
+        raise UserError("prefix does not exist", file=str(pre),
+                        fix="create it with `envguard create -p PREFIX` or pass an existing prefix")
+    exe = _interpreter_in(pre)
+    if exe is None:
+        raise UserError("no Python interpreter in this environment (looked for bin/python)", file=str(pre),
+                        fix="pass a conda prefix or virtualenv that contains python, or --python PATH")
+    found = Target(exe)
+    found.source, found.why = pre.source, pre.why
+    found.prefix = pre  # type: ignore[attr-defined]  # the environment, for fixes that name it
+    return found

@@ -3,6 +3,7 @@
 * The core (``envguard/*.py``, ``envguard/sources/``, ``envguard/in_process/``) imports no wing.
 * A wing imports another wing only through that wing's public entry (``envguard.<wing>``, its
   ``__init__``), never one of its private modules, and only along the edges the document lists.
+* Those edges form no cycle: a wing never reaches back, through others, to one that imports it.
 * Only ``cli.py``, the typer start-up shim and the rendering modules (``render.py``) import typer or rich.
 * The probes run by path in another interpreter import nothing from envguard.
 """
@@ -22,21 +23,20 @@ CORE_PACKAGES = {"sources", "in_process"}
 # who may call whom: a command that really runs another, or reads what another one owns (docs/architecture.md)
 ALLOWED_EDGES = {
     ("create", "lock"),     # create locks a missing or stale lock first
-    ("create", "check"),    # create checks the environment it built
     ("check", "smoke"),     # check runs the smoke probe
     ("check", "lock"),      # check tests the lock's freshness against the spec
-    ("check", "create"),    # check reads create's fingerprint and interrupted-create state
     ("lint", "lock"),       # lint applies lock's own spec validation, so both agree
     ("init", "lint"),       # init lints the file it writes
     ("export", "lock"),     # export writes a lock with lock's writer
     ("export", "check"),    # export names what cannot be reproduced with check's rules
     ("export", "lint"),     # export reports channel mixing with lint's rule
-    ("tune", "smoke"),      # tune runs its probe the way smoke does
+    ("tune", "smoke"),      # tune words host limits and probe failures with smoke's thresholds and wording
     ("fleet", "diff"),      # fleet names differences in diff's change classes
     ("check", "diff"),      # check classifies lock differences with diff's engine
 }
 RENDERING = {"cli.py", "typer_shim.py", "render.py"}
-TOP = {"cli.py", "__main__.py", "typer_shim.py"}  # above every wing: may use any wing's public entry
+# above every wing: may use any wing's public entry (workflow.py runs create, then check)
+TOP = {"cli.py", "__main__.py", "typer_shim.py", "workflow.py"}
 _IMPORTERS = {"import_module", "__import__"}  # importlib.import_module("envguard.x.y"), __import__(...)
 
 
@@ -123,6 +123,32 @@ def layout_problems(package: Path = PACKAGE, edges: set[tuple[str, str]] = ALLOW
     return problems
 
 
+def find_cycle(edges: set[tuple[str, str]]) -> list[str]:
+    """A cycle of the directed graph ``edges`` as the wings along it (``[a, b, a]``), or [] when it has none."""
+    graph: dict[str, list[str]] = {}
+    for a, b in sorted(edges):
+        graph.setdefault(a, []).append(b)
+    done: set[str] = set()
+
+    def walk(node: str, path: list[str]) -> list[str]:
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in done:
+            return []
+        for nxt in graph.get(node, []):
+            cycle = walk(nxt, path + [node])
+            if cycle:
+                return cycle
+        done.add(node)
+        return []
+
+    for start in sorted(graph):
+        cycle = walk(start, [])
+        if cycle:
+            return cycle
+    return []
+
+
 def ui_problems(package: Path = PACKAGE) -> list[str]:
     """typer, rich or click imported outside cli.py, typer_shim.py and the render.py modules."""
     problems = []
@@ -147,6 +173,25 @@ def test_core_imports_no_wing_and_wings_use_only_public_entries() -> None:
 def test_only_the_cli_and_rendering_import_typer_or_rich() -> None:
     problems = ui_problems()
     assert not problems, "\n".join(problems)
+
+
+def test_the_wing_graph_has_no_cycle() -> None:
+    """Two wings that reach each other (directly or through others) cannot be read, tested or split apart
+    one at a time: what both need belongs to the core, and a command that runs two wings is the command
+    layer's (envguard/workflow.py)."""
+    cycle = find_cycle(ALLOWED_EDGES)
+    assert not cycle, f"the wings form a cycle: {' -> '.join(cycle)}"
+
+
+@pytest.mark.parametrize(("edges", "cycle"), [
+    ({("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")}, ["a", "b", "c", "a"]),  # through a third wing
+    ({("create", "check"), ("check", "create"), ("check", "lock")}, ["check", "create", "check"]),
+    ({("a", "a")}, ["a", "a"]),
+    ({("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")}, []),  # two paths to one wing are no cycle
+    (set(), []),
+])
+def test_find_cycle_finds_a_cycle_and_only_a_cycle(edges: set[tuple[str, str]], cycle: list[str]) -> None:
+    assert find_cycle(edges) == cycle
 
 
 def test_every_allowed_edge_is_used() -> None:

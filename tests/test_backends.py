@@ -20,7 +20,7 @@ from envguard import cli
 from envguard.create.backends import available_backends, get_backend
 from envguard.create.backends.external import render_explicit
 from envguard.errors import BackendError, UserError
-from envguard.create.fingerprint import read_fingerprint
+from envguard.fingerprint import read_fingerprint
 
 FAKE = """#!{python}
 import json, os, signal, sys

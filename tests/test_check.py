@@ -238,7 +238,7 @@ def test_half_built_prefix(env: Path) -> None:
 
 
 def test_building_marker_busy_while_its_process_lives(env: Path) -> None:
-    # The marker an external backend's in-place build leaves (envguard.create.staging): busy while the process
+    # The marker an external backend's in-place build leaves (envguard.leftovers): busy while the process
     # runs, half-built once it is gone.
     import subprocess
     import sys

@@ -27,7 +27,7 @@ from create_fixtures import (
     write_env,
 )
 from envguard import cli, render
-from envguard.create.fingerprint import read_fingerprint
+from envguard.fingerprint import read_fingerprint
 from envguard.create.prefixlock import holder_path
 from envguard.create.integrity import cache_entry_sha256
 from envguard.platforms import python_in_prefix
@@ -572,7 +572,7 @@ def _dead_pid() -> int:
 
 
 def test_fingerprint_edited_by_hand_is_ignored(tmp_path: Path) -> None:
-    from envguard.create.fingerprint import Fingerprint, fingerprint_path, write_fingerprint
+    from envguard.fingerprint import Fingerprint, fingerprint_path, write_fingerprint
 
     fp = Fingerprint(platform="linux-64", content_hash="abc", conda={"x": "1" * 64}, pip={})
     write_fingerprint(tmp_path, fp)

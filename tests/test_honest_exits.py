@@ -19,7 +19,7 @@ import pytest
 import channels
 import envguard.__main__ as envguard_main
 from create_fixtures import ENVGUARD, envguard_popen, envguard_run, make_lock, siblings, tree_state, write_env
-from envguard.create.fingerprint import read_fingerprint
+from envguard.fingerprint import read_fingerprint
 
 HOOKS = {"ENVGUARD_TESTING": "1"}
 

@@ -13,9 +13,11 @@ import pytest
 from envguard import catalog
 from envguard.compat import arch_covers
 from envguard.driver import DriverInfo
+from envguard.envs import resolve_python
 from envguard.errors import UserError
 from envguard.findings import Severity
-from envguard.smoke import classify, cleanup_shm, resolve_python, run_smoke
+from envguard.procsession import cleanup_shm
+from envguard.smoke import classify, run_smoke
 
 REQUIRED_IDS = ["shm", "fd-limit", "pickling", "cuda-fork", "hang", "killed", "pin-cpu", "driver-old", "arch",
                 "cpu-build", "pip-over-conda", "omp-dup", "numpy-abi", "mkl-symbol", "cudnn", "nccl"]

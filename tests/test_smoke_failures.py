@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from envguard.findings import Severity
-from envguard.smoke import SmokeResult, run_smoke, session_members
+from envguard.procsession import session_members
+from envguard.smoke import SmokeResult, run_smoke
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

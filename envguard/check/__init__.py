@@ -18,6 +18,8 @@ from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, Gpu
 from envguard.check.hook import watched_changed  # public: the envguard-check git hook's trigger
 from envguard.errors import ExitCode, PlatformNotLocked, UserError
 from envguard.findings import Finding, Severity, sort_findings
+from envguard.fingerprint import read_fingerprint
+from envguard.leftovers import OLD_TAG, interruption
 from envguard.model import Package
 from envguard.prefix import FileProblem, PrefixInfo
 
@@ -122,12 +124,11 @@ def default_lockfile(cwd: Path | None = None) -> Path | None:
 def half_built_reason(prefix: Path) -> str | None:
     """Why ``prefix`` looks like the remains of an interrupted create, or None.
 
-    The staging/building/old names and their meaning are envguard.create.staging's (envguard.create.staging.interruption);
+    The staging/building/old names and their meaning are envguard.leftovers' (envguard.leftovers.interruption);
     on top of those, a prefix whose conda-meta holds no records although it holds files is half-built (a
     transaction interrupted before it wrote them). Raises BusyError while the creating process lives.
     """
     from envguard.errors import BusyError
-    from envguard.create import interruption
 
     prefix = Path(os.path.abspath(prefix))
     found = interruption(prefix)
@@ -150,8 +151,6 @@ def half_built_reason(prefix: Path) -> str | None:
 
 def _moved_aside(prefix: Path) -> bool:
     """Whether the environment missing at ``prefix`` was moved aside by an interrupted create (EG534)."""
-    from envguard.create import OLD_TAG, interruption
-
     found = interruption(prefix)
     return found is not None and found.tag == OLD_TAG
 
@@ -440,8 +439,6 @@ def run_check(
     fp_pip: list[str] | None = None
     fp_lock: str | None = None
     if info.is_conda and changes is None:
-        from envguard.create import read_fingerprint
-
         fp = read_fingerprint(target)
         if fp is not None:
             fp_conda, fp_pip = dict(fp.conda), list(fp.pip)

@@ -95,7 +95,7 @@ class CheckInput:
     file_problems: list[FileProblem] | None = None
     files_mode: str = "none"  # none | size | sha256
     half_built: str | None = None  # why the prefix looks half-built
-    # What `envguard create` recorded (envguard.create.fingerprint): conda name -> sha256 ("md5:<hex>" when
+    # What `envguard create` recorded (envguard.fingerprint): conda name -> sha256 ("md5:<hex>" when
     # the lock had no sha256), and the pip names. Used when no lock is given.
     fingerprint_conda: Mapping[str, str] | None = None
     fingerprint_pip: Sequence[str] | None = None

@@ -33,7 +33,7 @@ from envguard import __version__, settings
 from envguard.create.backends import Backend, InstallPlan, get_backend
 from envguard.create.backends.pip_step import PipArtifact, install_pip
 from envguard.errors import EnvguardError, IntegrityError, Interrupted, StaleLockError, UserError
-from envguard.create.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
+from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
 from envguard.create.integrity import Artifact, strip_archive_suffix, verify_cache_entries
 from envguard.create.prelink import prepare
 from envguard.model import pep503
@@ -41,21 +41,16 @@ from envguard.platforms import host_platform
 from envguard.create.prefixlock import PrefixLock
 from envguard.redact import MASK, redact
 from envguard.create.staging import (
-    BUILDING_TAG,
-    OLD_TAG,
-    STAGING_TAG,
     cleanup_leftovers,
     deferred_sigint,
     fault_hook,
-    interrupt_report,
-    interruption,  # public: check reads the state an interrupted create left
     is_empty_dir,
     is_env,
     os_error,
     rmtree,
-    sibling,
     swap_in,
 )
+from envguard.leftovers import BUILDING_TAG, OLD_TAG, STAGING_TAG, interrupt_report, sibling
 
 if TYPE_CHECKING:
     from envguard.lock import Freshness
@@ -142,7 +137,7 @@ class CreateResult:
     pip_count: int = 0
     verified_local: int = 0
     waited: bool = False
-    check: Any = None  # envguard.check.CheckReport when the check ran
+    check: Any = None  # envguard.check.CheckReport when the command layer checked the new environment
     seconds: float = 0.0  # lock to environment in place, without the check
     drift: list[str] = field(default_factory=list)  # how the environment it replaced differed from the lock
 
@@ -431,7 +426,6 @@ def create(
     frozen: bool = False,
     backend: str | None = None,
     timeout: float | None = None,
-    check: bool = True,
     reporter: CreateReporter | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
@@ -441,7 +435,8 @@ def create(
 
     A sync: a missing environment is created, one that drifted from the lock is rebuilt (see
     envguard.create.drift), one that matches is left alone unless ``force``. A stale lock is re-locked first;
-    ``locked`` refuses it, ``frozen`` installs the lock without reading the spec. See the module doc.
+    ``locked`` refuses it, ``frozen`` installs the lock without reading the spec. See the module doc. The
+    new environment is not checked here: the command layer does that (envguard.workflow.create_and_check).
 
     Raises EnvguardError subclasses: UserError (2: bad input, target is not an environment), IntegrityError
     (3), StaleLockError (4: lock missing, stale under --locked, or without this platform), BusyError (5),
@@ -482,7 +477,7 @@ def create(
         expected = plan.fingerprint(be.name)
         pkgs = Path(cache_dir) if cache_dir is not None else settings.package_cache_dir()
         return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, force=force, timeout=timeout,
-                              check=check, rep=rep, started=started, found=found)
+                              rep=rep, started=started, found=found)
     except Interrupted:
         raise
     except KeyboardInterrupt:  # say what the target really holds now (a (re-)lock is replaced atomically)
@@ -512,7 +507,7 @@ def _new_env_in_place(target: Path, found: dict[str, tuple[int, int] | None], ex
 
 
 def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, platform: str, expected: Fingerprint,
-                   pkgs: Path, *, force: bool, timeout: float | None, check: bool,
+                   pkgs: Path, *, force: bool, timeout: float | None,
                    rep: CreateReporter, started: float,
                    found: dict[str, tuple[int, int] | None]) -> CreateResult:
     drift: list[str] = []
@@ -552,13 +547,10 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
         finally:
             prepared.cleanup()
 
-    result = CreateResult(prefix=target, status="replaced" if replacing else "created", backend=be.name,
-                          lockfile=lock_path, fingerprint=expected, conda_count=len(plan.conda),
-                          pip_count=len(plan.pip), verified_local=verified, waited=plock.waited,
-                          seconds=time.monotonic() - started, drift=drift)
-    if check:  # the environment stays whatever the check says; its findings decide the exit code
-        result.check = _run_check(target, lock_path, rep)
-    return result
+    return CreateResult(prefix=target, status="replaced" if replacing else "created", backend=be.name,
+                        lockfile=lock_path, fingerprint=expected, conda_count=len(plan.conda),
+                        pip_count=len(plan.pip), verified_local=verified, waited=plock.waited,
+                        seconds=time.monotonic() - started, drift=drift)
 
 
 def summarise_drift(drift: Sequence[str]) -> str:
@@ -667,10 +659,3 @@ def _build_in_place(be: Backend, install_plan: InstallPlan, plan: LockPlan, expe
             marker.unlink(missing_ok=True)
     if old is not None:
         rmtree(old)
-
-
-def _run_check(target: Path, lockfile: Path, rep: CreateReporter) -> Any:
-    from envguard.check import run_check  # lazily: only when the new environment is checked
-
-    rep.stage(f"checking the new environment (envguard check -p {target})")
-    return run_check(target, lockfile=lockfile)

@@ -1,8 +1,8 @@
 """Run the smoke probe in a target interpreter and explain what it found.
 
 The probe (``envguard/smoke/probe/smoke_probe.py``) runs by path in the target
-environment's own interpreter, in a session and process group of its own, under
-a wall-clock limit. On timeout the whole group is stopped (SIGTERM, then
+environment's own interpreter, in a session and process group of its own
+(envguard.procsession, as tune's probe runs), under a wall-clock limit. On timeout the whole group is stopped (SIGTERM, then
 SIGKILL) and nothing it started is left running. /dev/shm files that the
 probe's own processes left behind are removed; anything else there is left
 alone. Failures are classified into the failure catalogue
@@ -18,7 +18,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -26,16 +25,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from envguard import catalog, settings
+from envguard import catalog
+from envguard.envs import resolve_python as resolve_python  # public: the interpreter `envguard smoke` probes
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding, Severity, has_errors
+from envguard.procsession import cleanup_shm, pids_of, read_events, shm_snapshot, start_session, stop_session
 
 DEFAULT_TIMEOUT = 120.0
-SHM_DIR = "/dev/shm"
 SHM_WARN_BYTES = 1 << 30  # under 1 GiB free (Docker's default is 64 MB) is a warning
 NOFILE_WARN = 4096
-_TORCH_SHM = re.compile(r"^torch_(\d+)_")
-_KILL_GRACE = 1.5
 
 
 @dataclass
@@ -80,219 +78,7 @@ def probe_path() -> Path:
     return Path(str(resources.files("envguard").joinpath("smoke/probe/smoke_probe.py")))
 
 
-# ---------------------------------------------------------------- target
-
-
-def _interpreter_in(prefix: Path) -> Path | None:
-    candidates = [prefix / "python.exe", prefix / "Scripts" / "python.exe"] if sys.platform == "win32" else [
-        prefix / "bin" / "python", prefix / "bin" / "python3"]
-    return next((c for c in candidates if c.is_file()), None)
-
-
-def resolve_python(prefix: Path | None = None, name: str | None = None, python: Path | None = None, *,
-                   env: dict[str, str] | None = None, cwd: Path | None = None) -> Path:
-    """The interpreter to probe: ``--python PATH``, else the environment envguard.envs.resolve_target picks
-    (``-p``, ``-n``, the active conda environment, the one environment.yml names). Relative paths are taken
-    from the working directory. Returns an envguard.envs.Target: ``.why`` says how it was chosen."""
-    from envguard.envs import Target, resolve_target
-
-    given = [o for o, v in (("-p/--prefix", prefix), ("-n/--name", name), ("--python", python)) if v]
-    if len(given) > 1:
-        raise UserError(f"{' and '.join(given)} were both given", fix="name the environment one way only")
-    if python is not None:
-        p = Target(os.path.abspath(Path(python).expanduser()))
-        p.source, p.why = "python", "given with --python"
-        if not p.is_file() or not os.access(p, os.X_OK):
-            raise UserError("no executable Python interpreter at this path", file=str(p),
-                            fix="pass the environment's python, e.g. <prefix>/bin/python")
-        return p
-    pre = resolve_target(prefix, name, env=env, cwd=cwd)
-    if not pre.is_dir():
-        raise UserError("prefix does not exist", file=str(pre),
-                        fix="create it with `envguard create -p PREFIX` or pass an existing prefix")
-    exe = _interpreter_in(pre)
-    if exe is None:
-        raise UserError("no Python interpreter in this environment (looked for bin/python)", file=str(pre),
-                        fix="pass a conda prefix or virtualenv that contains python, or --python PATH")
-    found = Target(exe)
-    found.source, found.why = pre.source, pre.why
-    found.prefix = pre  # type: ignore[attr-defined]  # the environment, for fixes that name it
-    return found
-
-
-# ---------------------------------------------------------------- processes
-
-
-def _stat(pid: int) -> tuple[str, int, int, int] | None:
-    """(state, pgrp, session, starttime) from /proc; None when gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    rest = data[data.rfind(")") + 2:].split()
-    try:
-        return rest[0], int(rest[2]), int(rest[3]), int(rest[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def session_members(sid: int) -> list[int]:
-    """Live (non-zombie) processes in session ``sid`` or process group ``sid``."""
-    if not os.path.isdir("/proc"):
-        return []
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        st = _stat(int(entry))
-        if st and st[0] not in ("Z", "X") and (st[2] == sid or st[1] == sid):
-            out.append(int(entry))
-    return out
-
-
-def _signal_all(sid: int, sig: int, extra: list[int]) -> None:
-    try:
-        os.killpg(sid, sig)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-    # Members that moved to another group but stayed in the session, and the
-    # workers the probe reported (if they are still in our session).
-    for pid in set(session_members(sid)) | {p for p in extra if (_stat(p) or ("", 0, -1, 0))[2] == sid}:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _stop_session(proc: subprocess.Popen[bytes], reported: list[int], grace: float = _KILL_GRACE) -> list[int]:
-    """Stop everything in the probe's session: SIGTERM, then SIGKILL. Returns the pids seen."""
-    sid = proc.pid
-    seen = set(session_members(sid))
-    if sys.platform == "win32":  # pragma: no cover - no sessions on Windows
-        subprocess.run(["taskkill", "/F", "/T", "/PID", str(sid)], capture_output=True, check=False)
-        proc.wait()
-        return [sid]
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        alive = session_members(sid)
-        if not alive and proc.poll() is not None and os.path.isdir("/proc"):
-            break  # without /proc we cannot see the group: signal it anyway
-        seen |= set(alive)
-        _signal_all(sid, sig, reported)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            proc.poll()
-            if proc.returncode is not None and not session_members(sid):
-                break
-            time.sleep(0.02)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
-        pass
-    return sorted(seen)
-
-
-def _sweep(proc: subprocess.Popen[bytes], reported: list[int]) -> list[int]:
-    """After a normal exit: give helpers (forkserver, resource tracker) a moment, then stop stragglers."""
-    deadline = time.monotonic() + 0.5
-    left = session_members(proc.pid)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.02)
-        left = session_members(proc.pid)
-    return _stop_session(proc, reported, grace=0.5) if left else []
-
-
-# ---------------------------------------------------------------- /dev/shm
-
-
-def shm_snapshot(shm_dir: str = SHM_DIR) -> set[str]:
-    try:
-        return set(os.listdir(shm_dir))
-    except OSError:
-        return set()
-
-
-def _paths_in_use(paths: set[str]) -> set[str]:
-    """Which of ``paths`` some live process has open or mapped."""
-    used: set[str] = set()
-    if not os.path.isdir("/proc"):
-        return set(paths)  # cannot tell: treat everything as in use
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        fd_dir = f"/proc/{entry}/fd"
-        try:
-            for fd in os.listdir(fd_dir):
-                try:
-                    target = os.readlink(f"{fd_dir}/{fd}")
-                except OSError:
-                    continue
-                if target in paths:
-                    used.add(target)
-        except OSError:
-            pass
-        try:
-            with open(f"/proc/{entry}/maps", "rb") as f:
-                maps = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        for p in paths - used:
-            if p in maps:
-                used.add(p)
-    return used
-
-
-def cleanup_shm(before: set[str], pids: set[int], shm_dir: str = SHM_DIR) -> list[str]:
-    """Remove /dev/shm files left by our own processes.
-
-    A file goes only if it is new since ``before``, torch named it after one
-    of ``pids`` (``torch_<pid>_...``) and no live process has it open or mapped.
-    """
-    new = shm_snapshot(shm_dir) - before
-    candidates = set()
-    for name in new:
-        m = _TORCH_SHM.match(name)
-        if m and int(m.group(1)) in pids:
-            candidates.add(os.path.join(shm_dir, name))
-    if not candidates:
-        return []
-    removed = []
-    for path in sorted(candidates - _paths_in_use(candidates)):
-        try:
-            os.unlink(path)
-            removed.append(path)
-        except FileNotFoundError:  # torch_shm_manager got there first
-            pass
-        except OSError:
-            pass
-    return removed
-
-
 # ---------------------------------------------------------------- running
-
-
-def _read_events(path: Path) -> list[dict[str, Any]]:
-    out = []
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return out
-    for line in text.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
-
-
-def _event_pids(events: list[dict[str, Any]]) -> set[int]:
-    pids: set[int] = set()
-    for e in events:
-        for key in ("probe_pid", "worker_pid", "dist_pid"):
-            if isinstance(e.get(key), int):
-                pids.add(e[key])
-        pids |= {p for p in e.get("pids") or () if isinstance(p, int)}
-    return pids
 
 
 def _parse_stdout(text: str) -> dict[str, Any] | None:
@@ -312,17 +98,6 @@ def _parse_stdout(text: str) -> dict[str, Any] | None:
             except ValueError:
                 continue
     return None
-
-
-def _probe_env(env: dict[str, str] | None) -> dict[str, str]:
-    out = dict(os.environ)
-    # macOS venv launchers leak our interpreter's identity into children.
-    for var in ("__PYVENV_LAUNCHER__", "PYTHONEXECUTABLE", settings.PROBE_EVENTS.name):
-        out.pop(var, None)
-    out.setdefault("PYTHONUNBUFFERED", "1")
-    if env:
-        out.update(env)
-    return out
 
 
 def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = False, require_cuda: bool = False,
@@ -365,14 +140,14 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
         try:
             timed_out = not _wait(proc, timeout, events, progress)
         except BaseException:  # Ctrl-C: never leave the probe behind
-            _stop_session(proc, sorted(_event_pids(_read_events(events))), grace=0.5)
+            stop_session(proc, sorted(pids_of(read_events(events))), finished=False, grace=0.5)
             raise
-        ev = _read_events(events)
-        reported = sorted(_event_pids(ev))
-        seen = _stop_session(proc, reported) if timed_out else _sweep(proc, reported)
+        ev = read_events(events)
+        reported = sorted(pids_of(ev))
+        seen = stop_session(proc, reported, finished=not timed_out)
     duration = time.perf_counter() - t0
-    ev = _read_events(events)
-    pids = _event_pids(ev) | set(seen) | {proc.pid}
+    ev = read_events(events)
+    pids = pids_of(ev) | set(seen) | {proc.pid}
     removed = cleanup_shm(before, pids)
     stdout = (work / "stdout").read_text(encoding="utf-8", errors="replace")
     stderr = (work / "stderr").read_text(encoding="utf-8", errors="replace")
@@ -412,7 +187,7 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float, events: Path,
             proc.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
             return True
         except subprocess.TimeoutExpired:
-            phases = [e["phase"] for e in _read_events(events) if isinstance(e.get("phase"), str)]
+            phases = [e["phase"] for e in read_events(events) if isinstance(e.get("phase"), str)]
             for phase in phases[seen:]:
                 progress(phase)
             seen = max(seen, len(phases))
@@ -661,31 +436,7 @@ def _limit_findings(probe: dict[str, Any], already: set[str], cuda_build: bool) 
     return out
 
 
-# ---------------------------------------------------------------- for other probes (envguard tune)
-
-
-def start_session(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, stdin: Any = subprocess.DEVNULL,
-                  stdout: Any = None, stderr: Any = None) -> subprocess.Popen[bytes]:
-    """Start a probe (``argv[0]`` is the target interpreter) in a session and process group of its own."""
-    popen_kw: dict[str, Any] = {"start_new_session": True} if sys.platform != "win32" else {
-        "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
-    try:
-        return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=_probe_env(env),
-                                **popen_kw)
-    except OSError as e:
-        raise UserError(f"cannot run the interpreter: {e.strerror or e}", file=str(argv[0]),
-                        fix="pass a working Python interpreter") from None
-
-
-def stop_session(proc: subprocess.Popen[bytes], reported: list[int], *, finished: bool) -> list[int]:
-    """Leave nothing of a probe's session running. ``finished``: it exited by itself, so helpers get a
-    moment before stragglers are stopped; otherwise SIGTERM, then SIGKILL, right away. Returns the pids seen."""
-    return _sweep(proc, reported) if finished else _stop_session(proc, reported)
-
-
-def event_pids(events_file: Path) -> set[int]:
-    """Every pid a probe reported as its own in its events file (JSON lines)."""
-    return _event_pids(_read_events(events_file))
+# ---------------------------------------------------------------- for tune's report: failures and sizes worded alike
 
 
 def headline(error: str) -> str:

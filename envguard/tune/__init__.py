@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from envguard.envs import resolve_python as interpreter_of
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding
 from envguard.tune.search import AdaptiveSearch, GridSearch, Settings, Space, best_of, mean_results
@@ -166,8 +167,6 @@ def _validate(dataset: str | None, demo: bool, batch_size: int | None, step_ms: 
 def resolve_python(prefix: str | os.PathLike[str] | None, name: str | None) -> Path:
     """The interpreter of the target environment: the one every command picks (envguard.envs.resolve_target:
     -p PREFIX, -n NAME, the active conda environment, the one environment.yml names)."""
-    from envguard.smoke import resolve_python as interpreter_of
-
     return interpreter_of(prefix=Path(prefix) if prefix is not None else None, name=name)
 
 

@@ -1,10 +1,10 @@
 """The tuning probe as a process: started, spoken to, and stopped the way `envguard smoke` runs its own.
 
 The probe (``tune/probe/tune_probe.py``) runs by path in the target interpreter, in a session of its own
-(``envguard.smoke.start_session``). It answers JSON lines: one ``inspect`` document, then one result per
-trial request written to its stdin. Whatever happens (a trial that hangs, the probe crashing, the overall
-limit, Ctrl-C) the whole session is stopped (``envguard.smoke.stop_session``) and /dev/shm files its own
-processes left are removed (``envguard.smoke.cleanup_shm``).
+(``envguard.procsession.start_session``). It answers JSON lines: one ``inspect`` document, then one result
+per trial request written to its stdin. Whatever happens (a trial that hangs, the probe crashing, the
+overall limit, Ctrl-C) the whole session is stopped (``envguard.procsession.stop_session``) and /dev/shm
+files its own processes left are removed (``envguard.procsession.cleanup_shm``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, IO
+
+from envguard.procsession import cleanup_shm, event_pids, shm_snapshot, start_session, stop_session
 
 
 def probe_path() -> Path:
@@ -43,8 +45,6 @@ class ProbeRun:
 
 class ProbeProcess:
     def __init__(self, python: Path, args: list[str], cwd: Path) -> None:
-        from envguard.smoke import shm_snapshot
-
         self.work = Path(tempfile.mkdtemp(prefix="envguard-tune-"))
         self.events = self.work / "events.jsonl"
         self.argv = [str(python), str(probe_path()), "--serve", *args, "--workdir", str(self.work),
@@ -56,8 +56,6 @@ class ProbeProcess:
         self._err: IO[bytes] | None = None
 
     def start(self) -> None:
-        from envguard.smoke import start_session
-
         self._err = open(self.work / "stderr", "wb")
         self.proc = start_session(self.argv, cwd=self.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self._err)
@@ -98,8 +96,6 @@ class ProbeProcess:
 
     def stop(self, *, finished: bool) -> ProbeRun:
         """Stop the probe and everything it started; remove the shared memory its processes left."""
-        from envguard.smoke import cleanup_shm, event_pids, stop_session
-
         run = ProbeRun()
         if self.proc is None:
             shutil.rmtree(self.work, ignore_errors=True)

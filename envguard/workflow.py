@@ -1,0 +1,40 @@
+"""One command that runs another: `envguard create` checks the environment it built.
+
+create and check are wings of their own and neither imports the other (docs/architecture.md: the wing
+graph has no cycle). The command layer (cli.py) runs them in sequence through this module.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from envguard.create import CreateReporter, CreateResult, create
+from envguard.errors import Interrupted
+from envguard.leftovers import interrupt_report
+
+
+def create_and_check(prefix: str | os.PathLike[str] | None = None, *, check: bool = True,
+                     reporter: CreateReporter | None = None, **options: Any) -> CreateResult:
+    """:func:`envguard.create.create` with ``options``, then `envguard check` on the environment it built
+    or rebuilt (``check``; an environment left unchanged is not checked again). The environment stays
+    whatever the check says; its findings decide the exit code (:attr:`CreateResult.exit_code`).
+
+    A Ctrl-C during the check says that the new environment is in place, as one during the create says
+    what the target holds then.
+    """
+    rep = reporter or CreateReporter()
+    result = create(prefix, reporter=rep, **options)
+    if not check or result.status == "unchanged":
+        return result
+    # lazily: `envguard create --no-check` does not pay for check's imports (bench/create.py times it)
+    from envguard.check import run_check
+
+    rep.stage(f"checking the new environment (envguard check -p {result.prefix})")
+    try:
+        result.check = run_check(result.prefix, lockfile=result.lockfile)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(interrupt_report(result.prefix, True)) from None
+    return result
