@@ -43,7 +43,12 @@ def test_a_built_environment_is_checked_against_its_lock(tmp_path: Path, monkeyp
     calls = _create_gives(monkeypatch, status, target)
     checked: list[tuple[Path, Path]] = []
     report = type("Report", (), {"exit_code": 1})()
-    monkeypatch.setattr(envguard.check, "run_check", lambda p, *, lockfile: checked.append((p, lockfile)) or report)
+
+    def run_check(prefix: Path, *, lockfile: Path) -> Any:
+        checked.append((prefix, lockfile))
+        return report
+
+    monkeypatch.setattr(envguard.check, "run_check", run_check)
     rep = Stages()
     result = workflow.create_and_check(target, lockfile="x.yml", reporter=rep)
     assert calls == [{"prefix": target, "lockfile": "x.yml", "reporter": rep}]

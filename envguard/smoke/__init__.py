@@ -26,10 +26,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from envguard import catalog
-from envguard.envs import resolve_python as resolve_python  # public: the interpreter `envguard smoke` probes
+from envguard.envs import resolve_python as resolve_python  # public: the interpreter smoke probes
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding, Severity, has_errors
-from envguard.procsession import cleanup_shm, pids_of, read_events, shm_snapshot, start_session, stop_session
+from envguard.procsession import (
+    cleanup_shm,
+    pids_of,
+    read_events,
+    shm_snapshot,
+    start_session,
+    stop_session,
+)
 
 DEFAULT_TIMEOUT = 120.0
 SHM_WARN_BYTES = 1 << 30  # under 1 GiB free (Docker's default is 64 MB) is a warning

@@ -19,9 +19,15 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, IO
+from typing import IO, Any
 
-from envguard.procsession import cleanup_shm, event_pids, shm_snapshot, start_session, stop_session
+from envguard.procsession import (
+    cleanup_shm,
+    event_pids,
+    shm_snapshot,
+    start_session,
+    stop_session,
+)
 
 
 def probe_path() -> Path:
