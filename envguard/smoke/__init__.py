@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from envguard import catalog
-from envguard.envs import resolve_python as resolve_python  # public: the interpreter smoke probes
+from envguard.envs import resolve_python as resolve_python  # public: what smoke probes
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding, Severity, has_errors
 from envguard.procsession import (
