@@ -155,7 +155,7 @@ def test_external_backend_killed_midway_is_undone_by_next_run(fake_tools: Path, 
     left = siblings(target)
     assert any("envguard-building-" in n for n in left) and any("envguard-old-" in n for n in left)
     assert (target / "lib").is_dir()  # the half-built environment sits at the target
-    from envguard.create.staging import interruption
+    from envguard.leftovers import interruption
 
     found = interruption(target)
     assert found is not None and "half-built" in found.reason
