@@ -63,13 +63,13 @@ def test_every_rule_is_documented() -> None:
     (">=2.0.0,<=2.6.0", {"2.0", "2.1", "2.2", "2.3", "2.4", "2.5", "2.6"}),
 ])
 def test_release_lines_of_conda_constraints(spec: str, lines: set[str]) -> None:
-    from envguard.lint import _TORCH_UNIVERSE
+    from envguard.lint.constraints import _TORCH_UNIVERSE
 
     assert release_lines(spec, "conda", _TORCH_UNIVERSE) == lines
 
 
 def test_release_lines_unbounded_and_pip() -> None:
-    from envguard.lint import _TORCH_UNIVERSE
+    from envguard.lint.constraints import _TORCH_UNIVERSE
 
     assert release_lines(None, "conda", _TORCH_UNIVERSE) is None
     assert len(release_lines(">=2.4.1", "conda", _TORCH_UNIVERSE) or ()) > 1

@@ -1,7 +1,7 @@
 """Lint a pixi manifest (pixi.toml, or pyproject.toml with [tool.pixi]) with the environment-file rules.
 
 Every pixi environment is one spec: its features' dependencies, pypi-dependencies, channels, platforms and
-system requirements together. The rules of :class:`envguard.lint._EnvLinter` run once per environment;
+system requirements together. The rules of :class:`envguard.lint.envfile._EnvLinter` run once per environment;
 a finding that several environments share is reported once, naming them when not all have it. The
 Python and torch rules judge only environments that hold python or torch (a `lint` or `docs` environment
 of ruff alone is not a PyTorch environment).
@@ -20,14 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from envguard.findings import Finding, Severity
-from envguard.lint import (
-    RULES,
-    _CUDA_UNIVERSE,
-    _EnvLinter,
-    _Dep,
-    _channel_name,
-    release_lines,
-)
+from envguard.lint.constraints import _CUDA_UNIVERSE, release_lines
+from envguard.lint.deps import _channel_name, _Dep
+from envguard.lint.envfile import _EnvLinter
+from envguard.lint.rules import RULES
 from envguard.sources.pixi_manifest import Environment, Manifest, ManifestDep, parse_manifest
 from envguard.versions import line_key, release
 

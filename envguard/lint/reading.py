@@ -1,0 +1,58 @@
+"""Which kind a file given to lint is (environment file, pixi manifest, lock, explicit file), and the
+credential scan of its raw text, for a file of any kind, even one lint cannot otherwise read."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from envguard.errors import UserError
+from envguard.findings import Finding, Severity
+
+_PACKAGE_URL_LINE = re.compile(r"^\s*\S+://\S+\.(?:conda|tar\.bz2)(?:#\S*)?\s*$")
+
+
+def _kind(path: str, text: str) -> tuple[str, Any]:
+    from envguard.sources import detect_kind
+    from envguard.sources.pixi_manifest import looks_like_toml, parse_toml
+    from envguard.yamlio import load_fast
+
+    if detect_kind(text) == "explicit":
+        return "explicit", None
+    if looks_like_toml(text):
+        data = parse_toml(text, path)
+        if detect_kind(text, data) == "pixi-manifest":
+            return "pixi-manifest", data
+        raise UserError("a TOML file without pixi's tables: no [workspace] (or [project]) with channels, and no "
+                        "[tool.pixi]", file=path, fix="pass a pixi.toml, or a pyproject.toml with [tool.pixi]")
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if lines and all(_PACKAGE_URL_LINE.match(ln) for ln in lines):
+        raise UserError("package URLs without an @EXPLICIT line: conda and envguard read such a file only "
+                        "after that marker", file=path, fix="add a line `@EXPLICIT` before the first URL")
+    data = load_fast(path, text)
+    kind = detect_kind(text, data)
+    if kind in ("environment", "export"):
+        return "environment", data
+    if kind in ("conda-lock", "pixi"):
+        return kind, data
+    if isinstance(data, dict) and ("channels" in data or "name" in data):
+        return "environment", data  # an environment file without dependencies: spec.validate says so
+    raise UserError("neither an environment file nor a lock file", file=path,
+                    fix="pass environment.yml, pixi.toml, conda-lock.yml, pixi.lock or an @EXPLICIT file")
+
+
+def _raw_credentials(path: str, text: str, kind: str | None, found: list[Finding]) -> list[Finding]:
+    """The credential scan of the raw text, for lines no other finding already named (EG115 for a spec)."""
+    from envguard.lint.locks import credential_finding, credential_lines
+
+    if kind in ("conda-lock", "pixi", "explicit"):
+        return []  # lint_lock scanned the same raw text (EG155)
+    code = "EG115" if kind in ("environment", "pixi-manifest") else "EG155"
+    named = {f.line for f in found if f.code in ("EG115", "EG155")}
+    if not any(n not in named for n in credential_lines(text)):
+        return []
+    if kind in ("environment", "pixi-manifest"):
+        return [Finding("EG115", Severity.ERROR, "a literal credential in a URL", "use ${VAR} placeholders, e.g. "
+                        "https://${USER}:${TOKEN}@host/..., and revoke the one committed", path, n)
+                for n in credential_lines(text) if n not in named]
+    return credential_finding(path, text, code) if not named else []
