@@ -1,6 +1,6 @@
 """The layout rule of docs/architecture.md, checked on every import in the package.
 
-* The core (``envguard/*.py``, ``envguard/sources/``, ``envguard/in_process/``) imports no wing.
+* The core (``envguard/*.py``, ``envguard/sources/``, ``envguard/prefix/``, ``envguard/in_process/``) imports no wing.
 * A wing imports another wing only through that wing's public entry (``envguard.<wing>``, its
   ``__init__``), never one of its private modules, and only along the edges the document lists.
 * Those edges form no cycle: a wing never reaches back, through others, to one that imports it.
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "envguard"
-NOT_WINGS = {"sources", "in_process", "templates"}  # core packages, and package data
-CORE_PACKAGES = {"sources", "in_process"}
+NOT_WINGS = {"sources", "in_process", "prefix", "templates"}  # core packages, and package data
+CORE_PACKAGES = {"sources", "in_process", "prefix"}
 
 # who may call whom: a command that really runs another, or reads what another one owns (docs/architecture.md)
 ALLOWED_EDGES = {
