@@ -1,0 +1,77 @@
+"""Rules on torch's CUDA build against the machine: a CPU build where CUDA is wanted (EG550), a driver too
+old for the CUDA runtime (EG551), a GPU the build has no kernels for (EG552), no driver found (EG553)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from envguard.check.facts import CheckInput, TorchBuild, torch_build
+from envguard.check.fixes import E, I, _fix
+from envguard.findings import Finding
+from envguard.versions import line_key, release
+
+
+def rule_cuda(inp: CheckInput) -> list[Finding]:
+    from envguard import compat
+
+    out: list[Finding] = []
+    build = torch_build(inp.info, inp.probe)
+    if build.source == "none":
+        return out
+    if inp.wants_cuda and build.cpu:
+        out.append(Finding("EG550", E, f"torch is a CPU build ({build.evidence}) but {inp.wants_cuda_source} "
+                           f"wants CUDA {inp.wants_cuda if inp.wants_cuda != 'any' else ''}".rstrip(),
+                           _fix("cpu-build"), package="torch"))
+    if not build.cuda:
+        return out
+    if inp.gpu is None:
+        if inp.driver_checked:
+            out.append(Finding("EG553", I, f"torch is a CUDA {build.cuda} build but no NVIDIA driver was found; "
+                               "driver and GPU architecture checks skipped", ""))
+        return out
+    c = compat.load()
+    minimum = c.min_driver(build.cuda, inp.platform)
+    if minimum and not compat.driver_satisfies(inp.gpu.driver_version, minimum):
+        out.append(Finding("EG551", E, f"NVIDIA driver {inp.gpu.driver_version} is older than {minimum}, the "
+                           f"minimum for the CUDA {build.cuda} runtime of torch ({build.evidence})",
+                           _fix("driver-old"), package="torch"))
+    arch_range = c.arch(build.route, build.cuda, build.version) if build.route else None
+    for name, cap in inp.gpu.gpus:
+        ok, why = arch_supported(cap, build.arch_list, c.min_arch(build.cuda), arch_range,
+                                 _build_label(build))
+        if not ok:
+            out.append(Finding("EG552", E, f"GPU {name} (compute capability {cap}) is not covered by this torch "
+                               f"build: {why}", _fix("arch"), package="torch"))
+    return out
+
+
+def _build_label(build: TorchBuild) -> str:
+    where = {"conda-forge": "conda-forge's", "pypi": "PyPI's", "pytorch": "the pytorch channel's"}.get(build.route, "")
+    return f"{where} CUDA {build.cuda} build of torch {build.version}".strip()
+
+
+def arch_supported(capability: str, arch_list: Sequence[str], min_arch: str | None,
+                   arch_range: Any = None, label: str = "this build") -> tuple[bool, str]:
+    """Whether a GPU of ``capability`` ("8.6") runs this build, and why not.
+
+    The build's own arch list decides when the probe read it (envguard.compat.arch_covers); otherwise the
+    compatibility data's architectures for that route, CUDA line and release (``arch_range``, an
+    envguard.compat.ArchRange); otherwise the CUDA line's oldest architecture ``min_arch``. A GPU exactly at a
+    build's oldest architecture is covered."""
+    from envguard.compat import arch_covers
+
+    rel = release(capability)
+    if len(rel) < 2:
+        return True, ""
+    major, minor = rel[0], rel[1]
+    if arch_list:
+        if arch_covers((major, minor), arch_list):
+            return True, ""
+        return False, f"arch list {' '.join(arch_list)} has no sm_{major}{minor}"
+    if arch_range is not None:
+        if arch_range.covers((major, minor)):
+            return True, ""
+        return False, f"{label} covers {arch_range.describe()} ({arch_range.source})"
+    if min_arch and line_key(capability) < line_key(min_arch):
+        return False, f"this CUDA line builds for sm_{min_arch.replace('.', '')} and newer"
+    return True, ""
