@@ -11,31 +11,107 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
-try:  # recent typer vendors click; older releases use the click package
-    from typer._click.exceptions import ClickException as _ClickException
-except ImportError:  # pragma: no cover - depends on the installed typer
-    from click.exceptions import ClickException as _ClickException
-
-from envguard import __version__
-from envguard import settings
+from envguard import __version__, render, settings
 from envguard.errors import EnvguardError, ExitCode
-from envguard import render
-from envguard.render import escape as _escape, is_terminal, print_plain, warn
-from envguard.typer_shim import PlainGroup
+from envguard.render import escape as _escape
+from envguard.render import is_terminal, print_plain, warn
+
+
+class _Group(typer.core.TyperGroup):
+    """The app's command group. typer shows ``-h, --help <bool>``, as if the flag took a value: here it shows
+    no value, like every other flag (see "options shared by the commands" below)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _shown_as_flag(super().get_help_option(ctx))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:  # the subcommand's --help, made once from the names this app sets (-h, --help)
+            _shown_as_flag(command.get_help_option(ctx))
+        return command
+
+
+def _shown_as_flag(help_option: Any) -> Any:
+    if help_option is not None:
+        help_option.metavar = ""
+    return help_option
+
 
 app = typer.Typer(
     name="envguard",
-    cls=PlainGroup,
+    cls=_Group,
     help="Declared, locked, verified and explainable PyTorch environments.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+# ---------------------------------------------------------------- options shared by the commands
+# Declared once, each with its default beside it (``prefix: Annotated[Path | None, prefix_option(...)] =
+# None``). typer's --help prints a type beside every option (``--force <bool>``, ``--platform <list[str]>``),
+# which makes a flag look as if it took a value: each option here names its value (``--platform PLATFORM``)
+# and a flag shows none, through typer's own ``metavar``.
+
+
+def option(*decls: str, help: str, metavar: str | None = None, **kwargs: Any) -> Any:
+    """An option taking a value; --help shows it as ``metavar``, by default the long name in capitals."""
+    if metavar is None:
+        metavar = next(d for d in decls if d.startswith("--"))[2:].upper()
+    return typer.Option(*decls, metavar=metavar, help=help, **kwargs)
+
+
+def flag(*decls: str, help: str, **kwargs: Any) -> Any:
+    """An on/off option: nothing after it in --help."""
+    return typer.Option(*decls, metavar="", help=help, **kwargs)
+
+
+def prefix_option(help: str) -> Any:
+    """``--prefix``/``-p``: the environment's directory (conda's convention)."""
+    return option("--prefix", "-p", metavar="PREFIX", help=help)
+
+
+def name_option(help: str) -> Any:
+    """``--name``/``-n``: an environment by name, in the envs directory."""
+    return option("--name", "-n", metavar="NAME", help=help)
+
+
+def lockfile_option(help: str) -> Any:
+    return option("--lockfile", metavar="FILE", help=help)
+
+
+def env_files_option(help: str) -> Any:
+    """``--file``/``-f``: environment files, repeatable."""
+    return option("--file", "-f", metavar="FILE", help=help)
+
+
+def platforms_option(help: str) -> Any:
+    """``--platform``, repeatable."""
+    return option("--platform", metavar="PLATFORM", help=help)
+
+
+def format_option(help: str = "text, json or markdown.") -> Any:
+    return option("--format", metavar="FORMAT", help=help)
+
+
+def misused_prefix_option() -> Any:
+    """A hidden ``-p`` for the commands that take no prefix, so that ``-p`` gets a one-line explanation
+    (:func:`_no_prefix_here`) instead of "no such option"."""
+    return typer.Option("-p", "--prefix", hidden=True)
+
+
+def check_format(fmt: str, fix: str = "use text, json or markdown") -> None:
+    """The report formats every reporting command accepts."""
+    from envguard.errors import UserError
+
+    if fmt not in ("text", "json", "markdown"):
+        raise UserError(f"unknown format {fmt!r}", key="--format", fix=fix)
+
 
 _state = {"verbose": False, "interrupt_reported": False}
 
@@ -47,20 +123,20 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks and debug detail."),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    verbose: Annotated[bool, flag("--verbose", "-v", help="Show tracebacks and debug detail.")] = False,
+    version: Annotated[bool, flag("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
     _state["verbose"] = verbose
     settings.set_verbose(verbose)  # native code's output too (rattler_backend)
 
-def fail(message: str, code: ExitCode) -> "typer.Exit":
+def fail(message: str, code: ExitCode) -> typer.Exit:
     from envguard.redact import redact
 
     render.err.print(f"[red]error:[/red] {_escape(redact(message))}", markup=True)
     return typer.Exit(int(code))
 
 
-def _no_prefix_here(command: str, value: "str | None") -> None:
+def _no_prefix_here(command: str, value: str | None) -> None:
     """``-p`` means ``--prefix`` in every envguard command (conda's convention); ``lock`` and ``init`` take
     platforms with ``--platform`` only. Say so in one line rather than "no such option"."""
     if value is None:
@@ -83,21 +159,20 @@ def _no_prefix_here(command: str, value: "str | None") -> None:
 
 @app.command("lock")
 def lock_cmd(
-    files: Optional[list[Path]] = typer.Option(
-        None, "--file", "-f", metavar="FILE", help="Environment file, repeatable (default: environment.yml)."),
-    platforms: Optional[list[str]] = typer.Option(
-        None, "--platform", metavar="PLATFORM", help="Platform to lock, repeatable (default: the file's "
-        "platforms:, else linux-64, osx-arm64, win-64)."),
-    misused_p: Optional[str] = typer.Option(None, "-p", "--prefix", hidden=True),
-    cuda: Optional[str] = typer.Option(
-        None, "--cuda", metavar="X.Y", help="Assume this CUDA driver version (__cuda) when solving. Default: the "
-        "spec's CUDA line (cuda-version, a cudaXY build), none for a CPU build guard, else the lock's, else "
-        "conda-lock's default."),
-    no_cuda: bool = typer.Option(False, "--no-cuda", help="Assume no CUDA driver (no __cuda)."),
-    lockfile: Optional[Path] = typer.Option(
-        None, "--lockfile", help="Lock file (default: conda-lock.yml beside the first file)."),
-    check: bool = typer.Option(
-        False, "--check", help="Only test freshness: exit 0 if fresh, 4 if stale or missing. Read-only."),
+    files: Annotated[list[Path] | None, env_files_option(
+        help="Environment file, repeatable (default: environment.yml).")] = None,
+    platforms: Annotated[list[str] | None, platforms_option(
+        help="Platform to lock, repeatable (default: the file's platforms:, else linux-64, osx-arm64, "
+             "win-64).")] = None,
+    misused_p: Annotated[str | None, misused_prefix_option()] = None,
+    cuda: Annotated[str | None, option("--cuda", metavar="X.Y",
+        help="Assume this CUDA driver version (__cuda) when solving. Default: the spec's CUDA line (cuda-version, a "
+             "cudaXY build), none for a CPU build guard, else the lock's, else conda-lock's default.")] = None,
+    no_cuda: Annotated[bool, flag("--no-cuda", help="Assume no CUDA driver (no __cuda).")] = False,
+    lockfile: Annotated[Path | None, lockfile_option(
+        help="Lock file (default: conda-lock.yml beside the first file).")] = None,
+    check: Annotated[bool, flag("--check",
+        help="Only test freshness: exit 0 if fresh, 4 if stale or missing. Read-only.")] = False,
 ) -> None:
     """Solve environment.yml for several platforms into a conda-lock.yml (no conda needed)."""
     import re
@@ -109,7 +184,7 @@ def lock_cmd(
         raise UserError("--cuda and --no-cuda exclude each other", key="--cuda", fix="pass only one of them")
     if cuda is not None and not re.fullmatch(r"\d+(\.\d+){0,2}", cuda):
         raise UserError(f"invalid CUDA version {cuda!r}", key="--cuda", fix="pass a version such as 12.4")
-    cuda_opt: "str | bool | None" = False if no_cuda else cuda
+    cuda_opt: str | bool | None = False if no_cuda else cuda
     if check:
         from envguard.lock import check_fresh
 
@@ -129,31 +204,29 @@ def lock_cmd(
 
 @app.command("create")
 def create_cmd(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", metavar="PREFIX",
-                                          help="Create the environment at this path."),
-    name: Optional[str] = typer.Option(
-        None, "--name", "-n", metavar="NAME", help="Create it in the envs directory (ENVGUARD_ENVS_DIR, else "
-        "conda's). Default: the environment file's name:."),
-    lockfile: Optional[Path] = typer.Option(
-        None, "--lockfile", metavar="FILE",
-        help="Lock to install (default: conda-lock.yml beside the -f file, else here)."),
-    files: Optional[list[Path]] = typer.Option(
-        None, "--file", "-f", metavar="FILE", help="environment.yml (default: the one beside the lock): lock it "
-        "when there is no lock, re-lock a stale lock."),
-    force: bool = typer.Option(False, "--force", help="Rebuild even when the environment already matches the lock "
-                               "(the old one is kept until the new one is in place)."),
-    locked: bool = typer.Option(False, "--locked", help="Refuse a missing or stale lock (exit 4) instead of "
-                                "locking it first."),
-    frozen: bool = typer.Option(False, "--frozen", help="Install the lock as it is, without reading the "
-                                "environment file."),
-    backend: Optional[str] = typer.Option(
-        None, "--backend", metavar="NAME", help="rattler (default), micromamba, mamba or conda; else "
-        "$ENVGUARD_BACKEND."),
-    timeout: Optional[float] = typer.Option(
-        None, "--timeout", metavar="SECONDS", help="Seconds to wait for another envguard creating the same prefix "
-        "(default: forever), then exit 5."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display and no step messages."),
-    no_check: bool = typer.Option(False, "--no-check", help="Do not run `envguard check` on the new environment."),
+    prefix: Annotated[Path | None, prefix_option(help="Create the environment at this path.")] = None,
+    name: Annotated[str | None, name_option(
+        help="Create it in the envs directory (ENVGUARD_ENVS_DIR, else conda's). Default: the environment file's "
+             "name:.")] = None,
+    lockfile: Annotated[Path | None, lockfile_option(
+        help="Lock to install (default: conda-lock.yml beside the -f file, else here).")] = None,
+    files: Annotated[list[Path] | None, env_files_option(
+        help="environment.yml (default: the one beside the lock): lock it when there is no lock, re-lock a stale "
+             "lock.")] = None,
+    force: Annotated[bool, flag("--force",
+        help="Rebuild even when the environment already matches the lock (the old one is kept until the new one is "
+             "in place).")] = False,
+    locked: Annotated[bool, flag("--locked",
+        help="Refuse a missing or stale lock (exit 4) instead of locking it first.")] = False,
+    frozen: Annotated[bool, flag("--frozen",
+        help="Install the lock as it is, without reading the environment file.")] = False,
+    backend: Annotated[str | None, option("--backend", metavar="NAME",
+        help="rattler (default), micromamba, mamba or conda; else $ENVGUARD_BACKEND.")] = None,
+    timeout: Annotated[float | None, option("--timeout", metavar="SECONDS",
+        help="Seconds to wait for another envguard creating the same prefix (default: forever), then exit "
+             "5.")] = None,
+    quiet: Annotated[bool, flag("--quiet", "-q", help="No progress display and no step messages.")] = False,
+    no_check: Annotated[bool, flag("--no-check", help="Do not run `envguard check` on the new environment.")] = False,
 ) -> None:
     """Make an environment exactly the lock: create it, rebuild it if it drifted, atomic, every hash verified."""
     from envguard.create.render import CreateRenderer, print_created
@@ -177,28 +250,26 @@ def create_cmd(
 
 @app.command("smoke")
 def smoke_cmd(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", metavar="PREFIX",
-                                          help="Conda prefix or virtualenv to probe."),
-    name: Optional[str] = typer.Option(None, "--name", "-n", metavar="NAME", help="Named environment "
-                                       "(ENVGUARD_ENVS_DIR, else conda's envs directories)."),
-    python: Optional[Path] = typer.Option(None, "--python", metavar="PATH", help="Interpreter to probe."),
-    quick: bool = typer.Option(False, "--quick", help="One start method and small batches."),
-    distributed: bool = typer.Option(
-        False, "--distributed", help="Also torch.distributed: this rank of the world a launcher (torchrun, srun) "
-        "describes in RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, else 2 local processes."),
-    only_distributed: bool = typer.Option(False, "--only-distributed", help="Only the torch.distributed check."),
-    require_cuda: bool = typer.Option(False, "--require-cuda", help="Fail when CUDA is not usable, and say why."),
-    fmt: str = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown."),
-    timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS",
-                                  help="Seconds before the probe is stopped (exit 124)."),
+    prefix: Annotated[Path | None, prefix_option(help="Conda prefix or virtualenv to probe.")] = None,
+    name: Annotated[str | None, name_option(
+        help="Named environment (ENVGUARD_ENVS_DIR, else conda's envs directories).")] = None,
+    python: Annotated[Path | None, option("--python", metavar="PATH", help="Interpreter to probe.")] = None,
+    quick: Annotated[bool, flag("--quick", help="One start method and small batches.")] = False,
+    distributed: Annotated[bool, flag("--distributed",
+        help="Also torch.distributed: this rank of the world a launcher (torchrun, srun) describes in "
+             "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, else 2 local processes.")] = False,
+    only_distributed: Annotated[bool, flag("--only-distributed", help="Only the torch.distributed check.")] = False,
+    require_cuda: Annotated[bool, flag("--require-cuda", help="Fail when CUDA is not usable, and say why.")] = False,
+    fmt: Annotated[str, format_option()] = "text",
+    timeout: Annotated[float, option("--timeout", metavar="SECONDS",
+        help="Seconds before the probe is stopped (exit 124).")] = 120.0,
 ) -> None:
     """Prove in the environment's own interpreter that DataLoader workers, pinned memory and CUDA work."""
     from envguard.errors import UserError
     from envguard.smoke import resolve_python, run_smoke
     from envguard.smoke.render import SmokeProgress, show
 
-    if fmt not in ("text", "json", "markdown"):
-        raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
+    check_format(fmt)
     if timeout <= 0:
         raise UserError(f"timeout must be positive, got {timeout:g}", key="--timeout", fix="e.g. --timeout 120")
     exe = resolve_python(prefix, name, python)
@@ -217,29 +288,29 @@ def smoke_cmd(
 
 @app.command("check")
 def check_cmd(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", metavar="PREFIX",
-                                          help="Environment prefix to check."),
-    name: Optional[str] = typer.Option(None, "--name", "-n", metavar="NAME", help="Named environment to check."),
-    lockfile: Optional[Path] = typer.Option(
-        None, "--lockfile", metavar="FILE",
-        help="Lock to compare against (default: conda-lock.yml beside environment.yml here)."),
-    files: bool = typer.Option(False, "--files", help="Check every conda-meta file exists with its recorded size."),
-    deep: bool = typer.Option(False, "--deep", help="Also re-hash every file against its recorded sha256."),
-    no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the smoke test (runs no interpreter)."),
-    fmt: str = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown."),
-    core: Optional[str] = typer.Option(
-        None, "--core", metavar="PATTERNS", help="Comma-separated core package patterns for pip-over-conda "
-        "(default: torch, numpy, nvidia-*, cuda-*, mkl, ...)."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
-    smoke_timeout: float = typer.Option(300.0, "--smoke-timeout", metavar="SECONDS",
-                                        help="Seconds before the smoke test is killed."),
-    skip_missing: bool = typer.Option(False, "--skip-missing", help="No environment to check: say so and exit 0 "
-                                      "(for git hooks on a fresh clone)."),
-    if_changed: bool = typer.Option(False, "--if-changed", help="In a post-checkout/post-merge hook: check only "
-                                    "when the checkout or merge changed environment.yml or the lock."),
-    distributed: bool = typer.Option(
-        False, "--distributed", help="Also torch.distributed across the nodes a launcher started (RANK, WORLD_SIZE, "
-        "MASTER_ADDR, MASTER_PORT; torchrun or srun); the result goes into the report."),
+    prefix: Annotated[Path | None, prefix_option(help="Environment prefix to check.")] = None,
+    name: Annotated[str | None, name_option(help="Named environment to check.")] = None,
+    lockfile: Annotated[Path | None, lockfile_option(
+        help="Lock to compare against (default: conda-lock.yml beside environment.yml here).")] = None,
+    files: Annotated[bool, flag("--files",
+        help="Check every conda-meta file exists with its recorded size.")] = False,
+    deep: Annotated[bool, flag("--deep", help="Also re-hash every file against its recorded sha256.")] = False,
+    no_smoke: Annotated[bool, flag("--no-smoke", help="Skip the smoke test (runs no interpreter).")] = False,
+    fmt: Annotated[str, format_option()] = "text",
+    core: Annotated[str | None, option("--core", metavar="PATTERNS",
+        help="Comma-separated core package patterns for pip-over-conda (default: torch, numpy, nvidia-*, cuda-*, "
+             "mkl, ...).")] = None,
+    strict: Annotated[bool, flag("--strict", help="Exit 1 on warnings too.")] = False,
+    smoke_timeout: Annotated[float, option("--smoke-timeout", metavar="SECONDS",
+        help="Seconds before the smoke test is killed.")] = 300.0,
+    skip_missing: Annotated[bool, flag("--skip-missing",
+        help="No environment to check: say so and exit 0 (for git hooks on a fresh clone).")] = False,
+    if_changed: Annotated[bool, flag("--if-changed",
+        help="In a post-checkout/post-merge hook: check only when the checkout or merge changed environment.yml or "
+             "the lock.")] = False,
+    distributed: Annotated[bool, flag("--distributed",
+        help="Also torch.distributed across the nodes a launcher started (RANK, WORLD_SIZE, MASTER_ADDR, "
+             "MASTER_PORT; torchrun or srun); the result goes into the report.")] = False,
 ) -> None:
     """Verify an installed environment against its lock, its policy and its hardware."""
     from envguard.check import run_check
@@ -247,8 +318,7 @@ def check_cmd(
     from envguard.envs import NoTargetError
     from envguard.errors import UserError
 
-    if fmt not in ("text", "json", "markdown"):
-        raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
+    check_format(fmt)
     if smoke_timeout <= 0:
         raise UserError(f"timeout must be positive, got {smoke_timeout:g}", key="--smoke-timeout",
                         fix="e.g. --smoke-timeout 300")
@@ -283,28 +353,33 @@ def check_cmd(
 
 @app.command("diff")
 def diff_cmd(
-    a: Optional[str] = typer.Argument(None, metavar="A", help="environment.yml, pixi.toml, conda-lock.yml, "
-                                      "explicit file, export, pixi.lock, check report, prefix directory or name:NAME."),
-    b: Optional[str] = typer.Argument(None, metavar="B", help="The other side, in any of the same forms."),
-    name: Optional[list[str]] = typer.Option(
-        None, "--name", "-n", metavar="NAME", help="A named environment; fills side B (or A and B when given "
-        "twice). With one side only, B is the environment `envguard check` would check here."),
-    platform: Optional[str] = typer.Option(None, "--platform", help="Platform to compare (default: this host's "
-                                           "when both sides have it, else the only common one)."),
-    all_platforms: bool = typer.Option(False, "--all-platforms", help="Compare every platform both sides have."),
-    a_platform: Optional[str] = typer.Option(None, "--a-platform", help="Platform of side A (overrides --platform)."),
-    b_platform: Optional[str] = typer.Option(None, "--b-platform", help="Platform of side B (overrides --platform)."),
-    kind: Optional[str] = typer.Option(None, "--kind", help="Kind of both sides instead of detecting it: "
-                                       "environment, pixi-manifest, conda-lock, explicit, export, pixi, prefix, "
-                                       "report."),
-    a_kind: Optional[str] = typer.Option(None, "--a-kind", help="Kind of side A only."),
-    b_kind: Optional[str] = typer.Option(None, "--b-kind", help="Kind of side B only."),
-    environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment (both sides; "
-                                              "default: every one a manifest and its pixi.lock share)."),
-    a_environment: Optional[str] = typer.Option(None, "--a-environment", help="pixi.lock environment of side A."),
-    b_environment: Optional[str] = typer.Option(None, "--b-environment", help="pixi.lock environment of side B."),
-    fmt: str = typer.Option("text", "--format", help="text, markdown (for a pull-request comment) or json."),
-    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the sides differ."),
+    a: Annotated[str | None, typer.Argument(metavar="A",
+        help="environment.yml, pixi.toml, conda-lock.yml, explicit file, export, pixi.lock, check report, prefix "
+             "directory or name:NAME.")] = None,
+    b: Annotated[str | None, typer.Argument(metavar="B", help="The other side, in any of the same forms.")] = None,
+    name: Annotated[list[str] | None, name_option(
+        help="A named environment; fills side B (or A and B when given twice). With one side only, B is the "
+             "environment `envguard check` would check here.")] = None,
+    platform: Annotated[str | None, option("--platform",
+        help="Platform to compare (default: this host's when both sides have it, else the only common one).")] = None,
+    all_platforms: Annotated[bool, flag("--all-platforms", help="Compare every platform both sides have.")] = False,
+    a_platform: Annotated[str | None, option("--a-platform",
+        help="Platform of side A (overrides --platform).")] = None,
+    b_platform: Annotated[str | None, option("--b-platform",
+        help="Platform of side B (overrides --platform).")] = None,
+    kind: Annotated[str | None, option("--kind",
+        help="Kind of both sides instead of detecting it: environment, pixi-manifest, conda-lock, explicit, export, "
+             "pixi, prefix, report.")] = None,
+    a_kind: Annotated[str | None, option("--a-kind", help="Kind of side A only.")] = None,
+    b_kind: Annotated[str | None, option("--b-kind", help="Kind of side B only.")] = None,
+    environment: Annotated[str | None, option("--environment", "-e",
+        help="pixi environment (both sides; default: every one a manifest and its pixi.lock share).")] = None,
+    a_environment: Annotated[str | None, option("--a-environment",
+        help="pixi.lock environment of side A.")] = None,
+    b_environment: Annotated[str | None, option("--b-environment",
+        help="pixi.lock environment of side B.")] = None,
+    fmt: Annotated[str, format_option(help="text, markdown (for a pull-request comment) or json.")] = "text",
+    exit_zero: Annotated[bool, flag("--exit-zero", help="Exit 0 even when the sides differ.")] = False,
 ) -> None:
     """Compare two environment descriptions: what changed, and which changes matter."""
     from envguard.diff import SideArgs, compare
@@ -312,8 +387,7 @@ def diff_cmd(
     from envguard.errors import UserError
     from envguard.sources import NAME_PREFIX
 
-    if fmt not in ("text", "json", "markdown"):
-        raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, markdown or json")
+    check_format(fmt, fix="use text, markdown or json")
     if platform and all_platforms:
         raise UserError("--platform and --all-platforms exclude each other", key="--platform",
                         fix="give one of them")
@@ -344,24 +418,22 @@ def diff_cmd(
 
 @app.command("init")
 def init_cmd(
-    python: Optional[str] = typer.Option(None, "--python", metavar="X.Y",
-                                         help="Python release: 3.11 (default) or 3.10 (legacy)."),
-    torch: Optional[str] = typer.Option(None, "--torch", metavar="X.Y",
-                                        help="PyTorch release (default: the newest released one in the data for "
-                                        "the channel)."),
-    cuda: Optional[str] = typer.Option(None, "--cuda", metavar="X.Y|X|cpu",
-                                       help="CUDA line such as 12.9 or 13.0, a major line such as 12 (the newest "
-                                       "every platform's build accepts), or cpu (default: cpu)."),
-    channel: Optional[str] = typer.Option(None, "--channel",
-                                          help="conda-forge (default) or pytorch (legacy, torch <= 2.5)."),
-    platforms: Optional[list[str]] = typer.Option(
-        None, "--platform", metavar="PLATFORM", help="Platform to lock, repeatable (default: linux-64, osx-arm64, "
-        "win-64; CUDA: linux-64, win-64)."),
-    misused_p: Optional[str] = typer.Option(None, "-p", "--prefix", hidden=True),
-    name: Optional[str] = typer.Option(None, "--name", help="Environment name (default: the directory's name)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
-    output: Path = typer.Option(Path("environment.yml"), "--output", "-o", metavar="FILE",
-                                help="File to write; - prints it instead (nothing is written)."),
+    python: Annotated[str | None, option("--python", metavar="X.Y",
+        help="Python release: 3.11 (default) or 3.10 (legacy).")] = None,
+    torch: Annotated[str | None, option("--torch", metavar="X.Y",
+        help="PyTorch release (default: the newest released one in the data for the channel).")] = None,
+    cuda: Annotated[str | None, option("--cuda", metavar="X.Y|X|cpu",
+        help="CUDA line such as 12.9 or 13.0, a major line such as 12 (the newest every platform's build accepts), "
+             "or cpu (default: cpu).")] = None,
+    channel: Annotated[str | None, option("--channel",
+        help="conda-forge (default) or pytorch (legacy, torch <= 2.5).")] = None,
+    platforms: Annotated[list[str] | None, platforms_option(
+        help="Platform to lock, repeatable (default: linux-64, osx-arm64, win-64; CUDA: linux-64, win-64).")] = None,
+    misused_p: Annotated[str | None, misused_prefix_option()] = None,
+    name: Annotated[str | None, option("--name", help="Environment name (default: the directory's name).")] = None,
+    force: Annotated[bool, flag("--force", help="Overwrite an existing file.")] = False,
+    output: Annotated[Path, option("--output", "-o", metavar="FILE",
+        help="File to write; - prints it instead (nothing is written).")] = Path("environment.yml"),
 ) -> None:
     """Write an environment.yml for PyTorch from templates; refuses combinations that do not exist."""
     from envguard.init import init
@@ -384,19 +456,17 @@ def init_cmd(
 
 @app.command("lint")
 def lint_cmd(
-    files: Optional[list[Path]] = typer.Argument(
-        None, metavar="FILE", help="Environment files, pixi manifests or lock files (default: environment.yml and "
-        "conda-lock.yml here)."),
-    fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
+    files: Annotated[list[Path] | None, typer.Argument(metavar="FILE",
+        help="Environment files, pixi manifests or lock files (default: environment.yml and conda-lock.yml "
+             "here).")] = None,
+    fmt: Annotated[str, format_option()] = "text",
 ) -> None:
     """Check environment files and lock files for known-bad PyTorch setups (exit 1 on errors)."""
-    from envguard.errors import UserError
     from envguard.findings import has_errors
     from envguard.lint import default_targets, lint_paths
     from envguard.lint.render import show
 
-    if fmt not in ("text", "json", "markdown"):
-        raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
+    check_format(fmt)
     targets = list(files) if files else default_targets(Path("."))
     result = lint_paths(targets)
     show(result, fmt)
@@ -409,20 +479,23 @@ def lint_cmd(
 
 @app.command("export")
 def export_cmd(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", help="Environment prefix to export."),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="Named environment to export."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory to write into (default: here)."),
-    fmt: str = typer.Option("lock", "--format", help="lock (environment.yml + conda-lock.yml), environment "
-                            "(environment.yml only) or explicit (@EXPLICIT file + hashed requirements file)."),
-    pinned: bool = typer.Option(False, "--pinned/--from-history", help="Pin every requested package to its "
-                                "installed version and build (default: the specs as they were requested)."),
-    force: bool = typer.Option(False, "--force", help="Replace existing output files (atomically)."),
-    deep: bool = typer.Option(False, "--deep", help="Also re-hash every conda file: name files changed since install."),
-    index_url: Optional[list[str]] = typer.Option(
-        None, "--index-url", help="Index to look pip hashes up on (repeatable; default: pip's own configuration, "
-        "else PyPI)."),
-    no_index: bool = typer.Option(False, "--no-index", help="Ask no index: pip dists without a recorded hash are "
-                                  "written without one."),
+    prefix: Annotated[Path | None, prefix_option(help="Environment prefix to export.")] = None,
+    name: Annotated[str | None, name_option(help="Named environment to export.")] = None,
+    output: Annotated[Path | None, option("--output", "-o",
+        help="Directory to write into (default: here).")] = None,
+    fmt: Annotated[str, option("--format",
+        help="lock (environment.yml + conda-lock.yml), environment (environment.yml only) or explicit (@EXPLICIT "
+             "file + hashed requirements file).")] = "lock",
+    pinned: Annotated[bool, flag("--pinned/--from-history",
+        help="Pin every requested package to its installed version and build (default: the specs as they were "
+             "requested).")] = False,
+    force: Annotated[bool, flag("--force", help="Replace existing output files (atomically).")] = False,
+    deep: Annotated[bool, flag("--deep",
+        help="Also re-hash every conda file: name files changed since install.")] = False,
+    index_url: Annotated[list[str] | None, option("--index-url",
+        help="Index to look pip hashes up on (repeatable; default: pip's own configuration, else PyPI).")] = None,
+    no_index: Annotated[bool, flag("--no-index",
+        help="Ask no index: pip dists without a recorded hash are written without one.")] = False,
 ) -> None:
     """Adopt an environment that already works: environment.yml and conda-lock.yml from what is installed."""
     from envguard.export import export
@@ -439,19 +512,17 @@ def export_cmd(
 
 @app.command("fleet")
 def fleet_cmd(
-    reports: list[str] = typer.Argument(..., metavar="REPORT... | DIR",
-                                        help="`envguard check --format json` reports, or directories of them."),
-    lockfile: Optional[Path] = typer.Option(
-        None, "--lockfile", help="The lock the nodes should match (default: compare with the majority)."),
-    fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
+    reports: Annotated[list[str], typer.Argument(metavar="REPORT... | DIR",
+        help="`envguard check --format json` reports, or directories of them.")],
+    lockfile: Annotated[Path | None, lockfile_option(
+        help="The lock the nodes should match (default: compare with the majority).")] = None,
+    fmt: Annotated[str, format_option()] = "text",
 ) -> None:
     """One verdict over many nodes' check reports: groups, their nodes and what differs."""
-    from envguard.errors import UserError
     from envguard.fleet import run_fleet
     from envguard.fleet.render import show
 
-    if fmt not in ("text", "json", "markdown"):
-        raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
+    check_format(fmt)
     result = run_fleet(reports, lockfile=lockfile)
     show(result, fmt)
     raise typer.Exit(result.exit_code)
@@ -462,35 +533,33 @@ def fleet_cmd(
 
 @app.command("tune")
 def tune_cmd(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", "-p", help="Environment to tune in (default: the "
-                                          "active one)."),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="Named environment to tune in."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", metavar="MODULE:FACTORY", help="A function that "
-                                          "returns your Dataset (or a dict with dataset, collate_fn, sampler)."),
-    demo: bool = typer.Option(False, "--demo", help="Tune the built-in slow dataset (500 samples, 10 ms each)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (default: the factory's, "
-                                             "else 32)."),
-    step_ms: float = typer.Option(0.0, "--step-ms", help="Simulated training step per batch, in ms."),
-    busy: bool = typer.Option(False, "--busy", help="The simulated step spins a CPU instead of sleeping (a CPU "
-                              "training loop, not a GPU one)."),
-    budget: float = typer.Option(60.0, "--budget", help="Seconds the search may take."),
-    current: Optional[str] = typer.Option(None, "--current", metavar="'num_workers=0,pin_memory=False'",
-                                          help="Your present DataLoader settings, to measure the gain against."),
-    max_workers: Optional[int] = typer.Option(None, "--max-workers", help="Largest num_workers to try (default: "
-                                              "4 x the usable CPUs, at least 8)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before everything is stopped "
-                                            "(exit 124; default: the budget + 120, at least twice the budget)."),
-    fmt: str = typer.Option("text", "--format", help="text, json or markdown."),
-    plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE", help="Write throughput against workers "
-                                        "as PNG or SVG (needs matplotlib: the plot extra)."),
+    prefix: Annotated[Path | None, prefix_option(help="Environment to tune in (default: the active one).")] = None,
+    name: Annotated[str | None, name_option(help="Named environment to tune in.")] = None,
+    dataset: Annotated[str | None, option("--dataset", metavar="MODULE:FACTORY",
+        help="A function that returns your Dataset (or a dict with dataset, collate_fn, sampler).")] = None,
+    demo: Annotated[bool, flag("--demo", help="Tune the built-in slow dataset (500 samples, 10 ms each).")] = False,
+    batch_size: Annotated[int | None, option("--batch-size",
+        help="Batch size (default: the factory's, else 32).")] = None,
+    step_ms: Annotated[float, option("--step-ms", help="Simulated training step per batch, in ms.")] = 0.0,
+    busy: Annotated[bool, flag("--busy",
+        help="The simulated step spins a CPU instead of sleeping (a CPU training loop, not a GPU one).")] = False,
+    budget: Annotated[float, option("--budget", help="Seconds the search may take.")] = 60.0,
+    current: Annotated[str | None, option("--current", metavar="'num_workers=0,pin_memory=False'",
+        help="Your present DataLoader settings, to measure the gain against.")] = None,
+    max_workers: Annotated[int | None, option("--max-workers",
+        help="Largest num_workers to try (default: 4 x the usable CPUs, at least 8).")] = None,
+    timeout: Annotated[float | None, option("--timeout",
+        help="Seconds before everything is stopped (exit 124; default: the budget + 120, at least twice the "
+             "budget).")] = None,
+    fmt: Annotated[str, format_option()] = "text",
+    plot: Annotated[Path | None, option("--plot", metavar="FILE",
+        help="Write throughput against workers as PNG or SVG (needs matplotlib: the plot extra).")] = None,
 ) -> None:
     """Measure your DataLoader inside the environment and recommend its settings, with evidence."""
-    from envguard.errors import UserError
     from envguard.tune import check_plot, tune
     from envguard.tune.render import progress, show
 
-    if fmt not in ("text", "json", "markdown"):
-        raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text, json or markdown")
+    check_format(fmt)
     plot_path = check_plot(plot) if plot is not None else None  # before any trial runs
     result = tune(prefix=prefix, name=name, dataset=dataset, demo=demo, batch_size=batch_size, step_ms=step_ms,
                   busy=busy, budget=budget, current=current, max_workers=max_workers, timeout=timeout,
@@ -556,9 +625,15 @@ def _run(argv: list[str]) -> int:
         return int(e.exit_code)
     except typer.Abort:  # click's form of a KeyboardInterrupt
         return _interrupted("interrupted")
-    except _ClickException as e:
-        if type(e).__name__ == "NoArgsIsHelpError":  # bare `envguard`: the help text
-            e.show(file=sys.stderr)
+    except SystemExit as e:
+        # typer's answer to a reader that closed the pipe (`envguard --help | head -1`) is exit 1; the help
+        # or version a reader stopped reading did not fail, anything else was cut short and keeps the 1
+        if isinstance(e.__context__, BrokenPipeError):
+            return int(ExitCode.OK) if _asks_for_help(argv) else 1
+        raise
+    except typer.TyperException as e:  # typer's usage errors (click's, vendored)
+        if not argv:  # bare `envguard` (the app's no_args_is_help): the help text
+            typer.echo(e.format_message(), err=True)
             return int(ExitCode.USAGE)
         # one line, like every other bad input, instead of click's Usage/Try/Error block
         from envguard.redact import redact
@@ -596,6 +671,11 @@ def _run(argv: list[str]) -> int:
         return int(ExitCode.BACKEND)
 
 
+def _asks_for_help(argv: list[str]) -> bool:
+    options = argv[:argv.index("--")] if "--" in argv else argv
+    return bool({"-h", "--help", "--version"} & set(options))
+
+
 def _interrupted(message: str) -> int:
     """One plain line (rich may be the very import that was interrupted), exit code 130."""
     from envguard.redact import redact
@@ -623,8 +703,13 @@ def _print_traceback() -> None:
 
 
 def main() -> None:
+    import atexit
     import signal
 
+    # py-rattler's async runtime can crash during interpreter finalisation (SIGSEGV/SIGABRT in ~1-3% of runs,
+    # see engine-notes.md): the process ends in an exit handler instead, registered first so that it runs
+    # last, after every handler the run registers (exit handlers run last-in, first-out), before finalising.
+    atexit.register(_leave_unfinalised)
     try:
         # envguard.__main__ ends the process on SIGINT while the CLI is imported; from here on Ctrl-C is a
         # KeyboardInterrupt that the commands handle (run() turns it into one line and exit 130)
@@ -634,17 +719,20 @@ def main() -> None:
         code = int(ExitCode.INTERRUPTED)
         os.write(2, b"interrupted\n")
     signal.signal(signal.SIGINT, _exit_interrupted)  # leaving anyway: no traceback from the last steps
-    # py-rattler's async runtime can crash during interpreter finalisation
-    # (SIGSEGV/SIGABRT in ~1-3% of runs, see engine-notes.md). Run the atexit
-    # handlers and flush ourselves, then leave without finalising.
-    import atexit
+    _leaving["code"] = code
+    sys.exit(code)
 
-    try:
-        atexit._run_exitfuncs()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(code)
+
+_leaving: dict[str, int] = {}  # main()'s exit code, for _leave_unfinalised
+
+
+def _leave_unfinalised() -> None:
+    """The last exit handler: flush and end the process with main()'s code, without finalising."""
+    if "code" not in _leaving:  # main() did not get as far as its code: the interpreter's own exit
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be said there
+            pass
+    os._exit(_leaving["code"])

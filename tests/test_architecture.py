@@ -34,9 +34,9 @@ ALLOWED_EDGES = {
     ("fleet", "diff"),      # fleet names differences in diff's change classes
     ("check", "diff"),      # check classifies lock differences with diff's engine
 }
-RENDERING = {"cli.py", "typer_shim.py", "render.py"}
+RENDERING = {"cli.py", "render.py"}
 # above every wing: may use any wing's public entry (workflow.py runs create, then check)
-TOP = {"cli.py", "__main__.py", "typer_shim.py", "workflow.py"}
+TOP = {"cli.py", "__main__.py", "workflow.py"}
 _IMPORTERS = {"import_module", "__import__"}  # importlib.import_module("envguard.x.y"), __import__(...)
 
 
@@ -150,7 +150,7 @@ def find_cycle(edges: set[tuple[str, str]]) -> list[str]:
 
 
 def ui_problems(package: Path = PACKAGE) -> list[str]:
-    """typer, rich or click imported outside cli.py, typer_shim.py and the render.py modules."""
+    """typer, rich or click imported outside cli.py and the render.py modules."""
     problems = []
     for path in _modules(package):
         if path.name in RENDERING:
