@@ -6,7 +6,8 @@ Times `envguard --help`, `envguard lint` on a five-line environment.yml and `env
 <this interpreter's environment>` as whole processes (`python -m envguard ...`). Each --tree is a directory
 holding an `envguard` package (e.g. an older commit unpacked with `git archive`), put first on PYTHONPATH so
 two versions are measured in the same run, alternating; without --tree, the installed envguard is timed.
-Processes run from compiled bytecode in a cache of their own (an installed envguard is compiled by pip; our
+Wall-clock medians and minima, and the median CPU time (user + system) of each process, which a
+loaded machine disturbs least. Processes run from compiled bytecode in a cache of their own (an installed envguard is compiled by pip; our
 dev machines set PYTHONDONTWRITEBYTECODE=1). Also says whether each command imported pydantic.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,14 +50,18 @@ def main() -> None:
                 env["PYTHONPATH"] = os.pathsep.join([str(Path(tree).resolve()), env.get("PYTHONPATH", "")])
             envs[tree or "installed"] = env
         times: dict[tuple[str, str], list[float]] = {(t, c): [] for t in envs for c in commands}
+        cpu: dict[tuple[str, str], list[float]] = {(t, c): [] for t in envs for c in commands}
         for run in range(args.runs + 1):  # the first round compiles and warms the caches: not counted
             for label, argv in commands.items():
                 for tree, env in envs.items():
+                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
                     start = time.perf_counter()
                     subprocess.run([sys.executable, "-m", "envguard", *argv], env=env, cwd=root,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
                     if run:
+                        after = resource.getrusage(resource.RUSAGE_CHILDREN)
                         times[tree, label].append(time.perf_counter() - start)
+                        cpu[tree, label].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
         bare = []
         for _ in range(args.runs):
             start = time.perf_counter()
@@ -69,7 +75,8 @@ def main() -> None:
                                        capture_output=True, text=True, check=False)
                 pyd = probe.stderr.strip().splitlines()[-1:] == ["True"]
                 print(f"{label:28} {tree:24} median {statistics.median(times[tree, label]):.3f} s  "
-                      f"min {min(times[tree, label]):.3f} s  pydantic {'yes' if pyd else 'no'}")
+                      f"min {min(times[tree, label]):.3f} s  CPU (user+sys) median "
+                      f"{statistics.median(cpu[tree, label]):.3f} s  pydantic {'yes' if pyd else 'no'}")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ Each command parses its arguments, calls a plain function that returns a
 result, renders that result and maps it onto an exit code. Errors derived from
 :class:`envguard.errors.EnvguardError` become one line on stderr; anything
 else is a bug, shown in full only with ``--verbose``.
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: typer would evaluate every option's annotation string on
+every run (about 30 ms for the ~90 options); evaluated once at import they cost nothing.
+"""
 
 import os
 import sys
