@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer.main
@@ -51,8 +52,8 @@ def _option_rows(text: str) -> dict[str, str]:
 @pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_a_flag_shows_no_value_and_an_option_names_its_value(command: str, capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    group = typer.main.get_command(cli.app)
-    click_command = group.commands[command] if command else group  # type: ignore[attr-defined]
+    group: Any = typer.main.get_command(cli.app)
+    click_command = group.commands[command] if command else group
     text = _help([command] if command else [], capsys, monkeypatch)
     rows = _option_rows(text)
     options = [p for p in click_command.params if p.param_type_name == "option" and not p.hidden]
@@ -67,9 +68,9 @@ def test_a_flag_shows_no_value_and_an_option_names_its_value(command: str, capsy
 
 
 def test_the_shared_options_read_the_same_in_every_command() -> None:
-    group = typer.main.get_command(cli.app)
+    group: Any = typer.main.get_command(cli.app)
     seen: dict[str, list[str]] = {}
-    for name, command in group.commands.items():  # type: ignore[attr-defined]
+    for name, command in group.commands.items():
         for param in command.params:
             long = next((o for o in param.opts if o.startswith("--")), "")
             if long not in SHARED or param.hidden:
