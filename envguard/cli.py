@@ -24,16 +24,20 @@ from envguard.render import is_terminal, print_plain, warn
 
 
 class _Group(typer.core.TyperGroup):
-    """The app's command group. typer shows ``-h, --help <bool>``, as if the flag took a value: here it shows
-    no value, like every other flag (see "options shared by the commands" below)."""
+    """The app's command group, which finishes how --help reads where typer's parameters take no setting for
+    it: ``-h, --help`` shows no value, like every other flag (typer prints ``<bool>``; see "options shared by
+    the commands" below), and an argument's row shows its name only (``FILE``, not ``FILE <list[Path]>``)."""
 
     def get_help_option(self, ctx: Any) -> Any:
         return _shown_as_flag(super().get_help_option(ctx))
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        command = super().get_command(ctx, cmd_name)
+        command: Any = super().get_command(ctx, cmd_name)
         if command is not None:  # the subcommand's --help, made once from the names this app sets (-h, --help)
             _shown_as_flag(command.get_help_option(ctx))
+            for param in command.params:
+                if param.param_type_name == "argument":
+                    param.display_type_rich = _no_type  # the column typer fills from display_type_rich
         return command
 
 
@@ -41,6 +45,10 @@ def _shown_as_flag(help_option: Any) -> Any:
     if help_option is not None:
         help_option.metavar = ""
     return help_option
+
+
+def _no_type(ctx: Any) -> None:
+    return None
 
 
 app = typer.Typer(

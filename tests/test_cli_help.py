@@ -50,8 +50,9 @@ def _option_rows(text: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("command", ["", *COMMANDS])
-def test_a_flag_shows_no_value_and_an_option_names_its_value(command: str, capsys: pytest.CaptureFixture[str],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_help_rows_show_no_typer_type(command: str, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flag shows no value, an option the name of its value, an argument its name only."""
     group: Any = typer.main.get_command(cli.app)
     click_command = group.commands[command] if command else group
     text = _help([command] if command else [], capsys, monkeypatch)
@@ -65,6 +66,10 @@ def test_a_flag_shows_no_value_and_an_option_names_its_value(command: str, capsy
             assert not re.search(r"<\w+>", row), (long, row)
         else:
             assert param.metavar and param.metavar in row and not re.search(r"<[\w\[\]]+>", row), (long, row)
+    for param in click_command.params:  # an argument's row: its name only, not typer's <list[Path]>
+        if param.param_type_name == "argument":
+            row = next(line for line in text.splitlines() if f" {param.metavar} " in line)
+            assert not re.search(r"<[\w\[\]]+>", row), row
 
 
 def test_the_shared_options_read_the_same_in_every_command() -> None:
