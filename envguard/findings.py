@@ -2,7 +2,7 @@
 
 A finding has a stable ``code`` (documented, never reused), a severity, a
 message and a fix. Reports are pure data; rendering lives in ``report.py`` and
-``cli.py``.
+the cli package.
 """
 
 from __future__ import annotations

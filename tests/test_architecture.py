@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "envguard"
-NOT_WINGS = {"sources", "in_process", "prefix", "templates"}  # core packages, and package data
+NOT_WINGS = {"cli", "sources", "in_process", "prefix", "templates"}  # the command layer, core packages, package data
 CORE_PACKAGES = {"sources", "in_process", "prefix"}
 
 # who may call whom: a command that really runs another, or reads what another one owns (docs/architecture.md)
@@ -34,10 +34,17 @@ ALLOWED_EDGES = {
     ("fleet", "diff"),      # fleet names differences in diff's change classes
     ("check", "diff"),      # check classifies lock differences with diff's engine
 }
-RENDERING = {"cli.py", "render.py"}
+RENDERING = {"cli.py", "render.py"}  # and every module of the cli package
 # above every wing: may use any wing's public entry (workflow.py runs create, then check)
 TOP = {"cli.py", "__main__.py", "workflow.py"}
+TOP_PACKAGES = {"cli"}  # envguard/cli/: the commands and their options
 _IMPORTERS = {"import_module", "__import__"}  # importlib.import_module("envguard.x.y"), __import__(...)
+
+
+def _is_top(path: Path, package: Path = PACKAGE) -> bool:
+    """Whether the module sits above every wing: cli.py, __main__.py, workflow.py or the cli package."""
+    rel = path.relative_to(package).parts
+    return (len(rel) == 1 and rel[0] in TOP) or (len(rel) > 1 and rel[0] in TOP_PACKAGES)
 
 
 def _wings(package: Path) -> set[str]:
@@ -110,7 +117,7 @@ def layout_problems(package: Path = PACKAGE, edges: set[tuple[str, str]] = ALLOW
             if parts[0] != package.name or len(parts) < 2 or parts[1] not in wings:
                 continue
             theirs = parts[1]
-            if path.parent == package and path.name in TOP:
+            if _is_top(path, package):
                 if len(parts) > 2 and not parts[2] == "render":
                     problems.append(f"{where}:{line}: {mod} is private to the {theirs} wing; use envguard.{theirs}")
             elif mine is None:
@@ -153,7 +160,7 @@ def ui_problems(package: Path = PACKAGE) -> list[str]:
     """typer, rich or click imported outside cli.py and the render.py modules."""
     problems = []
     for path in _modules(package):
-        if path.name in RENDERING:
+        if path.name in RENDERING or _is_top(path, package):
             continue
         for mod, line in _imports(path, package):
             if mod.split(".")[0] in ("typer", "rich", "click"):

@@ -29,7 +29,7 @@ SHARED = {  # long name: (every spelling, the value's name in --help)
     "--file": (["--file", "-f"], "FILE"),
     "--platform": (["--platform"], "PLATFORM"),
 }
-PACKAGE = Path(cli.__file__).parent
+PACKAGE = Path(cli.__file__).parent.parent  # envguard/ (cli is a package in it)
 
 
 def _help(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
@@ -129,6 +129,7 @@ def _private_uses(path: Path) -> list[str]:
     return [use for use in found if use != "os._exit"]
 
 
-@pytest.mark.parametrize("module", ["cli.py", "__main__.py", "render.py"])
+@pytest.mark.parametrize("module", [*(f"cli/{p.name}" for p in sorted((PACKAGE / "cli").glob("*.py"))),
+                                    "__main__.py", "render.py"])
 def test_the_cli_uses_no_private_name_of_typer_click_or_the_standard_library(module: str) -> None:
     assert _private_uses(PACKAGE / module) == []

@@ -1,0 +1,25 @@
+"""The command line: every command and its options.
+
+Each command parses its arguments, calls a plain function that returns a
+result, renders that result and maps it onto an exit code. Errors derived from
+:class:`envguard.errors.EnvguardError` become one line on stderr; anything
+else is a bug, shown in full only with ``--verbose``.
+
+The package: app.py (the group, shared options, --verbose/--version), one module per family of commands
+(specs.py, environments.py, measure.py) and entry.py (argv to exit code). The commands are registered here,
+in one list, so --help lists them in this order.
+"""
+
+from envguard.cli import environments, measure, specs
+from envguard.cli.app import app, fail
+from envguard.cli.entry import main, run
+
+for _name, _command in (
+    ("lock", specs.lock_cmd), ("create", environments.create_cmd), ("smoke", environments.smoke_cmd),
+    ("check", environments.check_cmd), ("diff", specs.diff_cmd), ("init", specs.init_cmd),
+    ("lint", specs.lint_cmd), ("export", environments.export_cmd), ("fleet", measure.fleet_cmd),
+    ("tune", measure.tune_cmd),
+):
+    app.command(_name)(_command)
+
+__all__ = ["app", "fail", "main", "run"]

@@ -1,0 +1,173 @@
+"""The entry point: argv in, an exit code out, with every failure turned into one line (a usage error, an
+:class:`envguard.errors.EnvguardError`, Ctrl-C) and only a bug shown as "internal error" (a traceback with
+--verbose); the process then ends without finalising (py-rattler's runtime, engine-notes.md)."""
+
+import os
+import sys
+
+import typer
+
+from envguard import render, settings
+from envguard.cli.app import app, run_state, say_interrupted
+from envguard.errors import EnvguardError, ExitCode
+from envguard.render import escape as _escape
+
+# ---------------------------------------------------------------- entry point
+
+
+def _verbose_anywhere(argv: list[str]) -> list[str]:
+    """``--verbose``/``-v`` is the app's option; accept it after the subcommand too (``envguard check -v``)
+    by moving it in front. Values of the subcommand's options are skipped, and ``--`` ends the options."""
+    names = {c.name for c in app.registered_commands}
+    cmd_at = next((i for i, arg in enumerate(argv) if arg in names), None)
+    if cmd_at is None or not {"-v", "--verbose"} & set(argv[cmd_at + 1:]):
+        return argv  # the common case: no click command is built for nothing
+    import typer.main
+
+    command = typer.main.get_command(app).commands.get(argv[cmd_at])  # type: ignore[attr-defined]
+    takes_value = {o for p in getattr(command, "params", ()) if not getattr(p, "is_flag", False)
+                   for o in getattr(p, "opts", ())}
+    own = {o for p in getattr(command, "params", ()) for o in getattr(p, "opts", ())}
+    if own & {"-v", "--verbose"}:
+        return argv
+    head, rest, moved = argv[:cmd_at], [], False
+    i = cmd_at + 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest += argv[i:]
+            break
+        if arg in ("-v", "--verbose"):
+            moved = True
+        else:
+            rest.append(arg)
+            if arg in takes_value and i + 1 < len(argv):
+                rest.append(argv[i + 1])
+                i += 1
+        i += 1
+    return head + (["--verbose"] if moved else []) + [argv[cmd_at]] + rest
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code (never raises, never exits)."""
+    run_state.update(verbose=False, interrupt_reported=False)
+    try:
+        return _run(_verbose_anywhere(list(argv if argv is not None else sys.argv[1:])))
+    finally:
+        settings.set_verbose(False)
+
+
+def _run(argv: list[str]) -> int:
+    try:
+        # With standalone_mode=False click *returns* the code of a typer.Exit instead of raising it.
+        rv = app(args=argv, prog_name="envguard", standalone_mode=False)
+        if rv == ExitCode.INTERRUPTED and not run_state.get("interrupt_reported"):
+            return say_interrupted("interrupted")  # typer turns Ctrl-C into a silent `return 130`
+        return int(rv) if isinstance(rv, int) else 0
+    except typer.Exit as e:
+        if isinstance(e.__cause__, KeyboardInterrupt):  # typer's silent exit 130 for Ctrl-C: say it
+            return say_interrupted("interrupted")
+        return int(e.exit_code)
+    except typer.Abort:  # click's form of a KeyboardInterrupt
+        return say_interrupted("interrupted")
+    except SystemExit as e:
+        # typer's answer to a reader that closed the pipe (`envguard --help | head -1`) is exit 1; the help
+        # or version a reader stopped reading did not fail, anything else was cut short and keeps the 1
+        if isinstance(e.__context__, BrokenPipeError):
+            return int(ExitCode.OK) if _asks_for_help(argv) else 1
+        raise
+    except typer.TyperException as e:  # typer's usage errors (click's, vendored)
+        if not argv:  # bare `envguard` (the app's no_args_is_help): the help text
+            typer.echo(e.format_message(), err=True)
+            return int(ExitCode.USAGE)
+        # one line, like every other bad input, instead of click's Usage/Try/Error block
+        from envguard.redact import redact
+
+        ctx = getattr(e, "ctx", None)
+        if ctx is not None:
+            where = ctx.command_path
+        else:  # raised by the option parser, which keeps no context: the command named in argv
+            names = {c.name for c in app.registered_commands}
+            where = " ".join(["envguard"] + [a for a in (argv if argv is not None else sys.argv[1:])
+                                             if a in names][:1])
+        message = " ".join(e.format_message().split())
+        from envguard.errors import with_fix
+
+        line = with_fix(f"{_escape(redact(where))}: {_escape(redact(message))}", f"see `{_escape(where)} --help`")
+        render.err.print(f"[red]error:[/red] {line}", markup=True, highlight=False)
+        return int(ExitCode.USAGE)
+    except EnvguardError as e:
+        from envguard.redact import redact
+
+        if run_state["verbose"]:
+            _print_traceback()
+        render.err.print(f"[red]error:[/red] {_escape(redact(e.message))}", markup=True)
+        return int(e.exit_code)
+    except KeyboardInterrupt:
+        return say_interrupted("interrupted")
+    except Exception as e:  # a bug: one line, unless asked for more
+        if run_state["verbose"]:
+            _print_traceback()
+        from envguard.redact import redact
+
+        detail = _escape(redact(" ".join(str(e).split())))
+        hint = "" if run_state["verbose"] else " (rerun with --verbose for a traceback)"
+        render.err.print(f"[red]internal error:[/red] {type(e).__name__}: {detail}{hint}")
+        return int(ExitCode.BACKEND)
+
+
+def _asks_for_help(argv: list[str]) -> bool:
+    options = argv[:argv.index("--")] if "--" in argv else argv
+    return bool({"-h", "--help", "--version"} & set(options))
+
+
+
+
+def _exit_interrupted(_signum: int, _frame: object) -> None:
+    os.write(2, b"interrupted\n")
+    os._exit(int(ExitCode.INTERRUPTED))
+
+
+def _print_traceback() -> None:
+    """The traceback --verbose asks for, with credentials masked like every other message."""
+    import traceback
+
+    from envguard.redact import redact
+
+    sys.stderr.write(redact(traceback.format_exc()))
+
+
+def main() -> None:
+    import atexit
+    import signal
+
+    # py-rattler's async runtime can crash during interpreter finalisation (SIGSEGV/SIGABRT in ~1-3% of runs,
+    # see engine-notes.md): the process ends in an exit handler instead, registered first so that it runs
+    # last, after every handler the run registers (exit handlers run last-in, first-out), before finalising.
+    atexit.register(_leave_unfinalised)
+    try:
+        # envguard.__main__ ends the process on SIGINT while the CLI is imported; from here on Ctrl-C is a
+        # KeyboardInterrupt that the commands handle (run() turns it into one line and exit 130)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        code = run(sys.argv[1:])
+    except KeyboardInterrupt:  # between the lines above and run()'s own handler
+        code = int(ExitCode.INTERRUPTED)
+        os.write(2, b"interrupted\n")
+    signal.signal(signal.SIGINT, _exit_interrupted)  # leaving anyway: no traceback from the last steps
+    _leaving["code"] = code
+    sys.exit(code)
+
+
+_leaving: dict[str, int] = {}  # main()'s exit code, for _leave_unfinalised
+
+
+def _leave_unfinalised() -> None:
+    """The last exit handler: flush and end the process with main()'s code, without finalising."""
+    if "code" not in _leaving:  # main() did not get as far as its code: the interpreter's own exit
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be said there
+            pass
+    os._exit(_leaving["code"])

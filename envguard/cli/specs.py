@@ -1,0 +1,193 @@
+"""The commands about files: init and lint (an environment file), lock (a file into a lock) and diff (any two
+descriptions). Registered on the app, in the order --help lists them, by envguard/cli/__init__.py."""
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envguard import render
+from envguard.cli.app import (
+    check_format,
+    env_files_option,
+    fail,
+    flag,
+    format_option,
+    lockfile_option,
+    misused_prefix_option,
+    name_option,
+    no_prefix_here,
+    option,
+    platforms_option,
+)
+from envguard.errors import ExitCode
+from envguard.render import warn
+
+# ---------------------------------------------------------------- lock
+
+
+def lock_cmd(
+    files: Annotated[list[Path] | None, env_files_option(
+        help="Environment file, repeatable (default: environment.yml).")] = None,
+    platforms: Annotated[list[str] | None, platforms_option(
+        help="Platform to lock, repeatable (default: the file's platforms:, else linux-64, osx-arm64, "
+             "win-64).")] = None,
+    misused_p: Annotated[str | None, misused_prefix_option()] = None,
+    cuda: Annotated[str | None, option("--cuda", metavar="X.Y",
+        help="Assume this CUDA driver version (__cuda) when solving. Default: the spec's CUDA line (cuda-version, a "
+             "cudaXY build), none for a CPU build guard, else the lock's, else conda-lock's default.")] = None,
+    no_cuda: Annotated[bool, flag("--no-cuda", help="Assume no CUDA driver (no __cuda).")] = False,
+    lockfile: Annotated[Path | None, lockfile_option(
+        help="Lock file (default: conda-lock.yml beside the first file).")] = None,
+    check: Annotated[bool, flag("--check",
+        help="Only test freshness: exit 0 if fresh, 4 if stale or missing. Read-only.")] = False,
+) -> None:
+    """Solve environment.yml for several platforms into a conda-lock.yml (no conda needed)."""
+    import re
+
+    from envguard.errors import UserError
+
+    no_prefix_here("lock", misused_p)
+    if cuda is not None and no_cuda:
+        raise UserError("--cuda and --no-cuda exclude each other", key="--cuda", fix="pass only one of them")
+    if cuda is not None and not re.fullmatch(r"\d+(\.\d+){0,2}", cuda):
+        raise UserError(f"invalid CUDA version {cuda!r}", key="--cuda", fix="pass a version such as 12.4")
+    cuda_opt: str | bool | None = False if no_cuda else cuda
+    if check:
+        from envguard.lock import check_fresh
+
+        fresh = check_fresh(files or None, lockfile, platforms=platforms or None, cuda=cuda_opt)
+        if fresh.fresh:
+            render.out.print(fresh.message, markup=False)
+            raise typer.Exit(int(ExitCode.OK))
+        raise fail(fresh.message, ExitCode.STALE)
+
+    from envguard.lock import lock
+    from envguard.lock.render import lock_with_progress, print_locked
+
+    print_locked(lock_with_progress(lock, files or None, platforms or None, cuda_opt, lockfile))
+
+# ---------------------------------------------------------------- diff
+
+
+def diff_cmd(
+    a: Annotated[str | None, typer.Argument(metavar="A",
+        help="environment.yml, pixi.toml, conda-lock.yml, explicit file, export, pixi.lock, check report, prefix "
+             "directory or name:NAME.")] = None,
+    b: Annotated[str | None, typer.Argument(metavar="B", help="The other side, in any of the same forms.")] = None,
+    name: Annotated[list[str] | None, name_option(
+        help="A named environment; fills side B (or A and B when given twice). With one side only, B is the "
+             "environment `envguard check` would check here.")] = None,
+    platform: Annotated[str | None, option("--platform",
+        help="Platform to compare (default: this host's when both sides have it, else the only common one).")] = None,
+    all_platforms: Annotated[bool, flag("--all-platforms", help="Compare every platform both sides have.")] = False,
+    a_platform: Annotated[str | None, option("--a-platform",
+        help="Platform of side A (overrides --platform).")] = None,
+    b_platform: Annotated[str | None, option("--b-platform",
+        help="Platform of side B (overrides --platform).")] = None,
+    kind: Annotated[str | None, option("--kind",
+        help="Kind of both sides instead of detecting it: environment, pixi-manifest, conda-lock, explicit, export, "
+             "pixi, prefix, report.")] = None,
+    a_kind: Annotated[str | None, option("--a-kind", help="Kind of side A only.")] = None,
+    b_kind: Annotated[str | None, option("--b-kind", help="Kind of side B only.")] = None,
+    environment: Annotated[str | None, option("--environment", "-e",
+        help="pixi environment (both sides; default: every one a manifest and its pixi.lock share).")] = None,
+    a_environment: Annotated[str | None, option("--a-environment",
+        help="pixi.lock environment of side A.")] = None,
+    b_environment: Annotated[str | None, option("--b-environment",
+        help="pixi.lock environment of side B.")] = None,
+    fmt: Annotated[str, format_option(help="text, markdown (for a pull-request comment) or json.")] = "text",
+    exit_zero: Annotated[bool, flag("--exit-zero", help="Exit 0 even when the sides differ.")] = False,
+) -> None:
+    """Compare two environment descriptions: what changed, and which changes matter."""
+    from envguard.diff import SideArgs, compare
+    from envguard.diff.render import show
+    from envguard.errors import UserError
+    from envguard.sources import NAME_PREFIX
+
+    check_format(fmt, fix="use text, markdown or json")
+    if platform and all_platforms:
+        raise UserError("--platform and --all-platforms exclude each other", key="--platform",
+                        fix="give one of them")
+    sides = [s for s in (a, b) if s] + [NAME_PREFIX + n for n in (name or [])]
+    chosen = ""
+    if len(sides) == 1:  # the other side is the environment every command would act on here
+        from envguard.envs import resolve_target
+
+        target = resolve_target(None, None)
+        sides.append(str(target))
+        chosen = f"B is {target.why}"
+        b_kind = b_kind or "prefix"
+    if len(sides) != 2:
+        raise UserError(f"need two sides to compare, got {len(sides)}", key="A B",
+                        fix="envguard diff OLD NEW (a file, a prefix directory, name:NAME or -n NAME)")
+    result = compare(
+        SideArgs(sides[0], a_kind or kind, a_platform, a_environment or environment),
+        SideArgs(sides[1], b_kind or kind, b_platform, b_environment or environment),
+        platform=platform, all_platforms=all_platforms,
+    )
+    if chosen:
+        result.notes.insert(0, chosen)
+    show(result, fmt)
+    raise typer.Exit(0 if result.equal or exit_zero else int(ExitCode.PROBLEMS))
+
+# ---------------------------------------------------------------- init, lint
+
+
+def init_cmd(
+    python: Annotated[str | None, option("--python", metavar="X.Y",
+        help="Python release: 3.11 (default) or 3.10 (legacy).")] = None,
+    torch: Annotated[str | None, option("--torch", metavar="X.Y",
+        help="PyTorch release (default: the newest released one in the data for the channel).")] = None,
+    cuda: Annotated[str | None, option("--cuda", metavar="X.Y|X|cpu",
+        help="CUDA line such as 12.9 or 13.0, a major line such as 12 (the newest every platform's build accepts), "
+             "or cpu (default: cpu).")] = None,
+    channel: Annotated[str | None, option("--channel",
+        help="conda-forge (default) or pytorch (legacy, torch <= 2.5).")] = None,
+    platforms: Annotated[list[str] | None, platforms_option(
+        help="Platform to lock, repeatable (default: linux-64, osx-arm64, win-64; CUDA: linux-64, win-64).")] = None,
+    misused_p: Annotated[str | None, misused_prefix_option()] = None,
+    name: Annotated[str | None, option("--name", help="Environment name (default: the directory's name).")] = None,
+    force: Annotated[bool, flag("--force", help="Overwrite an existing file.")] = False,
+    output: Annotated[Path, option("--output", "-o", metavar="FILE",
+        help="File to write; - prints it instead (nothing is written).")] = Path("environment.yml"),
+) -> None:
+    """Write an environment.yml for PyTorch from templates; refuses combinations that do not exist."""
+    from envguard.init import init
+
+    no_prefix_here("init", misused_p)
+    result = init(python=python, torch=torch, cuda=cuda, channel=channel, platforms=platforms or None, name=name,
+                  output=output, force=force)
+    for w in result.warnings:
+        warn(w)
+    build = "CPU" if result.cuda == "cpu" else f"CUDA {result.cuda}"
+    what = (f"Python {result.python}, torch {result.torch} ({build}) from {result.channel} for "
+            f"{', '.join(result.platforms)}")
+    if result.path is None:  # -o -: the file on stdout, the summary where it does not mix with it
+        sys.stdout.write(result.text)
+        render.err.print(f"printed: {what}; save it with -o environment.yml", markup=False)
+        return
+    render.out.print(f"wrote {result.path}: {what}", markup=False)
+    render.out.print("next: envguard lock", markup=False)
+
+
+def lint_cmd(
+    files: Annotated[list[Path] | None, typer.Argument(metavar="FILE",
+        help="Environment files, pixi manifests or lock files (default: environment.yml and conda-lock.yml "
+             "here).")] = None,
+    fmt: Annotated[str, format_option()] = "text",
+) -> None:
+    """Check environment files and lock files for known-bad PyTorch setups (exit 1 on errors)."""
+    from envguard.findings import has_errors
+    from envguard.lint import default_targets, lint_paths
+    from envguard.lint.render import show
+
+    check_format(fmt)
+    targets = list(files) if files else default_targets(Path("."))
+    result = lint_paths(targets)
+    show(result, fmt)
+    if result.unreadable:
+        raise typer.Exit(int(ExitCode.USAGE))
+    raise typer.Exit(int(ExitCode.PROBLEMS) if has_errors(result.findings) else int(ExitCode.OK))
+
