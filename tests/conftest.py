@@ -2,6 +2,9 @@
 
 * Caches (rattler, conda-lock, pip, pre-commit) go to one temporary directory,
   never ``~/.cache``.
+* ``slow`` (builds environments or starts interpreters) is set here for every test that uses a fixture
+  doing so, besides the modules and tests marked by hand; ``-m "not slow"`` is the fast lane.
+* ``@pytest.mark.requires(condition, reason)`` skips through tests/support/require.py: a failure under CI=true.
 * The process leaves with ``os._exit`` after pytest has printed its summary:
   py-rattler's runtime can crash during interpreter finalisation
   (engine-notes.md), which would turn a green run red at random.
@@ -39,7 +42,9 @@ REALWORLD = Path(os.environ.get("ENVGUARD_REALWORLD", REPO.parent / "shared" / "
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-pytest_plugins = ["channel_fixtures"]
+from support.require import require  # noqa: E402 (needs the sys.path entry above)
+
+pytest_plugins = ["support.channel_fixtures"]
 
 
 @pytest.fixture(scope="session")
@@ -49,9 +54,13 @@ def session_tmp() -> Path:
 
 @pytest.fixture(scope="session")
 def realworld() -> Path:
-    if not REALWORLD.is_dir():
-        pytest.skip(f"real-world corpus not found at {REALWORLD}")
+    require(REALWORLD.is_dir(), f"real-world corpus not found at {REALWORLD} (set ENVGUARD_REALWORLD)")
     return REALWORLD
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("requires"):
+        require(*mark.args, **mark.kwargs)
 
 
 _exit_status = {"code": 0}

@@ -1,4 +1,4 @@
-"""Tests of the test channel library itself (tests/channels.py): real rattler solves and installs."""
+"""Tests of the test channel library itself (tests/support/channels.py): real rattler solves and installs."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ import rattler
 import rattler.package_streaming
 from rattler import BuildString, GenericVirtualPackage, PackageName, Version
 
-import channels
-from channel_fixtures import ChannelFactory
+from support.channels import HOST_PY
+from support import channels
+from support.channel_fixtures import ChannelFactory
 
 HOST = channels.host_platform()
 CAN_RUN_HOST_PYTHON = HOST in ("linux-64", "osx-arm64")
@@ -56,7 +57,7 @@ def _install(records: list[rattler.RepoDataRecord], prefix: Path, cache: Path) -
     channels.run(rattler.install(records, prefix, cache_dir=cache, show_progress=False, execute_link_scripts=False))
 
 
-ENV_SPECS = ["python 3.11.*", "pytorch 2.13.*", "pip", "egtool", "egplaceholder", "eglink"]
+ENV_SPECS = [f"python {HOST_PY}.*", "pytorch 2.13.*", "pip", "egtool", "egplaceholder", "eglink"]
 
 
 # ---------------------------------------------------------------------------------------------------- packages
@@ -158,7 +159,7 @@ def test_standard_channel_solves_on_every_platform(channel_url: str, platform: s
     records = _solve(channel_url, ENV_SPECS, platform, None, tmp_path / "cache")
     assert {"python", "pytorch", "numpy", "pip", "egtool", "egplaceholder", "eglink"} <= set(records)
     assert str(records["pytorch"].build).startswith("cpu_")
-    assert str(records["python"].version).startswith("3.11.")
+    assert str(records["python"].version).startswith(f"{HOST_PY}.")
     assert records["python"].subdir == platform and records["egtool"].subdir == "noarch"
 
 
@@ -178,7 +179,7 @@ def test_cuda_build_only_with_cuda_virtual_package(
     channel_url: str, tmp_path: Path, platform: str, cuda: str | None, extra: list[str], build_prefix: str,
     cuda_version: str | None
 ) -> None:
-    records = _solve(channel_url, ["python 3.11.*", "pytorch 2.13.*", *extra], platform, cuda, tmp_path / "cache")
+    records = _solve(channel_url, [f"python {HOST_PY}.*", "pytorch 2.13.*", *extra], platform, cuda, tmp_path / "cache")
     assert str(records["pytorch"].build).startswith(build_prefix)
     assert (str(records["cuda-version"].version) if "cuda-version" in records else None) == cuda_version
 
@@ -244,7 +245,7 @@ def test_installed_env_runs_real_torch(standard_channel: channels.StandardChanne
 
     # The conda record owns its dist-info: conda-meta lists METADATA.
     meta = json.loads(next((prefix / "conda-meta").glob("pytorch-2.13.0-*.json")).read_text())
-    assert "lib/python3.11/site-packages/torch-2.13.0.dist-info/METADATA" in meta["files"]
+    assert f"lib/python{HOST_PY}/site-packages/torch-2.13.0.dist-info/METADATA" in meta["files"]
 
     tool = subprocess.run([str(prefix / "bin" / "egtool")], capture_output=True, text=True, timeout=60)
     assert tool.returncode == 0, tool.stderr
@@ -266,7 +267,7 @@ def test_installed_env_runs_real_torch(standard_channel: channels.StandardChanne
 def test_pip_installs_into_the_env_over_conda(
     standard_channel: channels.StandardChannel, pypi_index: channels.PypiIndex, tmp_path: Path
 ) -> None:
-    records = _solve(standard_channel.url, ["python 3.11.*", "pip"], HOST, None, tmp_path / "cache")
+    records = _solve(standard_channel.url, [f"python {HOST_PY}.*", "pip"], HOST, None, tmp_path / "cache")
     prefix = tmp_path / "env"
     _install(list(records.values()), prefix, tmp_path / "pkgs")
     result = subprocess.run(
@@ -275,7 +276,7 @@ def test_pip_installs_into_the_env_over_conda(
         capture_output=True, text=True, timeout=120, env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
     )
     assert result.returncode == 0, result.stderr
-    site = prefix / "lib" / "python3.11" / "site-packages"
+    site = prefix / "lib" / f"python{HOST_PY}" / "site-packages"
     assert (site / "egdemo_a-2.0.dist-info" / "INSTALLER").read_text().strip() == "pip"
     assert (site / "egdemo_b" / "__init__.py").is_file()
 
@@ -283,7 +284,7 @@ def test_pip_installs_into_the_env_over_conda(
 @pytest.mark.skipif(not CAN_RUN_HOST_PYTHON, reason="the venv python package works on Linux/macOS hosts only")
 def test_pip_wheel_can_shadow_the_conda_torch(standard_channel: channels.StandardChannel, tmp_path: Path) -> None:
     """The pip-over-conda scenario later checks rely on: a pip 'torch' replaces conda's dist-info and module."""
-    records = _solve(standard_channel.url, ["python 3.11.*", "pip", "pytorch 2.13.*"], HOST, None, tmp_path / "c")
+    records = _solve(standard_channel.url, [f"python {HOST_PY}.*", "pip", "pytorch 2.13.*"], HOST, None, tmp_path / "c")
     prefix = tmp_path / "env"
     _install(list(records.values()), prefix, tmp_path / "pkgs")
     wheel = channels.build_wheel(tmp_path / "w", "torch", "9.9.9",
@@ -293,7 +294,7 @@ def test_pip_wheel_can_shadow_the_conda_torch(standard_channel: channels.Standar
                              "--disable-pip-version-check", str(wheel)], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
     assert result.returncode == 0, result.stderr
-    site = prefix / "lib" / "python3.11" / "site-packages"
+    site = prefix / "lib" / f"python{HOST_PY}" / "site-packages"
     assert not (site / "torch-2.13.0.dist-info").exists()  # pip uninstalled conda's record first
     assert (site / "torch-9.9.9.dist-info" / "INSTALLER").read_text().strip() == "pip"
     out = subprocess.run([python, "-c", "import torch; print(torch.__version__, torch.__file__)"],

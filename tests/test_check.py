@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-import channels
-import check_envs
-from check_envs import envguard
+from support.channels import HOST_PY
+from support import channels
+from support import check_envs
+from support.check_envs import envguard
 
-BASE = ["python 3.11.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"]
+BASE = [f"python {HOST_PY}.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"]
 
 
 def codes(report: dict, severity: str | None = None) -> set[str]:
@@ -36,13 +37,7 @@ def cache(session_tmp: Path) -> Path:
 
 
 @pytest.fixture
-def py311(standard_channel) -> None:
-    if not standard_channel.python_version.startswith("3.11"):
-        pytest.skip("the standard channel's python is not 3.11 here")
-
-
-@pytest.fixture
-def env(py311, channel_url: str, cache: Path, tmp_path: Path) -> Path:
+def env(channel_url: str, cache: Path, tmp_path: Path) -> Path:
     prefix, records = check_envs.make_env(channel_url, BASE, tmp_path / "env", cache)
     check_envs.write_lock(tmp_path / "conda-lock.yml", records)
     return prefix
@@ -58,7 +53,7 @@ def test_clean_env_with_its_lock_passes_deep(env: Path, tmp_path: Path) -> None:
 
 
 def test_default_lock_beside_environment_yml(env: Path, tmp_path: Path) -> None:
-    (tmp_path / "environment.yml").write_text("name: t\nchannels: [conda-forge]\ndependencies: [python=3.11]\n")
+    (tmp_path / "environment.yml").write_text(f"name: t\nchannels: [conda-forge]\ndependencies: [python={HOST_PY}]\n")
     rc, rep = check_json("-p", str(env), "--no-smoke", cwd=tmp_path)
     assert rep["lockfile"] == str(tmp_path / "conda-lock.yml")
     # that lock was not made from this environment.yml: a stale lock is a finding (exit 1), with its fix
@@ -105,12 +100,12 @@ def test_import_resolves_to_pips_copy(env: Path, tmp_path: Path) -> None:
     broken = run_check(env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path)
     f = next(f for f in broken.findings if f.code == "EG523" and f.package == "torch")
     assert f.severity.value == "error" and "pip dist torch 2.13.1" in f.message
-    assert f.file == str(env / "lib/python3.11/site-packages/torch/__init__.py")
+    assert f.file == str(env / f"lib/python{HOST_PY}/site-packages/torch/__init__.py")
 
 
 def test_deleted_and_modified_files(env: Path) -> None:
     target = env / "share/eglink/target.txt"
-    init = env / "lib/python3.11/site-packages/egtool/__init__.py"
+    init = env / f"lib/python{HOST_PY}/site-packages/egtool/__init__.py"
     target.unlink()
     check_envs.replace_file(init, init.read_bytes().replace(b"print", b"PRINT"))  # same size
     rc, rep = check_json("-p", str(env), "--files", "--no-smoke")
@@ -121,16 +116,16 @@ def test_deleted_and_modified_files(env: Path) -> None:
     assert rc == 3
     assert {(p["path"], p["package"], p["problem"]) for p in rep["files"]["problems"]} == {
         ("share/eglink/target.txt", "eglink", "missing"),
-        ("lib/python3.11/site-packages/egtool/__init__.py", "egtool", "sha256")}
+        (f"lib/python{HOST_PY}/site-packages/egtool/__init__.py", "egtool", "sha256")}
     assert {"EG530", "EG532"} <= codes(rep, "error")
     text = envguard("check", "-p", str(env), "--deep", "--no-smoke")
     assert text.returncode == 3 and "egtool" in text.stdout and "EG532" in text.stdout
 
 
-def test_cpu_build_with_cuda_lock(py311, channel_url: str, cache: Path, tmp_path: Path) -> None:
-    cuda_records = check_envs.solve([channel_url], ["python 3.11.*", "pytorch 2.13.0 *cuda126*", "pip"], cuda="12.8")
+def test_cpu_build_with_cuda_lock(channel_url: str, cache: Path, tmp_path: Path) -> None:
+    cuda_records = check_envs.solve([channel_url], [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda126*", "pip"], cuda="12.8")
     lock = check_envs.write_lock(tmp_path / "conda-lock.yml", cuda_records)
-    prefix, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.13.0 *cpu*", "pip"], tmp_path / "env",
+    prefix, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pytorch 2.13.0 *cpu*", "pip"], tmp_path / "env",
                                     cache)
     rc, rep = check_json("-p", str(prefix), "--lockfile", str(lock), "--no-smoke")
     assert rc == 1
@@ -140,10 +135,10 @@ def test_cpu_build_with_cuda_lock(py311, channel_url: str, cache: Path, tmp_path
     assert rep["torch"]["cpu"] is True
 
 
-def test_lock_names_a_different_build(py311, channel_url: str, cache: Path, tmp_path: Path) -> None:
-    locked = check_envs.solve([channel_url], ["python 3.11.*", "pytorch 2.13.0 *cuda128*"], cuda="12.8")
+def test_lock_names_a_different_build(channel_url: str, cache: Path, tmp_path: Path) -> None:
+    locked = check_envs.solve([channel_url], [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda128*"], cuda="12.8")
     lock = check_envs.write_lock(tmp_path / "conda-lock.yml", locked)
-    prefix, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.13.0 *cuda126*", "cuda-version 12.6"],
+    prefix, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda126*", "cuda-version 12.6"],
                                     tmp_path / "env", cache, cuda="12.8")
     rc, rep = check_json("-p", str(prefix), "--lockfile", str(lock), "--no-smoke")
     assert rc == 1
@@ -170,7 +165,7 @@ def test_python_312_env(standard_channel, channel_url: str, cache: Path, tmp_pat
     assert f["severity"] == "error" and "3.10, 3.11" in f["message"]
 
 
-def test_pytorch_channel_and_mkl(py311, channel_factory, cache: Path, tmp_path: Path) -> None:
+def test_pytorch_channel_and_mkl(channel_factory, cache: Path, tmp_path: Path) -> None:
     plat = channels.host_platform()
     chan = channel_factory([
         {"name": "pytorch", "version": "2.5.1", "build": "py3.11_cpu_0", "subdir": plat},
@@ -201,11 +196,11 @@ def test_environment_variables(env: Path, tmp_path: Path) -> None:
     assert "libcudnn" in f["message"] and "libnccl" in f["message"] and str(libdir) in f["message"]
 
 
-def test_urls_from_conda_meta_are_redacted(py311, channel_factory, test_channel: Path, cache: Path,
+def test_urls_from_conda_meta_are_redacted(channel_factory, test_channel: Path, cache: Path,
                                            tmp_path: Path) -> None:
     server = channel_factory.serve(test_channel, token="s3cr3t-token")
     assert "/t/s3cr3t-token" in server.url
-    prefix, _ = check_envs.make_env(server.url, ["egtool", "python 3.11.*"], tmp_path / "env", cache)
+    prefix, _ = check_envs.make_env(server.url, ["egtool", f"python {HOST_PY}.*"], tmp_path / "env", cache)
     assert "s3cr3t-token" in (next((prefix / "conda-meta").glob("egtool-*.json"))).read_text()
     for fmt in ("json", "text", "markdown"):
         proc = envguard("check", "-p", str(prefix), "--no-smoke", "--files", "--format", fmt)
@@ -302,8 +297,8 @@ def fake_smi(directory: Path, driver: str, gpu: str, cap: str, cuda: str) -> Pat
 
 
 @pytest.fixture
-def cuda_env(py311, channel_url: str, cache: Path, tmp_path: Path) -> Path:
-    prefix, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.13.0 *cuda126*", "pip"],
+def cuda_env(channel_url: str, cache: Path, tmp_path: Path) -> Path:
+    prefix, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda126*", "pip"],
                                     tmp_path / "cuda-env", cache, cuda="12.8")
     return prefix
 
@@ -411,12 +406,12 @@ PIP_STACK = [("torch", "2.13.0"), ("torchvision", "0.28.0"), ("triton", "3.7.0")
              ("nvidia-cudnn-cu12", "9.10.2.21"), ("nvidia-cuda-runtime-cu12", "12.8.90")]
 
 
-def test_a_pip_torch_stack_on_conda_python_is_a_supported_layout(py311, channel_url: str, channel_factory,
+def test_a_pip_torch_stack_on_conda_python_is_a_supported_layout(channel_url: str, channel_factory,
                                                                  cache: Path, tmp_path: Path) -> None:
     """Only Python (and pip) from conda, the torch stack from pip: PyPI's own install. No conda package is
     shadowed, so no error: one info line names the layout (the old rules gave one error per wheel)."""
     wheels = [channels.build_wheel(tmp_path / "wheels", n, v) for n, v in PIP_STACK]
-    prefix, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pip"], tmp_path / "env", cache)
+    prefix, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pip"], tmp_path / "env", cache)
     _pip_install_all(prefix, wheels)
     rc, rep = check_json("-p", str(prefix), "--no-smoke")
     assert rc == 0, rep["findings"]
@@ -429,7 +424,7 @@ def test_a_pip_torch_stack_on_conda_python_is_a_supported_layout(py311, channel_
     cudart = channel_factory([{"name": "cuda-cudart", "version": "12.9.79", "build": "h0_0",
                                "subdir": channels.host_platform()}], name="cudalibs")
     mixed, _ = check_envs.make_env([channel_url, channels.channel_url(cudart)],
-                                   ["python 3.11.*", "pip", "cuda-cudart"], tmp_path / "mixed", cache)
+                                   [f"python {HOST_PY}.*", "pip", "cuda-cudart"], tmp_path / "mixed", cache)
     _pip_install_all(mixed, wheels)
     rc, rep = check_json("-p", str(mixed), "--no-smoke")
     f = next(f for f in rep["findings"] if f["code"] == "EG520")
@@ -440,7 +435,7 @@ def test_a_pip_torch_stack_on_conda_python_is_a_supported_layout(py311, channel_
     tk = channel_factory([{"name": "cudatoolkit", "version": "11.8.0", "build": "h0_13",
                            "subdir": channels.host_platform()}], name="cuda11")
     eleven, _ = check_envs.make_env([channel_url, channels.channel_url(tk)],
-                                    ["python 3.11.*", "pip", "cudatoolkit"], tmp_path / "eleven", cache)
+                                    [f"python {HOST_PY}.*", "pip", "cudatoolkit"], tmp_path / "eleven", cache)
     _pip_install_all(eleven, wheels)
     rc, rep = check_json("-p", str(eleven), "--no-smoke")
     said = [(f["code"], f["severity"]) for f in rep["findings"] if f["code"] in ("EG520", "EG572")]
@@ -456,15 +451,15 @@ def test_pip_torchvision_in_condas_torch_stack_is_still_an_error(env: Path, tmp_
     assert rc == 1 and f["severity"] == "error" and "pytorch" in f["message"]
 
 
-def test_cuda_version_beside_a_cpu_torch_is_not_a_wish_for_cuda(py311, channel_url: str, cache: Path,
+def test_cuda_version_beside_a_cpu_torch_is_not_a_wish_for_cuda(channel_url: str, cache: Path,
                                                                 tmp_path: Path) -> None:
     """cupy/numba users pin cuda-version next to a deliberate CPU torch: no EG550 (the old rule read any
     cuda-version in the lock as "wants CUDA")."""
-    specs = ["python 3.11.*", "pytorch 2.13.0 *cpu*", "cuda-version 12.8.*", "pip"]
+    specs = [f"python {HOST_PY}.*", "pytorch 2.13.0 *cpu*", "cuda-version 12.8.*", "pip"]
     prefix, records = check_envs.make_env(channel_url, specs, tmp_path / "env", cache)
     check_envs.write_lock(tmp_path / "conda-lock.yml", records)
     (tmp_path / "environment.yml").write_text("name: t\nchannels: [conda-forge]\ndependencies:\n"
-                                              "  - python=3.11\n  - pytorch=2.13.*=cpu*\n  - cuda-version=12.8\n")
+                                              f"  - python={HOST_PY}\n  - pytorch=2.13.*=cpu*\n  - cuda-version=12.8\n")
     rc, rep = check_json("-p", str(prefix), "--no-smoke", cwd=tmp_path)
     errors = {f["code"] for f in rep["findings"] if f["severity"] == "error"}
     # the hand-made lock was not made from this spec, so it is also stale (EG516): that is all
@@ -476,7 +471,7 @@ def test_import_of_a_file_no_installer_recorded_is_an_error(env: Path, tmp_path:
     """A stray torch/ package in site-packages, written by no installer, shadows conda's pytorch."""
     from envguard.check import run_check
 
-    stray = env / "lib/python3.11/site-packages/torch/__init__.py"
+    stray = env / f"lib/python{HOST_PY}/site-packages/torch/__init__.py"
     stray.parent.mkdir(parents=True)
     stray.write_text("__version__ = 'stray'\n")
     rep = run_check(env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path)
@@ -488,7 +483,7 @@ def test_import_of_a_file_no_installer_recorded_is_an_error(env: Path, tmp_path:
 def test_a_core_package_from_an_unknown_installer_is_a_warning(env: Path) -> None:
     """A torchvision dist-info without an INSTALLER file (a copied tree, `setup.py install`): nothing records
     which files it owns. It shadows nothing conda installed, so EG524 warns."""
-    meta = env / "lib/python3.11/site-packages/torchvision-0.28.0.dist-info"
+    meta = env / f"lib/python{HOST_PY}/site-packages/torchvision-0.28.0.dist-info"
     meta.mkdir()
     (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n")
     rc, rep = check_json("-p", str(env), "--no-smoke")

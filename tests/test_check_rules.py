@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from check_envs import envguard
+from support.check_envs import envguard
 from envguard.check import checks
 from envguard.prefix import inspect_prefix
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import channels
-from create_fixtures import (
+from support.channels import HOST_PY
+from support import channels
+from support.create_fixtures import (
     BASE_DEPS,
     ENVGUARD,
     envguard_popen,
@@ -49,9 +50,7 @@ def run_python(prefix: Path, code: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def base_lock(tmp_path_factory: pytest.TempPathFactory, channel_url: str, standard_channel) -> Path:
-    if not standard_channel.python_version.startswith("3.11"):
-        pytest.skip("the standard channel's host python is not 3.11")
+def base_lock(tmp_path_factory: pytest.TempPathFactory, channel_url: str) -> Path:
     env_file = write_env(tmp_path_factory.mktemp("base"), channel_url, BASE_DEPS)
     return make_lock(env_file)
 
@@ -123,7 +122,7 @@ def test_round_trip_local_channel(tmp_path: Path, base_lock: Path, capsys) -> No
 
 def test_round_trip_http_channel(tmp_path: Path, standard_channel, private_cache: Path, capsys) -> None:
     with channels.serve_directory(standard_channel.path, prefix="channel") as server:
-        lockfile = make_lock(write_env(tmp_path / "proj", server.url, ["python=3.11", "egtool", "eglink"]))
+        lockfile = make_lock(write_env(tmp_path / "proj", server.url, [f"python={HOST_PY}", "egtool", "eglink"]))
         target = tmp_path / "env"
         code, out, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lockfile), "--no-check")
         assert code == 0, err
@@ -278,7 +277,7 @@ def test_bad_option_values_keep_typers_message(tmp_path: Path, capsys) -> None:
 
 @pytest.fixture
 def pip_lock(tmp_path: Path, channel_url: str, pypi_index, base_lock) -> Path:
-    return make_lock(write_env(tmp_path / "pipproj", channel_url, ["python=3.11", "pip"], pip=["egdemo-b==1.0"],
+    return make_lock(write_env(tmp_path / "pipproj", channel_url, [f"python={HOST_PY}", "pip"], pip=["egdemo-b==1.0"],
                                pip_index=pypi_index.url))
 
 
@@ -322,7 +321,7 @@ def test_pip_console_scripts_point_at_the_final_prefix(tmp_path: Path, channel_u
     })
     index = channels.build_pypi_index(tmp_path / "pypi", [wheel])
     with channels.serve_directory(index.root) as server:
-        lockfile = make_lock(write_env(tmp_path / "proj", channel_url, ["python=3.11", "pip"],
+        lockfile = make_lock(write_env(tmp_path / "proj", channel_url, [f"python={HOST_PY}", "pip"],
                                        pip=["egscript==1.0"], pip_index=f"{server.url}/simple"))
         target = tmp_path / "env"
         code, _, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lockfile), "--no-check")

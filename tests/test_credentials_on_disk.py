@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-import channels
+from support.channels import HOST_PY
+from support import channels
 from envguard.redact import redact
 
 USER, PASSWORD, TOKEN = "eg-alice-4242", "eg-pw-S3cr3t-77", "eg-tok-9d8e7f"
@@ -65,8 +66,6 @@ def _leaks(*roots: Path) -> list[str]:
 
 def test_lock_create_check_diff_leave_no_credential_on_disk(tmp_path: Path, sandbox: dict[str, str],
                                                               channel_factory, standard_channel) -> None:
-    if not standard_channel.python_version.startswith("3.11"):
-        pytest.skip("the standard channel's host python is not 3.11")
     host = channels.host_platform()
     chan = channel_factory.copy(standard_channel.path, "private")
     server = channel_factory.serve(chan, auth=(USER, PASSWORD), token=TOKEN)
@@ -80,7 +79,7 @@ def test_lock_create_check_diff_leave_no_credential_on_disk(tmp_path: Path, sand
     literal.mkdir()
     (literal / "environment.yml").write_text(
         f"name: l\nchannels:\n  - http://{USER}:{PASSWORD}@127.0.0.1:{port}/t/{TOKEN}\n"
-        f"dependencies:\n  - python=3.11\n  - egtool\nplatforms:\n  - {host}\n")
+        f"dependencies:\n  - python={HOST_PY}\n  - egtool\nplatforms:\n  - {host}\n")
     assert _envguard(sandbox, literal, "lock", "--no-cuda").returncode == 0
     assert _envguard(sandbox, literal, "lock", "--check").returncode == 0
     assert _envguard(sandbox, literal, "diff", "environment.yml", "conda-lock.yml").returncode == 0
@@ -94,7 +93,7 @@ def test_lock_create_check_diff_leave_no_credential_on_disk(tmp_path: Path, sand
     project.mkdir()
     (project / "environment.yml").write_text(
         f"name: p\nchannels:\n  - http://${{EG_USER}}:${{EG_PW}}@127.0.0.1:{port}/t/${{EG_TOKEN}}\n"
-        f"dependencies:\n  - python=3.11\n  - pip\n  - egtool\n  - pip:\n    - egdemo-b==1.0\n"
+        f"dependencies:\n  - python={HOST_PY}\n  - pip\n  - egtool\n  - pip:\n    - egdemo-b==1.0\n"
         f"pip-repositories:\n  - http://${{EG_USER}}:${{EG_PW}}@127.0.0.1:{pypi_port}/simple\n"
         f"allow-pypi-requests: false\nplatforms:\n  - {host}\n")
     locked = _envguard(creds, project, "lock", "--no-cuda")

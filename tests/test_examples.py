@@ -220,7 +220,7 @@ def test_slurm_script_runs_on_two_fake_nodes(tmp_path: Path) -> None:
     import os
     import socket
 
-    import check_envs
+    from support import check_envs
 
     torchrun = Path(sys.prefix) / "bin" / "torchrun"
     if not torchrun.exists():

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import channels
-from create_fixtures import BASE_DEPS, envguard_run, make_lock, write_env
+from support.channels import HOST_PY, HOST_PY_TAG
+from support import channels
+from support.create_fixtures import BASE_DEPS, envguard_run, make_lock, write_env
 from envguard import cli
 from envguard.export import CODES, export
 from envguard.lock import read_lock
@@ -62,13 +63,7 @@ def pip_install(prefix: Path, *args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def py311(standard_channel) -> None:
-    if not standard_channel.python_version.startswith("3.11"):
-        pytest.skip("the standard channel's host python is not 3.11")
-
-
-@pytest.fixture(scope="module")
-def created(py311, tmp_path_factory: pytest.TempPathFactory, channel_url: str, pypi_index) -> tuple[Path, Path]:
+def created(tmp_path_factory: pytest.TempPathFactory, channel_url: str, pypi_index) -> tuple[Path, Path]:
     """(prefix, its lock): the standard packages plus egdemo-b (and egdemo-a) from the local index, built by
     the real `envguard create` from a real `envguard lock`."""
     root = tmp_path_factory.mktemp("export-base")
@@ -132,7 +127,7 @@ def test_spec_from_an_env_without_history_is_what_nothing_depends_on(created: tu
     spec = spec_of(tmp_path)
     assert [f.path.name for f in result.files] == ["environment.yml"]
     # numpy is pytorch's dependency: not requested; python is always named, torch with its release and build
-    assert spec["dependencies"][:2] == ["python=3.11", "pytorch=2.13.*=cpu*"]
+    assert spec["dependencies"][:2] == [f"python={HOST_PY}", "pytorch=2.13.*=cpu*"]
     assert set(spec["dependencies"][2:-1]) == {"egtool", "egplaceholder", "eglink", "pip"}
     pip_locked = [e for e in read_lock(created[1]).packages if e.manager == "pip"]
     assert sorted(pip_section(spec)) == sorted(f"{e.name} @ {e.url}" for e in pip_locked)  # as pip recorded them
@@ -145,7 +140,7 @@ def test_spec_from_an_env_without_history_is_what_nothing_depends_on(created: tu
 
 
 @pytest.fixture
-def conda_env(py311, tmp_path: Path, channel_url: str) -> Path:
+def conda_env(tmp_path: Path, channel_url: str) -> Path:
     lock = make_lock(write_env(tmp_path / "proj", channel_url, BASE_DEPS))
     proc = envguard_run("create", "-p", str(tmp_path / "env"), "--lockfile", str(lock), "--no-check", "-q")
     assert proc.returncode == 0, proc.stderr
@@ -212,11 +207,11 @@ def test_pip_over_conda_is_named_with_checks_rules(conda_env: Path, tmp_path: Pa
     assert numpy_pip.sha256 == __import__("hashlib").sha256(wheel.read_bytes()).hexdigest()
 
 
-def test_cuda_build_keeps_its_cuda_line_and_assumption(py311, channel_url: str, session_tmp: Path,
+def test_cuda_build_keeps_its_cuda_line_and_assumption(channel_url: str, session_tmp: Path,
                                                        tmp_path: Path) -> None:
-    import check_envs
+    from support import check_envs
 
-    prefix, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.13.0 *cuda126*", "cuda-version 12.6.*",
+    prefix, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda126*", "cuda-version 12.6.*",
                                                   "pip"], tmp_path / "env", session_tmp / "check-pkgs", cuda="12.6")
     out = tmp_path / "out"
     result = export(prefix, output=out, use_index=False, driver_info_fn=lambda: None)
@@ -309,8 +304,8 @@ def test_pinned_and_history(env_copy: Path, tmp_path: Path) -> None:
     result = export(env_copy, output=tmp_path / "pinned", fmt="environment", pinned=True,
                     driver_info_fn=lambda: None)
     deps = spec_of(tmp_path / "pinned")["dependencies"]
-    assert deps[0].startswith("python=3.11.") and deps[0].endswith("=h0_0_cpython")
-    assert "pytorch=2.13.0=cpu_generic_py311_h0_0" in deps and result.requested_from == "pinned"
+    assert deps[0].startswith(f"python={HOST_PY}.") and deps[0].endswith("=h0_0_cpython")
+    assert f"pytorch=2.13.0=cpu_generic_{HOST_PY_TAG}_h0_0" in deps and result.requested_from == "pinned"
 
     (env_copy / "conda-meta" / "history").write_text(
         "==> 2026-01-01 00:00:00 <==\n# cmd: conda create -p env python=3.11 pytorch numpy eglink\n"
@@ -367,7 +362,7 @@ def test_files_changed_since_install_with_deep(env_copy: Path, tmp_path: Path) -
 
 def test_editable_local_directory_and_vcs_sources(env_copy: Path, tmp_path: Path) -> None:
     """direct_url.json as pip writes it for the other kinds of source."""
-    site = env_copy / "lib" / "python3.11" / "site-packages"
+    site = env_copy / "lib" / f"python{HOST_PY}" / "site-packages"
     kinds = {
         "egedit": {"url": "file:///work/proj", "dir_info": {"editable": True}},
         "egdir": {"url": "file:///work/other", "dir_info": {}},
@@ -457,7 +452,7 @@ def test_unreadable_record_and_dist_info_without_metadata_are_findings(env_copy:
                                                                         capsys) -> None:
     record = next((env_copy / "conda-meta").glob("egtool-*.json"))
     record.write_text("{not json")
-    broken = env_copy / "lib" / "python3.11" / "site-packages" / "egbroken-1.0.dist-info"
+    broken = env_copy / "lib" / f"python{HOST_PY}" / "site-packages" / "egbroken-1.0.dist-info"
     broken.mkdir()
     (broken / "INSTALLER").write_text("pip\n")
     code, out, err = run_cli(capsys, "export", "-p", str(env_copy), "-o", str(tmp_path / "out"), "--no-index")

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-import channels
+from support.channels import HOST_PY
+from support import channels
 from envguard import catalog
 
 ENVGUARD_BIN = Path(sys.executable).parent
@@ -89,7 +90,7 @@ def run_as_written(command: str, proj: Path, prefix: Path, why: str) -> subproce
 def project(tmp_path: Path, channel_url: str, deps: tuple[str, ...], cuda: str | None = None) -> Path:
     proj = tmp_path / "proj"
     proj.mkdir()
-    lines = ["name: some-other-env", "channels:", f"  - {channel_url}", "dependencies:", "  - python=3.11"]
+    lines = ["name: some-other-env", "channels:", f"  - {channel_url}", "dependencies:", f"  - python={HOST_PY}"]
     lines += [f"  - {d}" for d in deps] + ["platforms:", f"  - {channels.host_platform()}"]
     (proj / "environment.yml").write_text("\n".join(lines) + "\n")
     args = ["lock"] + (["--cuda", cuda] if cuda else [])
@@ -97,12 +98,6 @@ def project(tmp_path: Path, channel_url: str, deps: tuple[str, ...], cuda: str |
     made = envguard("create", "-p", "./env", "--no-check", cwd=proj)
     assert made.returncode == 0, made.stderr
     return proj
-
-
-@pytest.fixture
-def py311(standard_channel) -> None:
-    if not standard_channel.python_version.startswith("3.11"):
-        pytest.skip("the standard channel's host python is not 3.11 here")
 
 
 def _dead_pid() -> int:
@@ -127,7 +122,7 @@ def _break(proj: Path, tmp_path: Path, standard_channel) -> None:
     spec.write_text(spec.read_text().replace("  - pip\n", "  - pip\n  - egtool\n"))
 
 
-def test_every_fix_of_a_drifted_environment_runs_as_written_and_repairs_it(py311, tmp_path: Path, channel_url: str,
+def test_every_fix_of_a_drifted_environment_runs_as_written_and_repairs_it(tmp_path: Path, channel_url: str,
                                                                           standard_channel) -> None:
     proj = project(tmp_path, channel_url, ("pytorch=2.13.*=cpu*", "numpy", "pip", "egplaceholder"))
     prefix = proj / "env"
@@ -145,7 +140,7 @@ def test_every_fix_of_a_drifted_environment_runs_as_written_and_repairs_it(py311
     assert not left, f"still there after running their fixes as written: {left}"
 
 
-def test_fixes_for_an_interrupted_create_and_a_lock_for_other_platforms(py311, tmp_path: Path,
+def test_fixes_for_an_interrupted_create_and_a_lock_for_other_platforms(tmp_path: Path,
                                                                         channel_url: str) -> None:
     proj = project(tmp_path, channel_url, ("pytorch=2.13.*=cpu*", "numpy", "pip"))
     prefix = proj / "env"
@@ -165,7 +160,7 @@ def test_fixes_for_an_interrupted_create_and_a_lock_for_other_platforms(py311, t
     assert not marker.exists()
 
 
-def test_fixes_without_a_lock_name_the_lock_the_environment_came_from(py311, tmp_path: Path,
+def test_fixes_without_a_lock_name_the_lock_the_environment_came_from(tmp_path: Path,
                                                                       channel_url: str) -> None:
     proj = project(tmp_path, channel_url, ("pytorch=2.13.*=cpu*", "numpy", "pip", "egtool"))
     prefix = proj / "env"
@@ -182,7 +177,7 @@ def test_fixes_without_a_lock_name_the_lock_the_environment_came_from(py311, tmp
     assert not [f for f in json.loads(again.stdout)["findings"] if f["code"] == "EG515"]
 
 
-def test_fixes_of_a_cuda_lock_on_this_cpu_machine_run_as_written(py311, tmp_path: Path, channel_url: str) -> None:
+def test_fixes_of_a_cuda_lock_on_this_cpu_machine_run_as_written(tmp_path: Path, channel_url: str) -> None:
     """Whatever the CUDA rules advise (their wording is #11's), the commands in it run as written here."""
     proj = project(tmp_path, channel_url, ("pytorch=2.13.*=cuda126*", "numpy", "pip"), cuda="12.6")
     found = check(proj)  # with the smoke test: it finds the CPU runtime behind the CUDA build
@@ -191,7 +186,7 @@ def test_fixes_of_a_cuda_lock_on_this_cpu_machine_run_as_written(py311, tmp_path
         run_as_written(command, proj, proj / "env", f"fix of {', '.join(codes)}")
 
 
-def test_every_catalogue_fix_runs_as_written_where_smoke_and_check_put_it(py311, tmp_path: Path,
+def test_every_catalogue_fix_runs_as_written_where_smoke_and_check_put_it(tmp_path: Path,
                                                                         channel_url: str) -> None:
     """Every case of the failure catalogue, its fix aimed at the environment as smoke and check aim it."""
     proj = project(tmp_path, channel_url, ("pytorch=2.13.*=cpu*", "numpy", "pip"))
@@ -207,7 +202,7 @@ def test_every_catalogue_fix_runs_as_written_where_smoke_and_check_put_it(py311,
     assert ran >= 1  # the catalogue names commands (today: create, smoke, lock); none may be broken
 
 
-def test_smoke_findings_name_the_probed_environment(py311, tmp_path: Path, channel_url: str) -> None:
+def test_smoke_findings_name_the_probed_environment(tmp_path: Path, channel_url: str) -> None:
     """`envguard smoke -p ./env` on an environment without torch: the fix names that environment, and runs
     as written."""
     proj = project(tmp_path, channel_url, ("pip",))
@@ -230,7 +225,7 @@ def test_aim_puts_the_target_into_commands_that_name_none() -> None:
     assert catalog.aim("`envguard create -n x`", ["-p", "/y"]) == "`envguard create -n x`"
 
 
-def test_the_fix_of_a_file_changed_in_place_repairs_it(py311, tmp_path: Path, channel_url: str) -> None:
+def test_the_fix_of_a_file_changed_in_place_repairs_it(tmp_path: Path, channel_url: str) -> None:
     """A conda file edited in place with its size kept (EG532, found by --deep only) survives a sync, which
     compares sizes: its fix must rebuild anyway. The edit goes through the hard link into the package cache
     too, so the rebuild also proves the verified cache re-extracts it."""

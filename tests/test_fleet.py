@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-import channels
-import check_envs
+from support.channels import HOST_PY
+from support import channels
+from support import check_envs
 from envguard.fleet.hosts import compress
 
-BASE = ["python 3.11.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"]
+BASE = [f"python {HOST_PY}.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"]
 ENVGUARD = [sys.executable, "-m", "envguard"]
 
 
@@ -30,11 +31,9 @@ def fleet_json(*args: str) -> tuple[int, dict[str, Any], str]:
 
 
 @pytest.fixture(scope="module")
-def real(standard_channel, channel_url: str, session_tmp: Path, tmp_path_factory) -> dict[str, Any]:
+def real(channel_url: str, session_tmp: Path, tmp_path_factory) -> dict[str, Any]:
     """Four environments, each checked for real: a clean CPU env, the same with torch pip-installed over
     conda's, one built from another lock (pytorch 2.12.0), and conda's Python with torch from pip alone."""
-    if not standard_channel.python_version.startswith("3.11"):
-        pytest.skip("the standard channel's python is not 3.11 here")
     root = tmp_path_factory.mktemp("fleet")
     cache = session_tmp / "check-pkgs"
     (root / "lock-a").mkdir()
@@ -43,10 +42,10 @@ def real(standard_channel, channel_url: str, session_tmp: Path, tmp_path_factory
     lock_a = check_envs.write_lock(root / "lock-a" / "conda-lock.yml", rec_a)
     b, _ = check_envs.make_env(channel_url, BASE, root / "b", cache)
     check_envs.pip_install(b, channels.build_wheel(root / "wheels", "torch", "2.13.1"))
-    c, rec_c = check_envs.make_env(channel_url, ["python 3.11.*", "pytorch 2.12.0 *cpu*", "pip", "egtool", "eglink"],
+    c, rec_c = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pytorch 2.12.0 *cpu*", "pip", "egtool", "eglink"],
                                    root / "c", cache)
     lock_c = check_envs.write_lock(root / "lock-c" / "conda-lock.yml", rec_c)
-    d, _ = check_envs.make_env(channel_url, ["python 3.11.*", "pip"], root / "d", cache)
+    d, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pip"], root / "d", cache)
     check_envs.pip_install(d, channels.build_wheel(root / "wheels-d", "torch", "2.13.0"))
     reports: dict[str, tuple[int, dict[str, Any]]] = {}
     for name, prefix, lock in (("a", a, lock_a), ("b", b, lock_a), ("c", c, lock_c), ("d", d, lock_a)):
@@ -202,20 +201,18 @@ def test_host_ranges(names: list[str], expected: str) -> None:
     assert compress(names) == expected
 
 
-def test_each_platform_is_compared_with_its_own_part_of_the_lock(standard_channel, channel_url: str,
+def test_each_platform_is_compared_with_its_own_part_of_the_lock(channel_url: str,
                                                                  tmp_path: Path) -> None:
     """A fleet of two architectures under one lock: a node matches when it installed the lock's packages for
     its own platform. The linux node is built from the lock and checked for real; the other platform's node
     reports exactly what the lock holds for it (no machine of that platform here)."""
-    from create_fixtures import write_env
+    from support.create_fixtures import write_env
 
     from envguard import sources
     from envguard.lock import lock
 
-    if not standard_channel.python_version.startswith("3.11"):
-        pytest.skip("the standard channel's python is not 3.11 here")
     host, other = channels.host_platform(), ("osx-arm64" if channels.host_platform() != "osx-arm64" else "linux-64")
-    spec = write_env(tmp_path / "proj", channel_url, ["python=3.11", "pytorch=2.13.0=cpu*", "pip", "egtool"])
+    spec = write_env(tmp_path / "proj", channel_url, [f"python={HOST_PY}", "pytorch=2.13.0=cpu*", "pip", "egtool"])
     lockfile = Path(lock([spec], platforms=[host, other]).lockfile)
     proc = check_envs.envguard("create", "-p", str(tmp_path / "env"), "--lockfile", str(lockfile), "--no-check",
                                "-q")

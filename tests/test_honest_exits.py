@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-import channels
+from support import channels
 import envguard.__main__ as envguard_main
-from create_fixtures import ENVGUARD, envguard_popen, envguard_run, make_lock, siblings, tree_state, write_env
+from support.create_fixtures import ENVGUARD, envguard_popen, envguard_run, make_lock, siblings, tree_state, write_env
 from envguard.fingerprint import read_fingerprint
 
 HOOKS = {"ENVGUARD_TESTING": "1"}

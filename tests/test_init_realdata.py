@@ -1,6 +1,6 @@
 """`envguard init` then `envguard lock` against conda-forge's REAL records.
 
-The channel is built from the package records of the real locks in ../shared/realworld (tests/metadata_channel.py):
+The channel is built from the package records of the real locks in ../shared/realworld (tests/support/metadata_channel.py):
 conda-forge's own dependency graph, not our assumptions. It is a sample: it holds only what those solves picked.
 So the tests tell three cases apart, using the compatibility data for "what exists":
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_lock_support import envguard
+from support.lock_support import envguard
 
 from envguard import compat
 from envguard.errors import BackendError, UserError

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_lock_support import CONDA_LOCK, envguard, write_env
+from support.channels import HOST_PY, HOST_PY_NEXT
+from support.lock_support import CONDA_LOCK, envguard, write_env
 
 from envguard.errors import BackendError, ExitCode, UserError
 from envguard.lock import Progress, lock
@@ -25,7 +26,7 @@ def _meta(path: Path) -> dict:
 @pytest.fixture
 def env_file(tmp_path: Path, channel_url: str) -> Path:
     return write_env(tmp_path / "environment.yml", channels=[channel_url],
-                     deps=["python=3.11", "pytorch=2.13", "egtool"], platforms=PLATS)
+                     deps=[f"python={HOST_PY}", "pytorch=2.13", "egtool"], platforms=PLATS)
 
 
 def test_lock_three_platforms_with_conda_lock_models(env_file: Path) -> None:
@@ -55,8 +56,8 @@ def test_lock_three_platforms_with_conda_lock_models(env_file: Path) -> None:
             assert e.categories == ("main",)
     torch = next(e for e in host_records(lk, "linux-64") if e.name == "pytorch")
     assert torch.build.startswith("cpu_generic")  # __cuda=11.4 cannot run the cuda126 builds
-    assert torch.dependencies["python"] == ">=3.11,<3.12.0a0"
-    assert "python >=3.11,<3.12.0a0" in torch.depends
+    assert torch.dependencies["python"] == f">={HOST_PY},<{HOST_PY_NEXT}.0a0"
+    assert f"python >={HOST_PY},<{HOST_PY_NEXT}.0a0" in torch.depends
     # noarch packages are recorded under each target platform, with the noarch URL
     egtool = [e for e in lk.packages if e.name == "egtool"]
     assert sorted(e.platform for e in egtool) == sorted(PLATS) and all(e.subdir == "noarch" for e in egtool)
@@ -114,7 +115,7 @@ def test_same_input_gives_byte_identical_file(env_file: Path, tmp_path: Path) ->
 
 
 def test_cuda_assumption_selects_builds_and_is_recorded(tmp_path: Path, channel_url: str) -> None:
-    env = write_env(tmp_path / "environment.yml", channels=[channel_url], deps=["python=3.11", "pytorch=2.13"],
+    env = write_env(tmp_path / "environment.yml", channels=[channel_url], deps=[f"python={HOST_PY}", "pytorch=2.13"],
                     platforms=["linux-64"])
     lockfile = tmp_path / "conda-lock.yml"
 
@@ -136,7 +137,7 @@ def test_cuda_assumption_selects_builds_and_is_recorded(tmp_path: Path, channel_
     assert _meta(lockfile)["custom_metadata"][META_CUDA] == "none"
     # a CUDA build asked for explicitly cannot be solved without a driver: exit 6, with rattler's reason
     cuda_only = write_env(tmp_path / "gpu.yml", channels=[channel_url],
-                          deps=["python=3.11", "pytorch=2.13=cuda128*"], platforms=["linux-64"])
+                          deps=[f"python={HOST_PY}", "pytorch=2.13=cuda128*"], platforms=["linux-64"])
     with pytest.raises(BackendError) as e:
         lock([cuda_only], cuda=False, lockfile=tmp_path / "gpu.lock.yml")
     assert e.value.exit_code == ExitCode.BACKEND and "__cuda" in e.value.message
@@ -150,7 +151,7 @@ def test_cuda_assumption_comes_from_the_spec(tmp_path: Path, channel_url: str) -
     lockfile = tmp_path / "conda-lock.yml"
 
     def locked(deps: list[str]):
-        write_env(tmp_path / "environment.yml", channels=[channel_url], deps=["python=3.11", *deps],
+        write_env(tmp_path / "environment.yml", channels=[channel_url], deps=[f"python={HOST_PY}", *deps],
                   platforms=["linux-64", "osx-arm64"])
         result = lock([tmp_path / "environment.yml"])
         torch = next(e.build for e in host_records(read_lock(lockfile), "linux-64") if e.name == "pytorch")
@@ -188,7 +189,7 @@ def test_cuda_assumption_comes_from_the_spec(tmp_path: Path, channel_url: str) -
 
 def test_an_explicit_cuda_flag_outlives_the_spec(tmp_path: Path, channel_url: str) -> None:
     env = write_env(tmp_path / "environment.yml", channels=[channel_url],
-                    deps=["python=3.11", "pytorch=2.13=cuda12*", "cuda-version=12.6"], platforms=["linux-64"])
+                    deps=[f"python={HOST_PY}", "pytorch=2.13=cuda12*", "cuda-version=12.6"], platforms=["linux-64"])
     assert lock([env], cuda="12.0").cuda == "12.0"
     assert _meta(tmp_path / "conda-lock.yml")["custom_metadata"]["envguard.cuda-from"] == "flag"
     kept = lock([env])
@@ -199,7 +200,7 @@ def test_unsatisfiable_spec_exits_6_and_keeps_the_old_lock(env_file: Path, tmp_p
     lockfile = env_file.parent / "conda-lock.yml"
     lock([env_file])
     before = lockfile.read_bytes()
-    write_env(env_file, channels=[channel_url], deps=["python=3.11", "pytorch=9.9"], platforms=PLATS)
+    write_env(env_file, channels=[channel_url], deps=[f"python={HOST_PY}", "pytorch=9.9"], platforms=PLATS)
     proc = envguard(["lock"], cwd=tmp_path)
     assert proc.returncode == 6, proc.stdout + proc.stderr
     assert "cannot solve for linux-64" in proc.stderr and "pytorch" in proc.stderr
@@ -225,7 +226,7 @@ def test_channel_credentials_never_reach_the_lock(channel_factory, test_channel:
     server = channel_factory.serve(test_channel, prefix="channel", auth=("alice", "s3cretpw"), token="tok-98765")
     literal = server.url_with_auth("alice", "s3cretpw")
     assert "/t/tok-98765/" in literal
-    env = write_env(tmp_path / "environment.yml", channels=[literal], deps=["python=3.11"], platforms=["linux-64"])
+    env = write_env(tmp_path / "environment.yml", channels=[literal], deps=[f"python={HOST_PY}"], platforms=["linux-64"])
     result = lock([env], cuda=False)
     text = (tmp_path / "conda-lock.yml").read_text()
     assert result.packages["linux-64"] >= 1 and server.requests  # it really went through the server
@@ -238,7 +239,7 @@ def test_channel_credentials_never_reach_the_lock(channel_factory, test_channel:
     monkeypatch.setenv("EG_PASSWORD", "s3cretpw")
     monkeypatch.setenv("EG_TOKEN", "tok-98765")
     templated = f"http://${{EG_USER}}:${{EG_PASSWORD}}@127.0.0.1:{server.port}/t/${{EG_TOKEN}}/channel"
-    write_env(env, channels=[templated], deps=["python=3.11"], platforms=["linux-64"])
+    write_env(env, channels=[templated], deps=[f"python={HOST_PY}"], platforms=["linux-64"])
     proc = envguard(["lock", "--no-cuda"], cwd=tmp_path, env=os.environ.copy())
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "conda-lock.yml").read_text()
@@ -260,7 +261,7 @@ def test_unset_channel_variable_is_a_usage_error(tmp_path: Path, monkeypatch: py
 
 def test_pip_section_is_resolved_against_a_local_index(tmp_path: Path, channel_url: str, pypi_index) -> None:
     env = write_env(tmp_path / "environment.yml", channels=[channel_url],
-                    deps=["python=3.11", "pip"], pip=["egdemo-b"], platforms=["linux-64", "win-64"],
+                    deps=[f"python={HOST_PY}", "pip"], pip=["egdemo-b"], platforms=["linux-64", "win-64"],
                     extra=f"pip-repositories:\n  - {pypi_index.url}\nallow-pypi-requests: false\n")
     result = lock([env])
     lk = read_lock(tmp_path / "conda-lock.yml")
@@ -280,7 +281,7 @@ def test_pip_section_is_resolved_against_a_local_index(tmp_path: Path, channel_u
 
 def test_pip_failure_is_exit_6(tmp_path: Path, channel_url: str, pypi_index) -> None:
     env = write_env(tmp_path / "environment.yml", channels=[channel_url],
-                    deps=["python=3.11", "pip"], pip=["egdemo-a>=5"], platforms=["linux-64"],
+                    deps=[f"python={HOST_PY}", "pip"], pip=["egdemo-a>=5"], platforms=["linux-64"],
                     extra=f"pip-repositories:\n  - {pypi_index.url}\nallow-pypi-requests: false\n")
     with pytest.raises(BackendError) as e:
         lock([env])
@@ -323,7 +324,7 @@ def test_repodata_cache_honours_xdg_cache_home(tmp_path: Path, http_channel: str
     monkeypatch.delenv("RATTLER_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert rattler_cache_dir() == tmp_path / "xdg" / "rattler" / "cache"
-    env = write_env(tmp_path / "p" / "environment.yml", channels=[http_channel], deps=["python=3.11"],
+    env = write_env(tmp_path / "p" / "environment.yml", channels=[http_channel], deps=[f"python={HOST_PY}"],
                     platforms=["linux-64"])
     lock([env], cuda=False)
     cached = [p for p in (tmp_path / "xdg" / "rattler" / "cache").rglob("*") if p.is_file()]

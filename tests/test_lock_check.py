@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from test_lock_support import conda_lock_verdict, envguard, stub_conda, write_env  # noqa: F401 (fixture)
+from support.channels import HOST_PY
+from support.lock_support import conda_lock_verdict, envguard, stub_conda, write_env  # noqa: F401 (fixture)
 
 from envguard.lock import check_fresh, lock, lock_metadata
 from envguard.lock.lockfile import META_FINGERPRINT, build_lockfile, fast_path_possible, write_lock_atomic
@@ -22,7 +23,7 @@ def _snapshot(d: Path) -> dict[str, tuple[int, int]]:
 
 @pytest.fixture
 def locked(tmp_path: Path, channel_url: str) -> tuple[Path, Path]:
-    env = write_env(tmp_path / "environment.yml", channels=[channel_url], deps=["python=3.11", "numpy"],
+    env = write_env(tmp_path / "environment.yml", channels=[channel_url], deps=[f"python={HOST_PY}", "numpy"],
                     platforms=PLATS)
     lock([env], cuda="12.6")
     return env, tmp_path / "conda-lock.yml"
@@ -58,7 +59,7 @@ def test_stale_after_a_real_change_fresh_after_a_comment(locked: tuple[Path, Pat
     f = check_fresh([env], lockfile)
     assert f.fresh and not f.fast  # conda-lock's own hash decides, and agrees: same spec
 
-    write_env(env, channels=[channel_url], deps=["python=3.11", "numpy", "pip"], platforms=PLATS)
+    write_env(env, channels=[channel_url], deps=[f"python={HOST_PY}", "numpy", "pip"], platforms=PLATS)
     before = _snapshot(env.parent)
     proc = envguard(["lock", "--check"], cwd=env.parent)
     assert proc.returncode == 4

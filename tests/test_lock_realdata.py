@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_lock_support import realworld_channel, write_env
+from support.lock_support import realworld_channel, write_env
 
 from envguard.lock import check_fresh, lock
 from envguard.lock.lockfile import host_records, read_lock

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import channels
-import check_envs
+from support import channels
+from support import check_envs
 from envguard.diff import SideArgs, compare
 from envguard.findings import Severity
 from envguard.lint import lint_file, lint_text

@@ -1,7 +1,7 @@
 """Nothing outside the prefix: hostile packages are refused before anything is linked, and `check` reports
 an environment that already has such paths (docs/reliability.md).
 
-The hostile packages are real archives built with the test channel library (tests/channels.py): a payload
+The hostile packages are real archives built with the test channel library (tests/support/channels.py): a payload
 with a normal ``paths.json``, then ``paths.json`` rewritten inside the archive (``tamper_package``) and the
 channel re-indexed, so the lock records the hostile archive's own sha256: the attack is a package a channel
 really serves, not a tampered download. Every create is the real CLI, the real rattler installer.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-import channels
-from create_fixtures import envguard_run, make_lock, siblings, write_env
+from support import channels
+from support.create_fixtures import envguard_run, make_lock, siblings, write_env
 from envguard import cli
 from envguard.pathsafety import Unsafe, allow_list, check_package, path_problem, resolve
 

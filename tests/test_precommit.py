@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.channels import HOST_PY
+
 REPO = Path(__file__).resolve().parent.parent
 PRE_COMMIT = Path(sys.executable).parent / "pre-commit"
 
@@ -78,7 +80,7 @@ name: {name}
 channels:
   - {channel}
 dependencies:
-  - python=3.11
+  - python={python}
   - pytorch=2.13.*=cpu*
   - numpy
 platforms:
@@ -123,7 +125,7 @@ def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
     project.mkdir()
     _git(project, "init", "-q")
     env_name = f"hooked-{os.getpid()}"
-    (project / "environment.yml").write_text(ENV.format(name=env_name, channel=channel_url), encoding="utf-8")
+    (project / "environment.yml").write_text(ENV.format(name=env_name, channel=channel_url, python=HOST_PY), encoding="utf-8")
     (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(snippet), encoding="utf-8")
     envguard = [sys.executable, "-m", "envguard"]
     prefix = Path(os.environ["ENVGUARD_ENVS_DIR"]) / env_name  # where `envguard create` puts it (conftest)

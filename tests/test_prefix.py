@@ -9,18 +9,17 @@ from pathlib import Path
 
 import pytest
 
-import channels
-import check_envs
+from support.channels import HOST_PY
+from support import channels
+from support import check_envs
 from envguard.model import Package
 from envguard.prefix import import_origins, inspect_prefix, installed_packages, verify_files
 
-BASE = ["python 3.11.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink", "egplaceholder"]
+BASE = [f"python {HOST_PY}.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink", "egplaceholder"]
 
 
 @pytest.fixture
-def env(channel_url: str, session_tmp: Path, tmp_path: Path, standard_channel) -> Path:
-    if not standard_channel.python_version.startswith("3.11"):
-        pytest.skip("the standard channel's python is not 3.11 here")
+def env(channel_url: str, session_tmp: Path, tmp_path: Path) -> Path:
     prefix, _ = check_envs.make_env(channel_url, BASE, tmp_path / "env", session_tmp / "check-pkgs")
     return prefix
 
@@ -41,7 +40,7 @@ def test_installed_packages_reads_conda_meta(env: Path, channel_url: str) -> Non
 def test_ownership_conda_pip_unknown(env: Path, tmp_path: Path) -> None:
     wheel = channels.build_wheel(tmp_path / "wheels", "egleaf", "1.0")
     check_envs.pip_install(env, wheel)
-    sp = env / "lib" / "python3.11" / "site-packages"
+    sp = env / "lib" / f"python{HOST_PY}" / "site-packages"
     # a dist-info no installer claims (a hand copy, no INSTALLER)
     legacy = sp / "handmade-0.1.dist-info"
     legacy.mkdir()
@@ -72,7 +71,7 @@ def test_pip_over_conda_dist_info_is_detected_as_overwritten(env: Path, tmp_path
 def test_verify_files_size_and_sha256(env: Path) -> None:
     info = inspect_prefix(env)
     assert verify_files(info) == [] and verify_files(info, deep=True) == []
-    init = env / "lib/python3.11/site-packages/egtool/__init__.py"
+    init = env / f"lib/python{HOST_PY}/site-packages/egtool/__init__.py"
     data = init.read_bytes()
     check_envs.replace_file(init, data.replace(b"print", b"PRINT"))  # same size, other bytes
     (env / "share/eglink/target.txt").unlink()
@@ -80,7 +79,7 @@ def test_verify_files_size_and_sha256(env: Path) -> None:
     assert [(p.path, p.package, p.problem) for p in problems] == [("share/eglink/target.txt", "eglink", "missing")]
     deep = {(p.path, p.package, p.problem) for p in verify_files(inspect_prefix(env), deep=True, workers=2)}
     assert deep == {("share/eglink/target.txt", "eglink", "missing"),
-                    ("lib/python3.11/site-packages/egtool/__init__.py", "egtool", "sha256")}
+                    (f"lib/python{HOST_PY}/site-packages/egtool/__init__.py", "egtool", "sha256")}
     # A file whose prefix placeholder was rewritten at install is compared with its in-prefix
     # size and sha256 (rattler records both), so edits to it are caught too.
     conf = env / "etc/egplaceholder.conf"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import channels
+from support import channels
 
 
 def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_lock_support import envguard
+from support.lock_support import envguard
 
 from envguard.errors import ExitCode, UserError
 from envguard.lock.spec import KNOWN_KEYS, SpecIssue, read_spec, validate

@@ -14,7 +14,7 @@ import pytest
 
 from envguard.tune.runner import probe_path
 
-TESTS = Path(__file__).resolve().parent
+DATASETS = Path(__file__).resolve().parent / "support"  # tune_datasets.py
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_a_trial_in_a_fresh_interpreter(tmp_path: Path) -> None:
                                                 "pin_memory": False, "multiprocessing_context": "fork"},
            "samples": 16, "limit_s": 120, "dl_timeout": 60}
     p = subprocess.run([sys.executable, str(probe_path()), "--serve", "--dataset", "tune_datasets:tiny",
-                        "--path", str(TESTS), "--batch-size", "8", "--isolation", "exec", "--h2d", "cpu",
+                        "--path", str(DATASETS), "--batch-size", "8", "--isolation", "exec", "--h2d", "cpu",
                         "--workdir", str(tmp_path)],
                        input=json.dumps(req) + "\n", capture_output=True, text=True, timeout=180, cwd=tmp_path)
     lines = [json.loads(line) for line in p.stdout.splitlines()]
@@ -103,15 +103,15 @@ def test_what_the_factory_returns_is_checked(probe, factory: str, stage: str, wo
     from envguard.tune.report import _inspect_error
 
     with pytest.raises(probe._Stage) as e:
-        probe.describe(probe.load_user(f"tune_datasets:{factory}", False, str(TESTS)))
+        probe.describe(probe.load_user(f"tune_datasets:{factory}", False, str(DATASETS)))
     assert e.value.stage == stage and words in probe._err(e.value.error)
     finding = _inspect_error({"stage": e.value.stage, "error": probe._err(e.value.error)})
     assert finding.code == {"empty": "dataset-empty"}.get(stage, "dataset-factory") and words in finding.message
 
 
 def test_unpicklable_datasets_are_found_before_any_worker_starts(probe) -> None:
-    user = probe.load_user("tune_datasets:flaky", False, str(TESTS))
+    user = probe.load_user("tune_datasets:flaky", False, str(DATASETS))
     info = probe.describe(user)
     assert info["picklable"] is False and "lambda" in info["pickle_error"] and info["collate_fn"] == "flaky.<locals>.<lambda>"
-    ok = probe.describe(probe.load_user("tune_datasets:tiny", False, str(TESTS)))
+    ok = probe.describe(probe.load_user("tune_datasets:tiny", False, str(DATASETS)))
     assert ok["picklable"] is True and ok["pickled_bytes"] > 0 and ok["length"] == 48 and ok["kind"] == "map"

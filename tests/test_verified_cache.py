@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import channels
-from create_fixtures import make_lock, siblings, write_env
+from support import channels
+from support.create_fixtures import make_lock, siblings, write_env
 from envguard import cli
 from envguard.create import integrity
 

@@ -16,18 +16,13 @@ from pathlib import Path
 
 import pytest
 
-import channels
-from create_fixtures import envguard_run
+from support.channels import HOST_PY
+from support import channels
+from support.create_fixtures import envguard_run
 from envguard import cli, render
 
 REPO = Path(__file__).resolve().parent.parent
 ENVGUARD_BIN = Path(sys.executable).parent
-
-
-@pytest.fixture
-def py311(standard_channel) -> None:
-    if not standard_channel.python_version.startswith("3.11"):
-        pytest.skip("the standard channel's host python is not 3.11 here")
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -49,7 +44,7 @@ def project(tmp_path: Path, channel_url: str, deps: tuple[str, ...] = ("pytorch=
     proj = tmp_path / "proj"
     proj.mkdir(parents=True)
     name = name or f"wf-{tmp_path.name}"[:50]
-    lines = [f"name: {name}", "channels:", f"  - {channel_url}", "dependencies:", "  - python=3.11"]
+    lines = [f"name: {name}", "channels:", f"  - {channel_url}", "dependencies:", f"  - python={HOST_PY}"]
     lines += [f"  - {d}" for d in deps] + ["platforms:", f"  - {channels.host_platform()}"]
     (proj / "environment.yml").write_text("\n".join(lines) + "\n")
     from envguard.lock import lock
@@ -79,7 +74,7 @@ def readme_workflow() -> list[str]:
     return [ln for ln in block.group(1).splitlines() if ln.strip()]
 
 
-def test_readme_workflow_runs_as_written(py311, tmp_path: Path, standard_channel) -> None:
+def test_readme_workflow_runs_as_written(tmp_path: Path, standard_channel) -> None:
     """Every line of README's workflow, in a fresh project directory, against a local channel. The one
     deviation: after `envguard init` the file names the local channel (and a torch release it carries) instead
     of conda-forge, which this machine cannot reach; and, this machine having no GPU and the test channel's
@@ -115,7 +110,7 @@ def test_readme_workflow_runs_as_written(py311, tmp_path: Path, standard_channel
 # --------------------------------------------------------------------------- 1. the right environment
 
 
-def test_check_never_checks_envguards_own_interpreter(py311, tmp_path: Path, channel_url: str) -> None:
+def test_check_never_checks_envguards_own_interpreter(tmp_path: Path, channel_url: str) -> None:
     """1. No -p/-n, no active conda env, no project env: exit 2 naming the flags (it used to check envguard's
     own virtualenv against the project's lock). Once the project's env exists, it is the one checked, and
     the header says why. An active conda env wins, unless it is a conda installation's base."""
@@ -144,7 +139,7 @@ def test_check_never_checks_envguards_own_interpreter(py311, tmp_path: Path, cha
 # --------------------------------------------------------------------------- 2. create repairs drift
 
 
-def test_create_rebuilds_an_env_pip_drifted_and_says_how(py311, tmp_path: Path, channel_url: str) -> None:
+def test_create_rebuilds_an_env_pip_drifted_and_says_how(tmp_path: Path, channel_url: str) -> None:
     """2. After `pip install` of another numpy into a created env, `create` rebuilds it (it used to say
     `unchanged`, trusting its fingerprint) and says what had drifted; then check is clean again."""
     proj, _ = project(tmp_path, channel_url)
@@ -178,7 +173,7 @@ def test_smoke_takes_relative_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 # --------------------------------------------------------------------------- 4. exit codes follow findings
 
 
-def test_cuda_lock_on_a_machine_without_gpu_is_exit_1_not_7(py311, tmp_path: Path, channel_url: str) -> None:
+def test_cuda_lock_on_a_machine_without_gpu_is_exit_1_not_7(tmp_path: Path, channel_url: str) -> None:
     """4. A CUDA lock, a CPU torch at runtime, no driver: a policy error (exit 1); the smoke test itself passed,
     so never 7."""
     proj, _ = project(tmp_path, channel_url, deps=("pytorch=2.13.*=cuda126*", "numpy", "pip"), cuda="12.6")
@@ -194,7 +189,7 @@ def test_cuda_lock_on_a_machine_without_gpu_is_exit_1_not_7(py311, tmp_path: Pat
 # --------------------------------------------------------------------------- 5. diff agrees with check
 
 
-def test_diff_of_a_live_prefix_shows_pip_over_conda(py311, tmp_path: Path, channel_url: str,
+def test_diff_of_a_live_prefix_shows_pip_over_conda(tmp_path: Path, channel_url: str,
                                                     standard_channel) -> None:
     """5. `pip install --ignore-installed` of the same numpy (it used to be `no differences`) and of another
     version (it used to be only `numpy added (pip)`): pip over conda, the class check agrees with."""
@@ -219,7 +214,7 @@ def test_diff_of_a_live_prefix_shows_pip_over_conda(py311, tmp_path: Path, chann
 # --------------------------------------------------------------------------- 6. staleness is a finding
 
 
-def test_edited_spec_makes_check_report_a_stale_lock(py311, tmp_path: Path, channel_url: str) -> None:
+def test_edited_spec_makes_check_report_a_stale_lock(tmp_path: Path, channel_url: str) -> None:
     """6. After editing environment.yml without re-locking, check says so (it used to say `no findings`), and
     the fix it names, run as written, re-locks and rebuilds."""
     proj, _ = project(tmp_path, channel_url)
@@ -293,7 +288,7 @@ def test_diff_summary_adds_up() -> None:
     assert sum(counts) == 2 and "rebuilt" not in summary, summary
 
 
-def test_logs_never_break_a_path_mid_word(py311, tmp_path: Path, channel_url: str) -> None:
+def test_logs_never_break_a_path_mid_word(tmp_path: Path, channel_url: str) -> None:
     """9. Not on a terminal, findings are plain lines: a long lock path stays whole (rich used to fold the
     table at 80 columns)."""
     deep = tmp_path / ("a-rather-long-directory-name-" * 3).rstrip("-") / "project"
@@ -310,7 +305,7 @@ def test_logs_never_break_a_path_mid_word(py311, tmp_path: Path, channel_url: st
 # --------------------------------------------------------------------------- 10. no litter, no silence
 
 
-def test_no_lock_file_beside_the_prefix_even_after_a_refused_create(py311, tmp_path: Path, channel_url: str) -> None:
+def test_no_lock_file_beside_the_prefix_even_after_a_refused_create(tmp_path: Path, channel_url: str) -> None:
     """10. The prefix lock lives in envguard's own hidden folder: nothing appears beside the prefix."""
     from envguard.create.prefixlock import lock_path_for
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import yaml
 
-import channels
+from support import channels
 
 ENVGUARD = [sys.executable, "-m", "envguard"]
 

@@ -1,6 +1,6 @@
 """Test channel library: local conda channels, PyPI indexes and HTTP serving for tests.
 
-Plain functions, no pytest (the fixtures live in tests/channel_fixtures.py). Only py-rattler,
+Plain functions, no pytest (the fixtures live in tests/support/channel_fixtures.py). Only py-rattler,
 packaging and the standard library. Nothing here touches the network or ``~/.cache``.
 
 Public functions
@@ -45,7 +45,7 @@ Public functions
                                                        much of it. About 1 s per 1,000 packages on our machines.
 ``generate_repodata(dir, n_records, platforms=...)``    Write repodata.json directly (no package files), e.g. 30,000
                                                        records for solver benchmarks. Fake hashes: solve-only.
-(tests/metadata_channel.py)                            ``build_metadata_channel(locks, root)``: a metadata-only
+(tests/support/metadata_channel.py)                    ``build_metadata_channel(locks, root)``: a metadata-only
                                                        channel from the package records of REAL lock files (pixi.lock,
                                                        conda-lock.yml), to ask "does this solve on conda-forge" of
                                                        conda-forge's own records; fixture ``realdata_channel``.
@@ -57,6 +57,8 @@ Standard channel (built once per session by the ``test_channel`` fixture)
 Subdirs linux-64, osx-arm64, win-64, noarch. "host" = this machine's platform (linux-64 here): only there
 do packages actually work; on the other platforms python/pytorch/numpy are metadata-only records
 (same depends, no usable files) so multi-platform solves succeed.
+The versions below are a 3.11 host's: python's line, the ``py311`` of the builds and the depends follow the host
+interpreter (tests name them ``HOST_PY`` "3.11", ``HOST_PY_TAG`` "py311", ``HOST_PY_NEXT`` "3.12").
 
 * ``python 3.11.x`` (host version, build ``h0_0_cpython``): a venv around the test interpreter's base
   interpreter: ``bin/python3.11`` -> host interpreter (absolute symlink), ``bin/python3``, ``bin/python``,
@@ -86,8 +88,8 @@ do packages actually work; on the other platforms python/pytorch/numpy are metad
 * ``eglink 1.0.0`` noarch generic: ``share/eglink/target.txt`` and symlinks ``share/eglink/link.txt ->
   target.txt``, ``bin/eglink-data -> ../share/eglink/target.txt``.
 
-Fixtures (tests/channel_fixtures.py)
-====================================
+Fixtures (tests/support/channel_fixtures.py)
+============================================
 Session: ``standard_channel`` (StandardChannel), ``test_channel`` (Path), ``channel_url`` (file:// str),
 ``http_channel`` (str, ``http://127.0.0.1:<port>/channel``), ``http_channel_server`` (HttpServer, ``.requests``),
 ``python312_available`` / ``host_python_pkg_available`` (bool), ``pypi_index`` (PypiIndex, ``.url`` = served
@@ -134,9 +136,14 @@ SUBDIRS: tuple[str, ...] = PLATFORMS + ("noarch",)
 DEFAULT_TIMESTAMP_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z: fixed so builds are reproducible
 _TAR_MTIME = 1_735_689_600
 _ZIP_DATE = (2025, 1, 1, 0, 0, 0)
+# The standard channel's python is a venv around this interpreter, so its line is the host's: tests name it
+# through these instead of a literal, and run on any Python the suite supports.
+HOST_PY = f"{sys.version_info[0]}.{sys.version_info[1]}"  # "3.11"
+HOST_PY_NEXT = f"{sys.version_info[0]}.{sys.version_info[1] + 1}"  # "3.12", the first line its builds exclude
+HOST_PY_TAG = f"py{sys.version_info[0]}{sys.version_info[1]}"  # "py311", in the standard builds' names
 
 __all__ = [
-    "PLACEHOLDER", "PLATFORMS", "SUBDIRS", "PackageSpec", "build_package", "make_channel", "index_channel",
+    "HOST_PY", "HOST_PY_NEXT", "HOST_PY_TAG", "PLACEHOLDER", "PLATFORMS", "SUBDIRS", "PackageSpec", "build_package", "make_channel", "index_channel",
     "strip_indexed_timestamps", "copy_channel", "tamper_package", "channel_url", "package_path",
     "StandardChannel", "build_standard_channel",
     "HttpServer", "serve_directory", "build_wheel", "PypiIndex", "build_pypi_index", "standard_pypi_index",
@@ -554,6 +561,8 @@ def _base_interpreter() -> Path:
 
 
 def _find_python312() -> tuple[Path, str] | None:
+    if sys.version_info[:2] == (3, 12):  # the host's own line: a second python 3.12 record would clash with it
+        return None
     pyenv = Path("/root/.pyenv/versions")
     candidates = sorted(pyenv.glob("3.12*/bin/python3.12"), reverse=True) if pyenv.is_dir() else []
     for exe in candidates:

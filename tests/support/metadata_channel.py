@@ -5,7 +5,7 @@ version, build, depends, hashes, and (pixi.lock) constrains. The union of many r
 small, real slice of a channel's dependency graph. Solving against it asks "does this solve on conda-forge"
 of conda-forge's own records instead of a synthetic channel that encodes our assumptions.
 
-Plain functions, no pytest (tests/channel_fixtures.py has the fixture). Only py-rattler, PyYAML and the
+Plain functions, no pytest (tests/support/channel_fixtures.py has the fixture). Only py-rattler, PyYAML and the
 standard library.
 
 ``records_from_lock(path)``          every conda record of a lock: pixi.lock v5–v7 and conda-lock.yml read by

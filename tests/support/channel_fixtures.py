@@ -1,4 +1,4 @@
-"""Pytest fixtures around the test channel library (tests/channels.py).
+"""Pytest fixtures around the test channel library (tests/support/channels.py).
 
 Session-scoped (built once): ``standard_channel`` (StandardChannel), ``test_channel`` (Path),
 ``channel_url`` (file:// URL), ``http_channel`` (http://127.0.0.1:<port>/channel serving the same directory;
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-import channels
-import metadata_channel
+from support import channels
+from support import metadata_channel
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +64,7 @@ def host_python_pkg_available(standard_channel: channels.StandardChannel) -> boo
 @pytest.fixture(scope="session")
 def realdata_channel(realworld: Path, session_tmp: Path) -> metadata_channel.MetadataChannel:
     """conda-forge's real records from every lock of ../shared/realworld, as a metadata-only file:// channel
-    (tests/metadata_channel.py). It solves and locks; it cannot install."""
+    (tests/support/metadata_channel.py). It solves and locks; it cannot install."""
     return metadata_channel.build_metadata_channel(metadata_channel.realworld_locks(realworld),
                                                    session_tmp / "channels" / "realdata")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CONDA_LOCK = BIN / "conda-lock"
 MAPPING = REPO / "envguard" / "data" / "conda-pypi-mapping.json"

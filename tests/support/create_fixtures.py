@@ -13,12 +13,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import channels
+from support.channels import HOST_PY
+from support import channels
 
 ENVGUARD = [sys.executable, "-m", "envguard"]
 
 # The standard channel's host packages that make a working python + torch environment.
-BASE_DEPS = ("python=3.11", "pytorch=2.13.0=cpu*", "numpy", "pip", "egtool", "egplaceholder", "eglink")
+BASE_DEPS = (f"python={HOST_PY}", "pytorch=2.13.0=cpu*", "numpy", "pip", "egtool", "egplaceholder", "eglink")
 
 
 def write_env(directory: Path, channel_urls: Sequence[str] | str, deps: Sequence[str], *,
