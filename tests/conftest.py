@@ -58,6 +58,7 @@ def realworld() -> Path:
     return REALWORLD
 
 
+@pytest.hookimpl(tryfirst=True)  # before any fixture of the test is set up
 def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in item.iter_markers("requires"):
         require(*mark.args, **mark.kwargs)

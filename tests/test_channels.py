@@ -20,6 +20,7 @@ import rattler
 import rattler.package_streaming
 from rattler import BuildString, GenericVirtualPackage, PackageName, Version
 
+from support.require import require
 from support.channels import HOST_PY
 from support import channels
 from support.channel_fixtures import ChannelFactory
@@ -198,8 +199,7 @@ def test_cuda_version_constrains_the_driver(channel_url: str, tmp_path: Path) ->
 
 @pytest.mark.skipif(not CAN_RUN_HOST_PYTHON, reason="the venv python package works on Linux/macOS hosts only")
 def test_python312_package_is_a_working_312_env(standard_channel: channels.StandardChannel, tmp_path: Path) -> None:
-    if not standard_channel.python312_available:
-        pytest.skip("no Python 3.12 interpreter on this machine")
+    require(standard_channel.python312_available, "no Python 3.12 interpreter on this machine (pyenv)")
     records = _solve(standard_channel.url, ["python 3.12.*"], HOST, None, tmp_path / "cache")
     assert str(records["python"].version) == standard_channel.python312_version
     prefix = tmp_path / "env312"
@@ -224,8 +224,7 @@ print(json.dumps({
 
 @pytest.mark.skipif(not CAN_RUN_HOST_PYTHON, reason="the venv python package works on Linux/macOS hosts only")
 def test_installed_env_runs_real_torch(standard_channel: channels.StandardChannel, tmp_path: Path) -> None:
-    if standard_channel.real_torch_version is None:
-        pytest.skip("torch is not installed in the test environment")
+    require(standard_channel.real_torch_version is not None, "torch is not installed in the test environment")
     records = _solve(standard_channel.url, ENV_SPECS, HOST, None, tmp_path / "cache")
     prefix = tmp_path / "env"
     _install(list(records.values()), prefix, tmp_path / "pkgs")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from support.require import require
 from support.channels import HOST_PY
 from support import channels
 from support import check_envs
@@ -156,8 +157,7 @@ def test_lock_without_host_platform(env: Path, tmp_path: Path) -> None:
 
 
 def test_python_312_env(standard_channel, channel_url: str, cache: Path, tmp_path: Path) -> None:
-    if not standard_channel.python312_available:
-        pytest.skip("no Python 3.12 interpreter for the test channel")
+    require(standard_channel.python312_available, "no Python 3.12 interpreter for the test channel (pyenv)")
     prefix, _ = check_envs.make_env(channel_url, ["python 3.12.*", "pip"], tmp_path / "env", cache)
     rc, rep = check_json("-p", str(prefix), "--no-smoke")
     assert rc == 1 and rep["python"].startswith("3.12")

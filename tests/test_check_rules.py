@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from support.require import require
 from support.check_envs import envguard
 from envguard.check import checks
 from envguard.prefix import inspect_prefix
@@ -58,8 +59,7 @@ def test_core_patterns() -> None:
 
 def _venv(version_glob: str, tmp_path: Path) -> Path:
     found = sorted(PYENV.glob(f"{version_glob}*/bin/python"))
-    if not found:
-        pytest.skip(f"no Python {version_glob} under {PYENV}")
+    require(found, f"no Python {version_glob} under {PYENV}")
     prefix = tmp_path / f"venv{version_glob}"
     subprocess.run([str(found[-1]), "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=120)
     return prefix

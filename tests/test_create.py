@@ -506,7 +506,7 @@ def _unshare_works() -> bool:
     return probe.returncode == 0
 
 
-@pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -m` (a private mount namespace) for tmpfs")
+@pytest.mark.requires(_unshare_works(), "needs `unshare -m` (a private mount namespace) for tmpfs")
 @pytest.mark.parametrize("case", ["full", "readonly"])
 def test_full_disk_or_read_only_exits_6_with_path(tmp_path: Path, channel_factory, case: str) -> None:
     chan = channel_factory([{"name": "egbig", "version": "1.0", "files": {"share/egbig/blob.bin": os.urandom(600_000)}}])

@@ -21,13 +21,15 @@ from typing import Iterator
 
 import pytest
 
+from support.require import importorskip
+
 from envguard.smoke import classify, distributed_summary, probe_path
 
 BIN = Path(sys.executable).parent
 TORCHRUN = BIN / "torchrun"
 ENVGUARD = [sys.executable, "-m", "envguard"]
 
-pytest.importorskip("torch.distributed")
+importorskip("torch.distributed")
 
 
 def _envguard_start_s() -> float:
@@ -80,7 +82,7 @@ def _torchrun(node_rank: int, port: int, *command: str) -> list[str]:
             "--master-addr", "127.0.0.1", "--master-port", str(port), *command]
 
 
-@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside this interpreter")
+@pytest.mark.requires(TORCHRUN.exists(), "torchrun is not installed beside this interpreter")
 def test_two_torchrun_nodes_run_the_distributed_probe(procs: Procs, tmp_path: Path) -> None:
     port = free_port()
     probe = [str(probe_path()), "--distributed", "--only-distributed", "--join-timeout", "30",
@@ -137,7 +139,7 @@ def test_a_node_that_never_starts_is_named_with_its_host(procs: Procs, tmp_path:
     assert d["launcher"] == "slurm" and d["stage"] == "join" and d["missing"] == [{"rank": 1, "host": "node08"}]
 
 
-@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside this interpreter")
+@pytest.mark.requires(TORCHRUN.exists(), "torchrun is not installed beside this interpreter")
 def test_torchrun_rank_that_never_joins_is_reported_exit_7(procs: Procs, tmp_path: Path) -> None:
     """Node 1's torchrun runs, but its worker is not the probe: node 0's `envguard smoke` names rank 1."""
     port = free_port()

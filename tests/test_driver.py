@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from support.require import importorskip, require
+
 from envguard import driver
 from envguard.driver import DriverInfo, from_nvml, get_driver_info
 
@@ -77,8 +79,7 @@ def test_missing_or_empty_override_is_none(tmp_path: Path, monkeypatch: pytest.M
 
 @posix
 def test_nvidia_smi_found_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if from_nvml() is not None:
-        pytest.skip("a real NVML answers first on this machine")
+    require(from_nvml() is None, "a real NVML answers first on this machine", allowed="gpu")
     _script(tmp_path / "bin" / "nvidia-smi", H200_SMI)
     monkeypatch.delenv("ENVGUARD_NVIDIA_SMI", raising=False)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
@@ -106,11 +107,12 @@ int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) {
 """
 
 
-@pytest.mark.skipif(not shutil.which("cc") or not sys.platform.startswith("linux"), reason="needs a C compiler")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux shared library")
+@pytest.mark.requires(shutil.which("cc"), "needs a C compiler")
 def test_nvidia_ml_py_with_a_fake_library(tmp_path: Path) -> None:
     """NVIDIA's real binding (pynvml from nvidia-ml-py) loads libnvidia-ml.so.1 by name: a fake one on
     LD_LIBRARY_PATH answers it, in a fresh interpreter (the loader reads LD_LIBRARY_PATH at start)."""
-    pytest.importorskip("pynvml")
+    importorskip("pynvml")
     src = tmp_path / "nvml.c"
     src.write_text(FAKE_NVML)
     lib = tmp_path / "libnvidia-ml.so.1"

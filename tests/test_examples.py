@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.require import importorskip, require
+
 from envguard.lint import lint_file
 
 REPO = Path(__file__).resolve().parent.parent
@@ -107,7 +109,7 @@ def test_project_environment_lints_clean() -> None:
 
 @pytest.mark.parametrize("spawn", [False, True], ids=["fork", "spawn"])
 def test_train_script_runs_with_worker_processes(tmp_path: Path, spawn: bool) -> None:
-    pytest.importorskip("torch")
+    importorskip("torch")
     script = EXAMPLES / "pytorch-project" / "train.py"
     # spawn re-imports torch in each worker: one worker is enough to prove the Dataset pickles
     argv = [sys.executable, str(script), "--epochs", "2", "--samples", "64", "--workers", "1" if spawn else "2"]
@@ -223,8 +225,7 @@ def test_slurm_script_runs_on_two_fake_nodes(tmp_path: Path) -> None:
     from support import check_envs
 
     torchrun = Path(sys.prefix) / "bin" / "torchrun"
-    if not torchrun.exists():
-        pytest.skip("torchrun is not installed in the test environment")
+    require(torchrun.exists(), "torchrun is not installed in the test environment")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "srun").write_text(_FAKE_SRUN)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.require import require
 from support.channels import HOST_PY, HOST_PY_TAG
 from support import channels
 from support.create_fixtures import BASE_DEPS, envguard_run, make_lock, write_env
@@ -243,9 +244,8 @@ def test_plain_venv_with_torch_from_pip(tmp_path: Path) -> None:
     try:
         torch = distribution("torch")
     except Exception:
-        pytest.skip("torch is not installed in the test environment")
-    if torch.read_text("REQUESTED") is None:
-        pytest.skip("torch was not installed on request here")
+        require(False, "torch is not installed in the test environment")
+    require(torch.read_text("REQUESTED") is not None, "torch was not installed on request here")
     result = export(sys.prefix, output=tmp_path, use_index=False, driver_info_fn=lambda: None)
     spec = spec_of(tmp_path)
     assert spec["dependencies"][:2] == [f"python={sys.version_info[0]}.{sys.version_info[1]}", "pip"]

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
+from support.require import importorskip
+
+hypothesis = importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -52,7 +54,7 @@ def _corpus() -> list[tuple[str, bytes]]:
 
 
 CORPUS = _corpus()
-needs_corpus = pytest.mark.skipif(not CORPUS, reason="real-world corpus not found")
+needs_corpus = pytest.mark.requires(bool(CORPUS), "real-world corpus not found (set ENVGUARD_REALWORLD)")
 
 # What hostile and broken files hold: YAML syntax at odd places, aliases, deep nesting, credentials, huge
 # tokens, bytes that are not UTF-8, selectors, pip options.

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.require import require
 from support.channels import HOST_PY
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,15 +102,13 @@ def documented_snippet() -> dict:
 def test_documented_rev_is_a_tag_of_this_repository() -> None:
     """The snippet's `rev:` must name a tag this repository has (a clone without any tags cannot tell)."""
     rev = documented_snippet()["repos"][0]["rev"]
-    if not (REPO / ".git").exists():
-        pytest.skip("not a git checkout")
+    require((REPO / ".git").exists(), "not a git checkout")
     tags = subprocess.run(["git", "tag", "--list"], cwd=REPO, capture_output=True, text=True).stdout.split()
-    if not tags:
-        pytest.skip("this clone has no tags (cloned with --no-tags?)")
+    require(tags, "this clone has no tags (cloned with --no-tags?)")
     assert rev in tags, f"docs/commands/pre-commit.md's rev: {rev} is not a tag of this repository ({', '.join(tags)})"
 
 
-@pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed next to the test interpreter")
+@pytest.mark.requires(PRE_COMMIT.exists(), "pre-commit is not installed next to the test interpreter")
 @pytest.mark.skipif(sys.platform != "linux", reason="the test channel's interpreter package is Linux-only here")
 def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
     snippet = documented_snippet()

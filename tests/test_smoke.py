@@ -371,7 +371,7 @@ def test_old_driver_from_fake_nvidia_smi_is_driver_old(tmp_path: Path, monkeypat
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _torch_cuda(), reason="needs a CUDA GPU")
+@pytest.mark.requires(_torch_cuda(), "needs a CUDA GPU", allowed="gpu")
 def test_real_gpu_pinned_copy_and_matmul() -> None:
     r = run_smoke(sys.executable, quick=True, require_cuda=True)
     statuses = {c["name"]: c for c in r.probe["checks"]}

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from support.require import require
 from support import channels
 
 
@@ -24,8 +25,8 @@ def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def rattler_env(standard_channel: Any, host_python_pkg_available: bool, session_tmp: Path) -> Path:
     """``<ENVGUARD_ENVS_DIR>/smoke-rattler``: python + pytorch (cpu) + numpy, solved and installed by rattler."""
-    if not host_python_pkg_available or standard_channel.real_torch_version is None:
-        pytest.skip("the test channel has no working python/torch for this platform")
+    require(host_python_pkg_available and standard_channel.real_torch_version is not None,
+            "the test channel has no working python/torch for this platform")
     import rattler
     from rattler import BuildString, Channel, GenericVirtualPackage, MatchSpec, PackageName, Subdir, Version
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from support.require import require
+
 from envguard.findings import Severity
 from envguard.procsession import session_members
 from envguard.smoke import SmokeResult, run_smoke
@@ -120,8 +122,7 @@ def test_second_openmp_runtime_and_kmp_duplicate_lib_ok_are_omp_dup_warnings(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import importlib.util
 
-    if importlib.util.find_spec("threadpoolctl") is None:
-        pytest.skip("threadpoolctl not installed")
+    require(importlib.util.find_spec("threadpoolctl") is not None, "threadpoolctl not installed")
     # importing threadpoolctl anywhere in this test session sets it in os.environ
     monkeypatch.delenv("KMP_DUPLICATE_LIB_OK", raising=False)
     r = _run("omp-dup")
@@ -151,7 +152,7 @@ def _unshare_works() -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -m` and tmpfs mounts (root)")
+@pytest.mark.requires(_unshare_works(), "needs `unshare -m` and tmpfs mounts (root)")
 def test_tiny_dev_shm_is_shm(tmp_path: Path) -> None:
     """A private 2 MB /dev/shm and 8 MiB batches: torch's own allocation fails."""
     wrapper = tmp_path / "python-tiny-shm"

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from support.require import importorskip
+
 from envguard.errors import UserError
 from envguard.findings import Severity
 from envguard.tune import TuneResult, check_plot, parse_current, tune, write_plot
@@ -103,7 +105,7 @@ def test_the_report_formats(tiny_run: TuneResult) -> None:
 
 
 def test_plot_png_and_svg(tiny_run: TuneResult, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    importorskip("matplotlib", allowed="plot")
     png = write_plot(tiny_run, check_plot(tmp_path / "tune.png"))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = write_plot(tiny_run, check_plot(tmp_path / "tune.svg"))
