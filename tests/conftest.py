@@ -2,8 +2,8 @@
 
 * Caches (rattler, conda-lock, pip, pre-commit) go to one temporary directory,
   never ``~/.cache``.
-* ``slow`` (builds environments or starts interpreters) is set here for every test that uses a fixture
-  doing so, besides the modules and tests marked by hand; ``-m "not slow"`` is the fast lane.
+* ``slow`` (builds environments or starts interpreters) is also set here for every test that uses a fixture
+  marked ``@builds_environment`` (tests/support/lanes.py); ``-m "not slow"`` is the fast lane.
 * ``@pytest.mark.requires(condition, reason)`` skips through tests/support/require.py: a failure under CI=true.
 * The process leaves with ``os._exit`` after pytest has printed its summary:
   py-rattler's runtime can crash during interpreter finalisation
@@ -42,7 +42,8 @@ REALWORLD = Path(os.environ.get("ENVGUARD_REALWORLD", REPO.parent / "shared" / "
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.require import require  # noqa: E402 (needs the sys.path entry above)
+from support.lanes import mark_slow_from_fixtures  # noqa: E402 (needs the sys.path entry above)
+from support.require import require  # noqa: E402
 
 pytest_plugins = ["support.channel_fixtures"]
 
@@ -56,6 +57,10 @@ def session_tmp() -> Path:
 def realworld() -> Path:
     require(REALWORLD.is_dir(), f"real-world corpus not found at {REALWORLD} (set ENVGUARD_REALWORLD)")
     return REALWORLD
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_slow_from_fixtures(items)
 
 
 @pytest.hookimpl(tryfirst=True)  # before any fixture of the test is set up

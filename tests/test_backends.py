@@ -22,6 +22,8 @@ from envguard.create.backends.external import render_explicit
 from envguard.errors import BackendError, UserError
 from envguard.fingerprint import read_fingerprint
 
+pytestmark = pytest.mark.slow  # each test creates environments with the real backends
+
 FAKE = """#!{python}
 import json, os, signal, sys
 args = sys.argv[1:]

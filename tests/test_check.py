@@ -19,6 +19,8 @@ from support import channels
 from support import check_envs
 from support.check_envs import envguard
 
+pytestmark = pytest.mark.slow  # each test checks a real environment rattler installed, or starts envguard
+
 BASE = [f"python {HOST_PY}.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"]
 
 

@@ -12,6 +12,8 @@ from support.channels import HOST_PY
 from support import channels
 from support import check_envs
 
+pytestmark = pytest.mark.slow  # its report comes from a real installed environment
+
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "check-schema.md"
 

@@ -33,6 +33,8 @@ from envguard.create.prefixlock import holder_path
 from envguard.create.integrity import cache_entry_sha256
 from envguard.platforms import python_in_prefix
 
+pytestmark = pytest.mark.slow  # each test creates real environments
+
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     capsys.readouterr()

@@ -64,6 +64,7 @@ def _leaks(*roots: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_lock_create_check_diff_leave_no_credential_on_disk(tmp_path: Path, sandbox: dict[str, str],
                                                               channel_factory, standard_channel) -> None:
     host = channels.host_platform()
@@ -122,6 +123,7 @@ def test_lock_create_check_diff_leave_no_credential_on_disk(tmp_path: Path, sand
     assert list((Path(sandbox["XDG_CACHE_HOME"]) / "rattler" / "cache" / "pkgs").glob("egtool-*"))
 
 
+@pytest.mark.slow
 def test_verbose_tracebacks_are_masked_too(tmp_path: Path, sandbox: dict[str, str], channel_factory) -> None:
     """``--verbose`` printed the user name in one error chain (the installer's own error, chained under
     envguard's): the traceback now goes through redact like every other message."""

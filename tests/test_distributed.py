@@ -25,6 +25,8 @@ from support.require import importorskip
 
 from envguard.smoke import classify, distributed_summary, probe_path
 
+pytestmark = pytest.mark.slow  # torchrun and probe processes
+
 BIN = Path(sys.executable).parent
 TORCHRUN = BIN / "torchrun"
 ENVGUARD = [sys.executable, "-m", "envguard"]

@@ -25,6 +25,8 @@ from envguard import cli
 from envguard.export import CODES, export
 from envguard.lock import read_lock
 
+pytestmark = pytest.mark.slow  # exports real created environments
+
 PLAT = channels.host_platform()
 
 

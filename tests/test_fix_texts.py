@@ -29,6 +29,8 @@ from support.channels import HOST_PY
 from support import channels
 from envguard import catalog
 
+pytestmark = pytest.mark.slow  # runs each fix as written against real environments
+
 ENVGUARD_BIN = Path(sys.executable).parent
 USAGE = re.compile(r"\(fix: see `envguard [a-z]+ --help`\)|No such option|Got unexpected extra argument|"
                    r"internal error|Traceback \(most recent call last\)")

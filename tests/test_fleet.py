@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from support.lanes import builds_environment
 from support.channels import HOST_PY
 from support import channels
 from support import check_envs
@@ -31,6 +32,7 @@ def fleet_json(*args: str) -> tuple[int, dict[str, Any], str]:
 
 
 @pytest.fixture(scope="module")
+@builds_environment
 def real(channel_url: str, session_tmp: Path, tmp_path_factory) -> dict[str, Any]:
     """Four environments, each checked for real: a clean CPU env, the same with torch pip-installed over
     conda's, one built from another lock (pytorch 2.12.0), and conda's Python with torch from pip alone."""
@@ -175,6 +177,7 @@ def test_a_lock_nobody_matches(real: dict[str, Any], tmp_path: Path) -> None:
     assert torch_change["kinds"] == ["upgraded"]  # 2.12.0 locked, 2.13.0 installed
 
 
+@pytest.mark.slow
 def test_nothing_readable_is_one_line_exit_2(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text("{not json")
     if hasattr(os, "mkfifo"):
@@ -201,6 +204,7 @@ def test_host_ranges(names: list[str], expected: str) -> None:
     assert compress(names) == expected
 
 
+@pytest.mark.slow
 def test_each_platform_is_compared_with_its_own_part_of_the_lock(channel_url: str,
                                                                  tmp_path: Path) -> None:
     """A fleet of two architectures under one lock: a node matches when it installed the lock's packages for

@@ -21,6 +21,8 @@ import envguard.__main__ as envguard_main
 from support.create_fixtures import ENVGUARD, envguard_popen, envguard_run, make_lock, siblings, tree_state, write_env
 from envguard.fingerprint import read_fingerprint
 
+pytestmark = pytest.mark.slow  # real signals to real envguard processes
+
 HOOKS = {"ENVGUARD_TESTING": "1"}
 
 

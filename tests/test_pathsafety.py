@@ -103,6 +103,7 @@ def test_allow_list_names_package_and_path(monkeypatch: pytest.MonkeyPatch) -> N
 # --------------------------------------------------------------------------- create refuses, nothing touched
 
 
+@pytest.mark.slow
 def test_dotdot_path_deleting_a_file_beside_the_prefix_is_refused(tmp_path: Path, pkgs: Path, capsys) -> None:
     """Failure 1 of issue #12: ``share/../../victim.txt`` made create delete that file (exit 6)."""
     lock = _hostile(tmp_path, "egvictim", {"share/egvictim/a.txt": "a\n"},
@@ -117,6 +118,7 @@ def test_dotdot_path_deleting_a_file_beside_the_prefix_is_refused(tmp_path: Path
     assert not target.exists() and siblings(target) == []
 
 
+@pytest.mark.slow
 def test_dotdot_path_writing_beside_the_prefix_is_refused_and_reported(tmp_path: Path, pkgs: Path,
                                                                        capsys) -> None:
     """``share/../../payload-1.0-h0_0/share/evil.sh`` wrote beside the prefix with exit 0."""
@@ -129,6 +131,7 @@ def test_dotdot_path_writing_beside_the_prefix_is_refused_and_reported(tmp_path:
     assert not target.exists() and siblings(target) == []
 
 
+@pytest.mark.slow
 def test_absolute_path_is_one_line_exit_3_no_panic_no_staging(tmp_path: Path, pkgs: Path) -> None:
     """An absolute path panicked rattler's installer: exit 134, a Rust backtrace, the staging dir left."""
     outside = tmp_path / "abs-victim.txt"
@@ -142,6 +145,7 @@ def test_absolute_path_is_one_line_exit_3_no_panic_no_staging(tmp_path: Path, pk
     assert not outside.exists() and not target.exists() and siblings(target) == []
 
 
+@pytest.mark.slow
 def test_symlink_out_of_the_prefix_is_refused_unless_allowed(tmp_path: Path, pkgs: Path, capsys,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """``share/passwd -> /etc/passwd`` was installed and never reported."""
@@ -158,6 +162,7 @@ def test_symlink_out_of_the_prefix_is_refused_unless_allowed(tmp_path: Path, pkg
     assert os.readlink(target / "share" / "passwd") == "/etc/passwd"
 
 
+@pytest.mark.slow
 def test_relative_symlink_climbing_out_is_refused(tmp_path: Path, pkgs: Path, capsys) -> None:
     lock = _hostile(tmp_path, "egclimb", {"share/egclimb/a": "a\n"}, symlinks={"share/up": "../../.."})
     code, _, err = _run(capsys, "create", "-p", str(tmp_path / "env"), "--lockfile", str(lock), "--no-check")
@@ -167,6 +172,7 @@ def test_relative_symlink_climbing_out_is_refused(tmp_path: Path, pkgs: Path, ca
 # --------------------------------------------------------------------------- check reports what exists
 
 
+@pytest.mark.slow
 def test_check_reports_paths_and_symlinks_outside_the_prefix(tmp_path: Path, pkgs: Path, capsys) -> None:
     """An environment built by another tool (or an older envguard) with such paths: EG536, exit 3."""
     lock = _hostile(tmp_path, "egfine", {"share/egfine/a.txt": "a\n"})
@@ -235,6 +241,7 @@ def test_an_installer_panic_is_one_line_and_its_report_held_back(tmp_path: Path,
     assert "panicked at" in capfd.readouterr().err
 
 
+@pytest.mark.slow
 def test_archive_directory_entries_are_not_mistaken_for_unsafe_paths(tmp_path: Path, pkgs: Path, capsys) -> None:
     """Some real archives carry directory entries (``share/egdir/``); the scan reads them without the '/'."""
     import bz2

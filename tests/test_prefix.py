@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from support.lanes import builds_environment
 from support.channels import HOST_PY
 from support import channels
 from support import check_envs
@@ -19,6 +20,7 @@ BASE = [f"python {HOST_PY}.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"
 
 
 @pytest.fixture
+@builds_environment
 def env(channel_url: str, session_tmp: Path, tmp_path: Path) -> Path:
     prefix, _ = check_envs.make_env(channel_url, BASE, tmp_path / "env", session_tmp / "check-pkgs")
     return prefix

@@ -16,6 +16,8 @@ import pytest
 from support.require import require
 from support import channels
 
+pytestmark = pytest.mark.slow  # smoke in an environment rattler installed
+
 
 def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "envguard", "smoke", *args], capture_output=True, text=True,

@@ -22,6 +22,8 @@ from envguard.findings import Severity
 from envguard.procsession import session_members
 from envguard.smoke import SmokeResult, run_smoke
 
+pytestmark = pytest.mark.slow  # each test starts the smoke probe in a fresh interpreter
+
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "envguard", "smoke", "--python", sys.executable, *args],
@@ -151,7 +153,6 @@ def _unshare_works() -> bool:
     return p.returncode == 0
 
 
-@pytest.mark.slow
 @pytest.mark.requires(_unshare_works(), "needs `unshare -m` and tmpfs mounts (root)")
 def test_tiny_dev_shm_is_shm(tmp_path: Path) -> None:
     """A private 2 MB /dev/shm and 8 MiB batches: torch's own allocation fails."""
@@ -169,7 +170,6 @@ def test_tiny_dev_shm_is_shm(tmp_path: Path) -> None:
     assert r.exit_code == 7
 
 
-@pytest.mark.slow
 @linux_only
 def test_probe_that_never_ends_times_out_exit_124_and_leaves_no_process() -> None:
     """Through the real command: main and workers ignore SIGTERM, so the runner must escalate to SIGKILL
@@ -190,7 +190,6 @@ def test_probe_that_never_ends_times_out_exit_124_and_leaves_no_process() -> Non
     assert not [pid for pid in r["pids"] if _alive(pid)]
 
 
-@pytest.mark.slow
 @linux_only
 def test_shm_files_left_by_killed_probe_are_removed_and_others_kept(tmp_path: Path) -> None:
     """file_system strategy keeps batches in named /dev/shm files; killing the probe strands them."""

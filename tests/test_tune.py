@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from support.lanes import builds_environment
 from support.require import importorskip
 
 from envguard.errors import UserError
@@ -41,6 +42,7 @@ def _cli(*args: str, cwd: Path = DATASETS, env: dict[str, str] | None = None) ->
 
 
 @pytest.fixture(scope="module")
+@builds_environment
 def tiny_run() -> TuneResult:
     """One small real run: the current settings, the worker growth, and whatever else fits in the budget.
     The host-to-device copy path runs in its CPU fallback (no GPU here). The budget counts from the start,
@@ -112,6 +114,7 @@ def test_plot_png_and_svg(tiny_run: TuneResult, tmp_path: Path) -> None:
     assert "<svg" in svg.read_text()[:2000]
 
 
+@pytest.mark.slow
 def test_plot_without_matplotlib_is_one_line_before_any_trial(tmp_path: Path) -> None:
     """A real missing matplotlib: a package on PYTHONPATH that cannot be imported shadows any installed one."""
     fake = tmp_path / "nompl" / "matplotlib"
@@ -126,6 +129,7 @@ def test_plot_without_matplotlib_is_one_line_before_any_trial(tmp_path: Path) ->
         check_plot(tmp_path / "t.jpg")
 
 
+@pytest.mark.slow
 def test_failing_configurations_are_classified_and_the_run_goes_on() -> None:
     """1 worker: __getitem__(13) raises; 2 workers hang; 3 workers (the current settings) are SIGKILLed;
     0 and 4 workers work, so the run exits 0. The lambda collate_fn cannot be pickled: spawn and
@@ -151,6 +155,7 @@ def test_failing_configurations_are_classified_and_the_run_goes_on() -> None:
     assert not [p for p in r.pids if _alive(p)]
 
 
+@pytest.mark.slow
 def test_the_factory_may_return_a_tuple_with_a_sampler() -> None:
     """(dataset, collate_fn, sampler): a trial's epoch is the user's sampler's (24 samples, not the dataset's 48),
     and the snippet passes the sampler on. Only the current settings are measured (no search)."""
@@ -160,6 +165,7 @@ def test_the_factory_may_return_a_tuple_with_a_sampler() -> None:
     assert r.inspect["dataset"]["sampler"] and "    sampler=sampler," in (snippet(r) or "")
 
 
+@pytest.mark.slow
 def test_the_demo_through_the_command_line() -> None:
     """docs/commands/tune.md's first tune command, shortened: `--demo`, 2 workers as the current settings (the
     first trial always runs in full), a budget that ends the search there. Text output, as a user reads it."""
@@ -176,6 +182,7 @@ def test_the_demo_through_the_command_line() -> None:
     assert "over the budget (3 s)" in out and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_a_factory_that_raises_is_one_finding_and_exit_7() -> None:
     r = tune(sys.executable, dataset="tune_datasets:broken", cwd=DATASETS, budget=5)
     assert r.exit_code == 7 and not r.trials
@@ -183,6 +190,7 @@ def test_a_factory_that_raises_is_one_finding_and_exit_7() -> None:
     assert "cannot open /data/train.tar" in r.findings[0].message
 
 
+@pytest.mark.slow
 def test_a_module_that_does_not_import_via_the_cli(tmp_path: Path) -> None:
     (tmp_path / "mydata.py").write_text("import no_such_package_for_envguard\n\ndef make():\n    return []\n")
     p = _cli("-p", sys.prefix, "--dataset", "mydata:make", "--budget", "5", "--format", "json", cwd=tmp_path)
@@ -193,6 +201,7 @@ def test_a_module_that_does_not_import_via_the_cli(tmp_path: Path) -> None:
     assert "no_such_package_for_envguard" in doc["findings"][0]["message"]
 
 
+@pytest.mark.slow
 def test_the_overall_timeout_stops_everything_and_exits_124() -> None:
     # The factory never returns; the timeout leaves the probe's import of torch (1-2 s, several on a loaded
     # machine) far behind, so the run is stopped while loading the dataset.

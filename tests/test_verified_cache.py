@@ -63,6 +63,7 @@ def _create(capsys, target: Path, lock: Path) -> tuple[int, str, str]:
     return _run(capsys, "create", "-p", str(target), "--lockfile", str(lock), "--no-check")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", ["data file", "bin script", "paths.json with it", "deleted file"])
 def test_a_tampered_cache_entry_is_extracted_again(tmp_path: Path, chan: Path, pkgs: Path, capsys, what: str) -> None:
     """Failure 2 of issue #12: a same-size edit in the package cache went into the new env with exit 0."""
@@ -89,6 +90,7 @@ def test_a_tampered_cache_entry_is_extracted_again(tmp_path: Path, chan: Path, p
     assert (tmp_path / "first" / DATA).exists() or what == "deleted file"
 
 
+@pytest.mark.slow
 def test_an_edit_through_an_environments_hard_link_does_not_spread(tmp_path: Path, chan: Path, pkgs: Path,
                                                                     capsys) -> None:
     lock = _lock(tmp_path, channels.channel_url(chan))
@@ -103,6 +105,7 @@ def test_an_edit_through_an_environments_hard_link_does_not_spread(tmp_path: Pat
     assert (tmp_path / "second" / DATA).read_text() == "original\n"
 
 
+@pytest.mark.slow
 def test_a_tampered_entry_whose_archive_is_gone_exits_3(tmp_path: Path, chan: Path, pkgs: Path, capsys) -> None:
     lock = _lock(tmp_path, channels.channel_url(chan))
     assert _create(capsys, tmp_path / "first", lock)[0] == 0
@@ -118,6 +121,7 @@ def test_a_tampered_entry_whose_archive_is_gone_exits_3(tmp_path: Path, chan: Pa
     assert not target.exists() and siblings(target) == []
 
 
+@pytest.mark.slow
 def test_warm_creates_hash_nothing_until_a_file_changes(tmp_path: Path, chan: Path, pkgs: Path, capsys,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The stat-keyed stamps: warm creates hash no extracted file; one whose inode, size or ctime changed
@@ -192,6 +196,7 @@ def test_verify_cache_entries_reports_an_entry_recorded_for_another_sha256(tmp_p
 # --------------------------------------------------------------------------- over HTTP
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["flipped byte", "truncated"])
 def test_a_damaged_download_is_an_integrity_failure_naming_the_package(tmp_path: Path, chan: Path, pkgs: Path,
                                                                        channel_factory, capsys, damage: str) -> None:

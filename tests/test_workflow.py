@@ -21,6 +21,8 @@ from support import channels
 from support.create_fixtures import envguard_run
 from envguard import cli, render
 
+pytestmark = pytest.mark.slow  # README's workflow end to end with the real CLI
+
 REPO = Path(__file__).resolve().parent.parent
 ENVGUARD_BIN = Path(sys.executable).parent
 
