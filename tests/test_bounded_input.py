@@ -59,6 +59,7 @@ def test_long_words_in_messages_are_cut() -> None:
     assert cut.startswith("spec " + "x" * 200 + "… (99800 more characters)") and cut.endswith(" is invalid")
 
 
+@pytest.mark.slow
 def test_a_100k_character_dependency(tmp_path: Path) -> None:
     env = tmp_path / "environment.yml"
     env.write_text("name: x\nchannels: [conda-forge]\ndependencies:\n  - python=3.11\n"
@@ -86,6 +87,7 @@ dependencies: *i
 """
 
 
+@pytest.mark.slow
 def test_a_yaml_alias_bomb_is_refused_with_its_position(tmp_path: Path) -> None:
     bomb = tmp_path / "bomb.yml"
     bomb.write_text(BOMB)  # 367 bytes, 387 million nodes once expanded
@@ -98,6 +100,7 @@ def test_a_yaml_alias_bomb_is_refused_with_its_position(tmp_path: Path) -> None:
         assert proc.returncode == 2 and where in proc.stderr, (argv, proc.stderr)
 
 
+@pytest.mark.slow
 def test_a_few_aliases_are_fine(tmp_path: Path) -> None:
     env = tmp_path / "environment.yml"
     env.write_text("name: x\nchannels: &ch [conda-forge]\ndependencies:\n  - python=3.11\n  - &np numpy\n"
@@ -106,6 +109,7 @@ def test_a_few_aliases_are_fine(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc, where", [
     ("a: " + "[" * 5000 + "]" * 5000 + "\n", ":1:"),  # flow nesting
     ("".join(f"{'  ' * i}k{i}:\n" for i in range(150)) + "  " * 150 + "v\n", ":101:"),  # block nesting
@@ -118,6 +122,7 @@ def test_deep_nesting_and_recursive_aliases_are_refused(tmp_path: Path, doc: str
     assert proc.returncode == 2 and f"{f}{where}" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_special_files_are_refused_at_once(tmp_path: Path) -> None:
     fifo = tmp_path / "environment.yml"
     os.mkfifo(fifo)  # opening it would wait for a writer forever
@@ -136,6 +141,7 @@ def test_special_files_are_refused_at_once(tmp_path: Path) -> None:
             assert path.exists() and not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 def test_files_over_the_size_limit_and_unreadable_scalars(tmp_path: Path) -> None:
     big = tmp_path / "big.yml"
     big.write_text("name: x\ndependencies:\n" + "  - numpy\n" * 500)
@@ -147,6 +153,7 @@ def test_files_over_the_size_limit_and_unreadable_scalars(tmp_path: Path) -> Non
     assert proc.returncode == 2 and "malformed YAML" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_malformed_url_is_read_not_crashed_on(tmp_path: Path) -> None:
     """Found by tests/test_fuzz.py: ``https://[x`` in an explicit file made lint an internal error (exit 6)."""
     explicit = tmp_path / "spec.txt"

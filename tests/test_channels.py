@@ -197,6 +197,7 @@ def test_cuda_version_constrains_the_driver(channel_url: str, tmp_path: Path) ->
     assert str(older["pytorch"].version) == "2.12.0"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CAN_RUN_HOST_PYTHON, reason="the venv python package works on Linux/macOS hosts only")
 def test_python312_package_is_a_working_312_env(standard_channel: channels.StandardChannel, tmp_path: Path) -> None:
     require(standard_channel.python312_available, "no Python 3.12 interpreter on this machine (pyenv)")
@@ -222,6 +223,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CAN_RUN_HOST_PYTHON, reason="the venv python package works on Linux/macOS hosts only")
 def test_installed_env_runs_real_torch(standard_channel: channels.StandardChannel, tmp_path: Path) -> None:
     require(standard_channel.real_torch_version is not None, "torch is not installed in the test environment")
@@ -262,6 +264,7 @@ def test_installed_env_runs_real_torch(standard_channel: channels.StandardChanne
     assert pip.returncode == 0 and str(standard_channel.pip_version) in pip.stdout, pip.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CAN_RUN_HOST_PYTHON, reason="the venv python package works on Linux/macOS hosts only")
 def test_pip_installs_into_the_env_over_conda(
     standard_channel: channels.StandardChannel, pypi_index: channels.PypiIndex, tmp_path: Path
@@ -280,6 +283,7 @@ def test_pip_installs_into_the_env_over_conda(
     assert (site / "egdemo_b" / "__init__.py").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CAN_RUN_HOST_PYTHON, reason="the venv python package works on Linux/macOS hosts only")
 def test_pip_wheel_can_shadow_the_conda_torch(standard_channel: channels.StandardChannel, tmp_path: Path) -> None:
     """The pip-over-conda scenario later checks rely on: a pip 'torch' replaces conda's dist-info and module."""
@@ -301,6 +305,7 @@ def test_pip_wheel_can_shadow_the_conda_torch(standard_channel: channels.Standar
     assert out.stdout.split() == ["9.9.9", str(site / "torch" / "__init__.py")], out.stderr
 
 
+@pytest.mark.slow
 def test_http_channel_serves_repodata_and_packages(
     http_channel: str, http_channel_server: channels.HttpServer, tmp_path: Path
 ) -> None:
@@ -339,6 +344,7 @@ def _pip_download(index_url: str, dest: Path, *reqs: str) -> subprocess.Complete
     )
 
 
+@pytest.mark.slow
 def test_pypi_index_serves_hashed_wheels(pypi_index: channels.PypiIndex, tmp_path: Path) -> None:
     page = urllib.request.urlopen(f"{pypi_index.url}/egdemo-a/").read().decode()
     assert f"#sha256={pypi_index.sha256['egdemo_a-2.0-py3-none-any.whl']}" in page
@@ -350,6 +356,7 @@ def test_pypi_index_serves_hashed_wheels(pypi_index: channels.PypiIndex, tmp_pat
         assert "Requires-Dist: egdemo-a>=1.0" in zf.read("egdemo_b-1.0.dist-info/METADATA").decode()
 
 
+@pytest.mark.slow
 def test_pypi_index_wrong_hash_is_refused(tmp_path: Path) -> None:
     wheel = channels.build_wheel(tmp_path / "w", "egdemo-c", "1.0")
     index = channels.build_pypi_index(tmp_path / "idx", [wheel], bad_hash_for=[wheel.name])

@@ -65,6 +65,7 @@ def _venv(version_glob: str, tmp_path: Path) -> Path:
     return prefix
 
 
+@pytest.mark.slow
 def test_python_310_plain_venv_warns_eol(tmp_path: Path) -> None:
     prefix = _venv("3.10", tmp_path)
     proc = envguard("check", "-p", str(prefix), "--no-smoke", "--format", "json")
@@ -76,6 +77,7 @@ def test_python_310_plain_venv_warns_eol(tmp_path: Path) -> None:
     assert proc.returncode == 0 and rep["kind"] == "venv"
 
 
+@pytest.mark.slow
 def test_python_312_plain_venv_is_advisory(tmp_path: Path) -> None:
     prefix = _venv("3.12", tmp_path)
     info = inspect_prefix(prefix)
@@ -86,6 +88,7 @@ def test_python_312_plain_venv_is_advisory(tmp_path: Path) -> None:
     assert [(f.code, f.severity.value) for f in found] == [("EG540", "error")]
 
 
+@pytest.mark.slow
 def test_torch_build_from_probe_facts(tmp_path: Path) -> None:
     info = inspect_prefix(_venv("3.12", tmp_path))
     b = checks.torch_build(info, {"version": "2.13.0+cu126", "cuda": "12.6", "arch_flags": ["sm_80", "sm_90"]})

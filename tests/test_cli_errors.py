@@ -261,6 +261,7 @@ def test_brackets_in_a_findings_table_survive_rich_markup(here: Path, monkeypatc
     assert "EG107" in screen.getvalue() and "torch[cuda]==2.1" in screen.getvalue(), screen.getvalue()
 
 
+@pytest.mark.slow
 def test_module_entry_point_and_help_list_every_command(tmp_path: Path) -> None:
     """`python -m envguard` is the CLI; `--help` names each command with its one-line help."""
     from envguard.cli import app

@@ -75,6 +75,7 @@ def layouts(realworld: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     return files
 
 
+@pytest.mark.slow
 def test_conda_lock_reads_the_files_written(layouts: dict[str, Path]) -> None:
     from conda_lock.lockfile import parse_conda_lock_file
 
@@ -84,6 +85,7 @@ def test_conda_lock_reads_the_files_written(layouts: dict[str, Path]) -> None:
     assert cowsay and all(p.version == "0.0.0" and p.source is not None for p in cowsay)
 
 
+@pytest.mark.slow
 def test_every_layout_reads_to_the_same_model(layouts: dict[str, Path], realworld: Path) -> None:
     ref = load(str(layouts["2.x"]))
     real = load(str(realworld / "conda-lock" / V258))

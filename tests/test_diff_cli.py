@@ -39,6 +39,7 @@ def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dic
 # --------------------------------------------------------------------------- pair groups
 
 
+@pytest.mark.slow
 def test_pair_groups(realworld: Path, capsys: pytest.CaptureFixture[str]) -> None:
     groups = pair_groups(realworld)
     assert len(groups) >= 10
@@ -213,6 +214,7 @@ def _envguard(*args: str) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=120)
 
 
+@pytest.mark.slow
 def test_subprocess_exit_codes(realworld: Path, tmp_path: Path) -> None:
     f = str(realworld / LENSKIT)
     p = _envguard(f, f, "--a-platform", "win-64", "--b-platform", "linux-64", "--format", "json")

@@ -107,6 +107,7 @@ int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) {
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux shared library")
 @pytest.mark.requires(shutil.which("cc"), "needs a C compiler")
 def test_nvidia_ml_py_with_a_fake_library(tmp_path: Path) -> None:

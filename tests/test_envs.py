@@ -19,6 +19,7 @@ def test_create_dir_order(tmp_path: Path) -> None:
     assert create_dir({**env, "ENVGUARD_ENVS_DIR": "/eg"}) == Path("/eg")
 
 
+@pytest.mark.slow
 def test_importing_conda_lock_does_not_move_named_envs_into_envguards_interpreter(tmp_path: Path) -> None:
     """conda-lock's vendored conda sets CONDA_ROOT=sys.prefix on import (a lock, a re-lock, a freshness test):
     `-n NAME` in the same process then meant <envguard's venv>/envs/NAME."""

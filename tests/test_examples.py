@@ -107,6 +107,7 @@ def test_project_environment_lints_clean() -> None:
     assert lint_file(EXAMPLES / "pytorch-project" / "environment.yml") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spawn", [False, True], ids=["fork", "spawn"])
 def test_train_script_runs_with_worker_processes(tmp_path: Path, spawn: bool) -> None:
     importorskip("torch")
@@ -180,6 +181,7 @@ def test_dockerfile_installs_from_the_lock() -> None:
 SLURM = EXAMPLES / "slurm" / "check-nodes.sbatch"
 
 
+@pytest.mark.slow
 def test_slurm_script_parses_and_uses_real_flags() -> None:
     bash = shutil.which("bash")
     assert bash
@@ -215,6 +217,7 @@ exit $rc
 """
 
 
+@pytest.mark.slow
 def test_slurm_script_runs_on_two_fake_nodes(tmp_path: Path) -> None:
     """The whole script for real, `srun`/`scontrol`/`hostname` stood in for: two `envguard check --distributed`
     that meet over gloo, two torchruns running the distributed smoke, then `envguard fleet` over the reports."""

@@ -116,6 +116,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
 
 
+@pytest.mark.slow
 @needs_corpus
 @_settings(60)
 @given(mutated())
@@ -128,6 +129,7 @@ def test_every_reader_survives_mutations(scratch: Path, sample: tuple[str, bytes
         _bounded(lambda: sources.load(str(path), kind=kind))
 
 
+@pytest.mark.slow
 @needs_corpus
 @_settings(40)
 @given(mutated())

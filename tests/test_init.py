@@ -53,6 +53,7 @@ def test_combos_cover_every_route() -> None:
     assert ("3.11", "2.13", "12.8", "conda-forge", ["win-64"]) in COMBOS  # a line of one platform only
 
 
+@pytest.mark.slow
 def test_every_combination_lints_without_errors(tmp_path: Path) -> None:
     from envguard.lock.spec import read_spec
 
@@ -190,6 +191,7 @@ def test_cli_refusal_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert yaml.safe_load(out.read_text())["platforms"] == ["linux-64", "linux-aarch64"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cuda,expect_build", [(CPU, "cpu_"), ("12.9", "cuda129_")])
 def test_build_guard_picks_the_intended_build(tmp_path: Path, realdata_channel, cuda: str,
                                               expect_build: str) -> None:

@@ -106,6 +106,7 @@ def test_the_sample_never_contradicts_the_data(realdata_channel, standard_channe
             assert f"__cuda >={entry['version'].split('.')[0]}" in entry["constrains"], fn
 
 
+@pytest.mark.slow
 def test_every_covered_combination_inits_and_locks(realdata_channel, realdata_environments, tmp_path: Path) -> None:
     """What real locks solved, init writes and lock solves, with each platform's newest build that the written
     cuda-version accepts (linux-64 cuda129 and win-64 cuda128 under cuda-version 12.9) and the driver assumption
@@ -240,6 +241,7 @@ def _readme_workflow() -> list[list[str]]:
     return [shlex.split(ln, comments=True) for ln in block.splitlines() if ln.strip()]
 
 
+@pytest.mark.slow
 def test_readme_init_then_lock_works_as_written(realdata_channel, tmp_path: Path) -> None:
     """README's workflow, `envguard init …` then `envguard lock`, as written: the only change is the channel,
     conda-forge's real records served from disk instead of conda-forge itself."""

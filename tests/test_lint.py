@@ -651,6 +651,7 @@ def test_cli_lints_lock_beside_environment(tmp_path: Path, monkeypatch: pytest.M
     assert doc["files"] == ["environment.yml", "conda-lock.yml"]
 
 
+@pytest.mark.slow
 def test_cli_subprocess_no_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "environment.yml"
     bad.write_bytes(b"\xff\xfe not utf-8")

@@ -12,6 +12,8 @@ import pytest
 from envguard.findings import Severity
 from envguard.lint import lint_paths
 
+pytestmark = pytest.mark.slow  # lints every file of the real-world corpus (tens of seconds of CPU)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -63,6 +63,7 @@ def test_lock_three_platforms_with_conda_lock_models(env_file: Path) -> None:
     assert sorted(e.platform for e in egtool) == sorted(PLATS) and all(e.subdir == "noarch" for e in egtool)
 
 
+@pytest.mark.slow
 def test_every_lock_is_read_by_conda_lock_rattler_and_rendered(env_file: Path, tmp_path: Path) -> None:
     import rattler
     from conda_lock.lockfile import parse_conda_lock_file
@@ -100,6 +101,7 @@ def test_every_lock_is_read_by_conda_lock_rattler_and_rendered(env_file: Path, t
         assert all("#" in u for u in urls)  # md5 fragments
 
 
+@pytest.mark.slow
 def test_same_input_gives_byte_identical_file(env_file: Path, tmp_path: Path) -> None:
     lockfile = env_file.parent / "conda-lock.yml"
     lock([env_file])
@@ -145,6 +147,7 @@ def test_cuda_assumption_selects_builds_and_is_recorded(tmp_path: Path, channel_
     assert not (tmp_path / "gpu.lock.yml").exists()
 
 
+@pytest.mark.slow
 def test_cuda_assumption_comes_from_the_spec(tmp_path: Path, channel_url: str) -> None:
     """No --cuda: cuda-version or a cudaXY build in the spec sets __cuda (conda-lock's default 11.4 would make
     every CUDA 12 build unsolvable); a CPU build guard needs none; only a spec that says nothing gets 11.4."""
@@ -196,6 +199,7 @@ def test_an_explicit_cuda_flag_outlives_the_spec(tmp_path: Path, channel_url: st
     assert kept.cuda == "12.0" and "from --cuda given earlier" in kept.cuda_note
 
 
+@pytest.mark.slow
 def test_unsatisfiable_spec_exits_6_and_keeps_the_old_lock(env_file: Path, tmp_path: Path, channel_url: str) -> None:
     lockfile = env_file.parent / "conda-lock.yml"
     lock([env_file])
@@ -209,6 +213,7 @@ def test_unsatisfiable_spec_exits_6_and_keeps_the_old_lock(env_file: Path, tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["conda-lock.yml", "environment.yml"]  # no temp left
 
 
+@pytest.mark.slow
 def test_usage_errors(tmp_path: Path, channel_url: str) -> None:
     write_env(tmp_path / "environment.yml", channels=[channel_url], deps=["python"], platforms=["linux-64"])
     for args, needle in ((["lock", "--cuda", "12.4", "--no-cuda"], "exclude each other"),
@@ -221,6 +226,7 @@ def test_usage_errors(tmp_path: Path, channel_url: str) -> None:
         assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+@pytest.mark.slow
 def test_channel_credentials_never_reach_the_lock(channel_factory, test_channel: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     server = channel_factory.serve(test_channel, prefix="channel", auth=("alice", "s3cretpw"), token="tok-98765")
@@ -259,6 +265,7 @@ def test_unset_channel_variable_is_a_usage_error(tmp_path: Path, monkeypatch: py
     assert "${EG_UNSET_TOKEN}" in e.value.message and "export EG_UNSET_TOKEN=" in e.value.message
 
 
+@pytest.mark.slow
 def test_pip_section_is_resolved_against_a_local_index(tmp_path: Path, channel_url: str, pypi_index) -> None:
     env = write_env(tmp_path / "environment.yml", channels=[channel_url],
                     deps=[f"python={HOST_PY}", "pip"], pip=["egdemo-b"], platforms=["linux-64", "win-64"],
@@ -279,6 +286,7 @@ def test_pip_section_is_resolved_against_a_local_index(tmp_path: Path, channel_u
     assert len([d for d in parse_conda_lock_file(tmp_path / "conda-lock.yml").package if d.manager == "pip"]) == 4
 
 
+@pytest.mark.slow
 def test_pip_failure_is_exit_6(tmp_path: Path, channel_url: str, pypi_index) -> None:
     env = write_env(tmp_path / "environment.yml", channels=[channel_url],
                     deps=[f"python={HOST_PY}", "pip"], pip=["egdemo-a>=5"], platforms=["linux-64"],
@@ -289,6 +297,7 @@ def test_pip_failure_is_exit_6(tmp_path: Path, channel_url: str, pypi_index) -> 
     assert not (tmp_path / "conda-lock.yml").exists()
 
 
+@pytest.mark.slow
 def test_progress_display_on_a_terminal(env_file: Path) -> None:
     pty = pytest.importorskip("pty")
     import select

@@ -29,6 +29,7 @@ def locked(tmp_path: Path, channel_url: str) -> tuple[Path, Path]:
     return env, tmp_path / "conda-lock.yml"
 
 
+@pytest.mark.slow
 def test_missing_lock_is_exit_4_naming_platforms_and_command(tmp_path: Path, channel_url: str) -> None:
     write_env(tmp_path / "environment.yml", channels=[channel_url], deps=["python"], platforms=["linux-64"])
     proc = envguard(["lock", "--check"], cwd=tmp_path)
@@ -38,6 +39,7 @@ def test_missing_lock_is_exit_4_naming_platforms_and_command(tmp_path: Path, cha
     assert not (tmp_path / "conda-lock.yml").exists()
 
 
+@pytest.mark.slow
 def test_fresh_check_is_fast_and_never_imports_conda_lock(locked: tuple[Path, Path]) -> None:
     env, lockfile = locked
     fresh = check_fresh([env], lockfile)
@@ -52,6 +54,7 @@ def test_fresh_check_is_fast_and_never_imports_conda_lock(locked: tuple[Path, Pa
     assert _snapshot(env.parent) == before  # read-only
 
 
+@pytest.mark.slow
 def test_stale_after_a_real_change_fresh_after_a_comment(locked: tuple[Path, Path], channel_url: str) -> None:
     env, lockfile = locked
     text = env.read_text()
@@ -73,6 +76,7 @@ def test_stale_after_a_real_change_fresh_after_a_comment(locked: tuple[Path, Pat
     assert not f.fresh and f.stale_platforms == ["linux-aarch64"] and "not locked for linux-aarch64" in f.message
 
 
+@pytest.mark.slow
 def test_verdicts_agree_with_conda_lock_cli(locked: tuple[Path, Path], stub_conda: Path, channel_url: str) -> None:
     env, lockfile = locked
     cwd = env.parent
@@ -170,6 +174,7 @@ def _conda_lock_says_fresh(files: list[Path], lockfile: Path, cuda: str | bool |
                backwards_compatible_content_hashes(lock_spec, vpr, p) for p in plats)
 
 
+@pytest.mark.slow
 def test_fingerprint_verdict_equals_conda_lock_on_many_inputs(tmp_path: Path, realworld: Path) -> None:
     from envguard.errors import UserError
     from envguard.lock.spec import read_spec
@@ -247,6 +252,7 @@ def test_literal_credentials_take_the_exact_path(tmp_path: Path, monkeypatch: py
     assert not f.fresh and not _conda_lock_says_fresh([env], lockfile, "12.4")
 
 
+@pytest.mark.slow
 def test_repeated_cli_runs_never_crash(locked: tuple[Path, Path]) -> None:
     """py-rattler can crash at interpreter exit; the CLI leaves with os._exit. No run may die by a signal."""
     env, _ = locked

@@ -62,6 +62,7 @@ def _leaves(data: object) -> list[object]:
 # --------------------------------------------------------------------------- real locks
 
 
+@pytest.mark.slow
 def test_real_world_locks_read_fast_and_identically(realworld: Path) -> None:
     locks = sorted((realworld / "conda-lock").glob("*.yml"))
     assert locks
@@ -80,6 +81,7 @@ def test_real_world_locks_read_fast_and_identically(realworld: Path) -> None:
         assert load_subset(path, block) == load_fast(path, block), path.name
 
 
+@pytest.mark.slow
 def test_other_yaml_files_are_never_misread(realworld: Path) -> None:
     """environment.yml, pixi.lock, exports: whatever the fast readers accept, they read as PyYAML does."""
     files = [p for p in sorted(realworld.rglob("*")) if p.is_file() and p.suffix in (".yml", ".yaml", ".lock")]
@@ -95,6 +97,7 @@ def test_other_yaml_files_are_never_misread(realworld: Path) -> None:
                 assert fast == slow, path.name
 
 
+@pytest.mark.slow
 def test_read_lock_does_not_import_pyyaml(tmp_path: Path, realworld: Path) -> None:
     lock = sorted((realworld / "conda-lock").glob("*.yml"))[0]
     script = tmp_path / "probe.py"

@@ -247,6 +247,7 @@ def cuda_prefix(channel_factory, tmp_path: Path) -> Path:
     return prefix
 
 
+@pytest.mark.slow
 def test_check_reports_mixing_in_a_live_prefix(cuda_prefix: Path, tmp_path: Path) -> None:
     from envguard.check import run_check
 

@@ -284,6 +284,7 @@ def test_diff_manifest_against_conda_lock_reports_unsatisfied(tmp_path: Path, re
     assert check.status == "unsatisfied" and "cuda120" in check.reason and not bad.equal
 
 
+@pytest.mark.slow
 def test_cli_lint_and_diff_of_a_manifest(tmp_path: Path, realworld: Path) -> None:
     toml = realworld / "pixi" / "wang7x__pixi-pytorch-example__pixi.toml"
     lint = subprocess.run([sys.executable, "-m", "envguard", "lint", "--format", "json", str(toml)],

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from envguard.smoke import probe_path
 
 PROBE = probe_path()
@@ -50,6 +52,7 @@ def test_probe_imports_only_stdlib_and_torch() -> None:
     assert any(isinstance(n, ast.If) and "__main__" in ast.unparse(n.test) for n in tree.body)
 
 
+@pytest.mark.slow
 def test_probe_full_run_in_the_test_venv_without_envguard_importable(tmp_path: Path) -> None:
     """Every start method round-trips; a poisoned `envguard` package on the path proves it is never imported."""
     poison = tmp_path / "poison" / "envguard"
@@ -96,6 +99,7 @@ def test_probe_full_run_in_the_test_venv_without_envguard_importable(tmp_path: P
     assert [e["phase"] for e in lines if "phase" in e][-1] == "done"
 
 
+@pytest.mark.slow
 def test_probe_rejects_unknown_injection() -> None:
     proc = subprocess.run([sys.executable, str(PROBE), "--inject", "nonsense"], capture_output=True, text=True,
                           timeout=60)

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
 from envguard.diff import SideArgs, compare
@@ -88,6 +89,7 @@ def test_diff_carries_selectors_inside_pip_as_conda_lock_does(tmp_path: Path) ->
     assert any("cowsay" in n and "drops the entry on every platform" in n for n in r.notes)
 
 
+@pytest.mark.slow
 def test_lock_honours_selectors_inside_pip(tmp_path: Path, channel_url: str, pypi_index) -> None:
     from envguard.lock import lock
     from envguard.lock.lockfile import pip_records, read_lock
@@ -115,6 +117,7 @@ def test_lock_honours_selectors_inside_pip(tmp_path: Path, channel_url: str, pyp
 # --------------------------------------------------------------------------- class 9: secrets, any kind
 
 
+@pytest.mark.slow
 def test_secret_in_an_explicit_file_without_the_marker(tmp_path: Path) -> None:
     p = tmp_path / "conda-linux-64.lock"
     p.write_text("# platform: linux-64\n"
@@ -195,6 +198,7 @@ def test_unused_channel_is_reported_as_unused_not_frozen(realworld: Path, tmp_pa
     assert "`pytorch` is listed but nothing is locked from it" in u.message
 
 
+@pytest.mark.slow
 def test_lint_never_says_no_findings_next_to_an_unreadable_file(tmp_path: Path) -> None:
     good = tmp_path / "environment.yml"
     good.write_text("channels: [conda-forge, nodefaults]\ndependencies:\n  - python=3.11\n"

@@ -77,6 +77,7 @@ def server(channel_factory):
     return srv
 
 
+@pytest.mark.slow
 def test_literal_credentials_stay_out_of_lock_and_output(server, tmp_path: Path) -> None:
     project = tmp_path / "literal"
     env = _env_file(project / "environment.yml", server.url_with_auth(USER, PASSWORD))
@@ -108,6 +109,7 @@ def test_literal_credentials_stay_out_of_lock_and_output(server, tmp_path: Path)
     assert len(server.requests) == asked and not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 def test_placeholder_credentials_install_and_reports_stay_clean(server, tmp_path: Path) -> None:
     project = tmp_path / "templated"
     port = server.base_url.rsplit(":", 1)[1]
@@ -144,6 +146,7 @@ def test_placeholder_credentials_install_and_reports_stay_clean(server, tmp_path
     assert report.returncode == 0 and json.loads(report.stdout)["equal"] is True
 
 
+@pytest.mark.slow
 def test_unreachable_channel_error_is_masked_and_one_line(tmp_path: Path) -> None:
     project = tmp_path / "down"
     _env_file(project / "environment.yml", f"http://{USER}:{PASSWORD}@127.0.0.1:9/t/{TOKEN}/chan")

@@ -32,6 +32,7 @@ def _torch_cuda() -> bool:
 # ---------------------------------------------------------------- real runs
 
 
+@pytest.mark.slow
 def test_quick_smoke_with_distributed_passes_in_the_test_venv() -> None:
     r = run_smoke(sys.executable, quick=True, distributed=True)
     assert r.exit_code == 0 and not r.timed_out, r.findings
@@ -59,6 +60,7 @@ def test_quick_smoke_with_distributed_passes_in_the_test_venv() -> None:
     assert all(x["value"] == [3.0] * 4 for x in d["results"])  # 1 + 2 on every element
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_torch_cuda(), reason="CPU-only behaviour")
 def test_require_cuda_on_a_cpu_build_fails_as_cpu_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     smi = _fake_smi(tmp_path, driver="550.54.15", cuda="12.4")
@@ -76,6 +78,7 @@ def test_missing_interpreter_is_a_user_error(tmp_path: Path) -> None:
         run_smoke(tmp_path / "nope" / "python")
 
 
+@pytest.mark.slow
 def test_interpreter_without_torch_is_torch_missing(tmp_path: Path) -> None:
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -85,6 +88,7 @@ def test_interpreter_without_torch_is_torch_missing(tmp_path: Path) -> None:
     assert "import torch failed" in r.findings[0].message
 
 
+@pytest.mark.slow
 def test_crashing_interpreter_is_classified_from_stderr(tmp_path: Path) -> None:
     """No JSON at all (an abort, as OMP #15 does): the stderr text decides."""
     fake = tmp_path / "python"
@@ -160,6 +164,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.slow
 def test_cleanup_removes_only_new_unused_files_named_after_our_pids(tmp_path: Path) -> None:
     shm = tmp_path / "shm"
     shm.mkdir()
@@ -370,6 +375,7 @@ def test_old_driver_from_fake_nvidia_smi_is_driver_old(tmp_path: Path, monkeypat
 # ---------------------------------------------------------------- a real GPU
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.requires(_torch_cuda(), "needs a CUDA GPU", allowed="gpu")
 def test_real_gpu_pinned_copy_and_matmul() -> None:
@@ -391,6 +397,7 @@ def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) ->
                           env=full, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_cli_bad_input_exits_2() -> None:
     for args, text in ((["--format", "xml"], "unknown format"), (["--python", "/no/such/python"], "no executable"),
                        (["-n", "x", "-p", "/tmp"], "both given")):

@@ -27,6 +27,7 @@ def _files(realworld: Path, folder: str) -> list[Path]:
 # --------------------------------------------------------------------------- every real file
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", [*READABLE_KINDS, "environment"])
 def test_every_real_file_is_read_and_detected_from_content(realworld: Path, folder: str) -> None:
     files = _files(realworld, folder)
@@ -354,6 +355,7 @@ def test_detect_kind_without_data() -> None:
     assert Description(kind="export", path="x").platforms == []
 
 
+@pytest.mark.slow
 def test_pixi_reader_agrees_with_rattler(realworld: Path) -> None:
     """Every environment of every pixi.lock, against rattler's own lock reader: same packages per platform."""
     from rattler import LockFile
@@ -378,6 +380,7 @@ def test_pixi_reader_agrees_with_rattler(realworld: Path) -> None:
                 assert mine == theirs - dynamic, (f.name, env_name, lp.name)
 
 
+@pytest.mark.slow
 def test_explicit_and_conda_lock_readers_agree_with_rattler(realworld: Path) -> None:
     """Peers: rattler's explicit-file reader on every file, and its lock reader where it can read the file
     (it refuses most conda-lock v1 files with pip or empty-dependency entries, and the old layout)."""

@@ -223,6 +223,7 @@ def test_every_realworld_environment_file_is_accepted_or_rejected_in_one_line(re
     assert sum(o == "ok" for o in outcome.values()) >= 15
 
 
+@pytest.mark.slow
 def test_cli_bad_spec_is_one_line_exit_2(tmp_path: Path) -> None:
     _write(tmp_path, "channels: [conda-forge]\ndependencies:\n  - numpy>>1\n  - scipy<<2\n")
     proc = envguard(["lock"], cwd=tmp_path)

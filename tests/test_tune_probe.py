@@ -74,6 +74,7 @@ def test_no_quota_means_affinity(probe, tmp_path: Path) -> None:
         assert cpus["usable"] == len(os.sched_getaffinity(0)) and cpus["affinity"] == len(os.sched_getaffinity(0))
 
 
+@pytest.mark.slow
 def test_a_trial_in_a_fresh_interpreter(tmp_path: Path) -> None:
     """--isolation exec (the path for platforms without a safe fork): the serving probe runs the trial as
     `tune_probe.py --one-trial` in a new interpreter; the answer is the same JSON as a forked trial's."""

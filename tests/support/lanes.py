@@ -1,7 +1,8 @@
 """Which tests are slow. The fast lane is ``python -m pytest -q -m "not slow"``.
 
 ``slow`` means: the test builds environments (real rattler installs or creates) or starts interpreters
-(envguard, the probes, pre-commit, git, a DataLoader's worker processes). A module whose tests all do
+(envguard, the probes, pre-commit, git, a DataLoader's worker processes), or sweeps the whole real-world
+corpus (seconds of CPU per test; the fast lane stays near a minute). A module whose tests all do
 says so once (``pytestmark = pytest.mark.slow``), a single test with ``@pytest.mark.slow``, and a fixture
 that builds an environment or starts an interpreter with ``@builds_environment`` (under ``@pytest.fixture``):
 tests/conftest.py then marks every test that uses it, directly or through another fixture.
