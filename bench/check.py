@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-import channels  # noqa: E402  (the test channel library)
+from support import channels  # noqa: E402  (the test channel library)
 
 
 def build_conda_channel(root: Path, n: int, blob_kib: int) -> Path:

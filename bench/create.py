@@ -2,7 +2,7 @@
 
     python bench/create.py [--packages 500] [--rounds 5]
 
-1. Generate a synthetic channel (tests/channels.py ``generate_channel``) and lock every name in it with the
+1. Generate a synthetic channel (tests/support/channels.py ``generate_channel``) and lock every name in it with the
    real `envguard lock`: a lock of ``--packages`` conda packages for this platform.
 2. Warm the package cache with one untimed create.
 3. Each round, alternating order: the whole ``envguard create`` process (``python -m envguard create -p ...
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update({k: v for k, v in env.items() if k in ("XDG_CACHE_HOME", "RATTLER_CACHE_DIR",
                                                               "ENVGUARD_PKGS_DIR", "TMPDIR")})
 
-    import channels
+    from support import channels
     from envguard.create import read_plan
     from envguard.platforms import host_platform
 
@@ -234,7 +234,7 @@ def verified_cache_costs(root: Path, env: dict[str, str], plat: str, peer_script
     import random
     import shutil
 
-    import channels
+    from support import channels
     from envguard.create import read_plan
     from envguard.create.integrity import VerifiedStamps
     from envguard.create.prelink import prepare

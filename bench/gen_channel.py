@@ -1,4 +1,4 @@
-"""Generate synthetic conda channels for benchmarks (wraps tests/channels.py).
+"""Generate synthetic conda channels for benchmarks (wraps tests/support/channels.py).
 
     python bench/gen_channel.py DIR 500                      # 500 packages per platform, built and indexed
     python bench/gen_channel.py DIR 30000 --repodata-only    # 30,000 records, repodata.json only
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import channels  # noqa: E402
+from support import channels  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,7 +70,7 @@ def _write_env(path: Path, channel: str, specs: list[str], platforms: list[str])
 
 
 def main() -> None:
-    import channels  # tests/channels.py: the synthetic channel generators
+    from support import channels  # tests/support/channels.py: the synthetic channel generators
 
     from envguard.lock import lock
 

@@ -126,9 +126,11 @@ def test_deleted_and_modified_files(env: Path) -> None:
 
 
 def test_cpu_build_with_cuda_lock(channel_url: str, cache: Path, tmp_path: Path) -> None:
-    cuda_records = check_envs.solve([channel_url], [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda126*", "pip"], cuda="12.8")
+    cuda_records = check_envs.solve([channel_url], [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda126*", "pip"],
+                                    cuda="12.8")
     lock = check_envs.write_lock(tmp_path / "conda-lock.yml", cuda_records)
-    prefix, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pytorch 2.13.0 *cpu*", "pip"], tmp_path / "env",
+    prefix, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pytorch 2.13.0 *cpu*", "pip"],
+                                    tmp_path / "env",
                                     cache)
     rc, rep = check_json("-p", str(prefix), "--lockfile", str(lock), "--no-smoke")
     assert rc == 1
@@ -141,7 +143,8 @@ def test_cpu_build_with_cuda_lock(channel_url: str, cache: Path, tmp_path: Path)
 def test_lock_names_a_different_build(channel_url: str, cache: Path, tmp_path: Path) -> None:
     locked = check_envs.solve([channel_url], [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda128*"], cuda="12.8")
     lock = check_envs.write_lock(tmp_path / "conda-lock.yml", locked)
-    prefix, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda126*", "cuda-version 12.6"],
+    prefix, _ = check_envs.make_env(channel_url,
+                                    [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda126*", "cuda-version 12.6"],
                                     tmp_path / "env", cache, cuda="12.8")
     rc, rep = check_json("-p", str(prefix), "--lockfile", str(lock), "--no-smoke")
     assert rc == 1

@@ -214,7 +214,8 @@ def test_cuda_build_keeps_its_cuda_line_and_assumption(channel_url: str, session
                                                        tmp_path: Path) -> None:
     from support import check_envs
 
-    prefix, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda126*", "cuda-version 12.6.*",
+    prefix, _ = check_envs.make_env(channel_url,
+                                    [f"python {HOST_PY}.*", "pytorch 2.13.0 *cuda126*", "cuda-version 12.6.*",
                                                   "pip"], tmp_path / "env", session_tmp / "check-pkgs", cuda="12.6")
     out = tmp_path / "out"
     result = export(prefix, output=out, use_index=False, driver_info_fn=lambda: None)

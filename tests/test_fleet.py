@@ -44,7 +44,8 @@ def real(channel_url: str, session_tmp: Path, tmp_path_factory) -> dict[str, Any
     lock_a = check_envs.write_lock(root / "lock-a" / "conda-lock.yml", rec_a)
     b, _ = check_envs.make_env(channel_url, BASE, root / "b", cache)
     check_envs.pip_install(b, channels.build_wheel(root / "wheels", "torch", "2.13.1"))
-    c, rec_c = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pytorch 2.12.0 *cpu*", "pip", "egtool", "eglink"],
+    c, rec_c = check_envs.make_env(channel_url,
+                                   [f"python {HOST_PY}.*", "pytorch 2.12.0 *cpu*", "pip", "egtool", "eglink"],
                                    root / "c", cache)
     lock_c = check_envs.write_lock(root / "lock-c" / "conda-lock.yml", rec_c)
     d, _ = check_envs.make_env(channel_url, [f"python {HOST_PY}.*", "pip"], root / "d", cache)

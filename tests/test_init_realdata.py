@@ -1,7 +1,8 @@
 """`envguard init` then `envguard lock` against conda-forge's REAL records.
 
-The channel is built from the package records of the real locks in ../shared/realworld (tests/support/metadata_channel.py):
-conda-forge's own dependency graph, not our assumptions. It is a sample: it holds only what those solves picked.
+The channel is built from the package records of the real locks in ../shared/realworld
+(tests/support/metadata_channel.py): conda-forge's own dependency graph, not our assumptions. It is a sample:
+it holds only what those solves picked.
 So the tests tell three cases apart, using the compatibility data for "what exists":
 
 * covered: some real lock solved that Python + torch + CUDA line on that platform, so all its records are here;

@@ -232,7 +232,8 @@ def test_channel_credentials_never_reach_the_lock(channel_factory, test_channel:
     server = channel_factory.serve(test_channel, prefix="channel", auth=("alice", "s3cretpw"), token="tok-98765")
     literal = server.url_with_auth("alice", "s3cretpw")
     assert "/t/tok-98765/" in literal
-    env = write_env(tmp_path / "environment.yml", channels=[literal], deps=[f"python={HOST_PY}"], platforms=["linux-64"])
+    env = write_env(tmp_path / "environment.yml", channels=[literal], deps=[f"python={HOST_PY}"],
+                    platforms=["linux-64"])
     result = lock([env], cuda=False)
     text = (tmp_path / "conda-lock.yml").read_text()
     assert result.packages["linux-64"] >= 1 and server.requests  # it really went through the server

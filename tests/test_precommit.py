@@ -124,7 +124,8 @@ def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
     project.mkdir()
     _git(project, "init", "-q")
     env_name = f"hooked-{os.getpid()}"
-    (project / "environment.yml").write_text(ENV.format(name=env_name, channel=channel_url, python=HOST_PY), encoding="utf-8")
+    (project / "environment.yml").write_text(ENV.format(name=env_name, channel=channel_url, python=HOST_PY),
+                                             encoding="utf-8")
     (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(snippet), encoding="utf-8")
     envguard = [sys.executable, "-m", "envguard"]
     prefix = Path(os.environ["ENVGUARD_ENVS_DIR"]) / env_name  # where `envguard create` puts it (conftest)

@@ -143,7 +143,8 @@ HOST_PY_NEXT = f"{sys.version_info[0]}.{sys.version_info[1] + 1}"  # "3.12", the
 HOST_PY_TAG = f"py{sys.version_info[0]}{sys.version_info[1]}"  # "py311", in the standard builds' names
 
 __all__ = [
-    "HOST_PY", "HOST_PY_NEXT", "HOST_PY_TAG", "PLACEHOLDER", "PLATFORMS", "SUBDIRS", "PackageSpec", "build_package", "make_channel", "index_channel",
+    "HOST_PY", "HOST_PY_NEXT", "HOST_PY_TAG",
+    "PLACEHOLDER", "PLATFORMS", "SUBDIRS", "PackageSpec", "build_package", "make_channel", "index_channel",
     "strip_indexed_timestamps", "copy_channel", "tamper_package", "channel_url", "package_path",
     "StandardChannel", "build_standard_channel",
     "HttpServer", "serve_directory", "build_wheel", "PypiIndex", "build_pypi_index", "standard_pypi_index",
