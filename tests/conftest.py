@@ -59,6 +59,7 @@ def realworld() -> Path:
     return REALWORLD
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects by these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     mark_slow_from_fixtures(items)
 
