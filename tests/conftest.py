@@ -70,6 +70,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         require(*mark.args, **mark.kwargs)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    # A skip raised inside require() would be reported at require.py's line: report it at the test instead.
+    report = yield
+    if report.skipped and isinstance(report.longrepr, tuple) and report.longrepr[0].endswith("require.py"):
+        path, lineno, _ = item.reportinfo()
+        report.longrepr = (str(path), (lineno or 0) + 1, report.longrepr[2])
+    return report
+
+
 _exit_status = {"code": 0}
 
 
