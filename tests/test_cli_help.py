@@ -98,6 +98,7 @@ def test_bare_envguard_prints_the_help_and_exits_2(capsys: pytest.CaptureFixture
     assert not err.strip() and "error:" not in out, err
 
 
+@pytest.mark.slow
 def test_help_read_by_a_reader_that_stops_early_is_no_failure(tmp_path: Path) -> None:
     """`envguard --help | head -1`: the reader closes the pipe before the help is written."""
     for argv in (["--help"], ["lint", "--help"]):
