@@ -20,8 +20,9 @@ records involved and, where two copies compete, which one ``import`` loads.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Literal
 
 from envguard.channels import normalise_channel
 from envguard.model import Package
@@ -260,5 +261,16 @@ def mixing(packages: Iterable[Package], *, context: Context = "lock") -> list[Mi
     return channel_mix(pkgs) + cuda_line_mix(pkgs) + torch_twice(pkgs, context=context)
 
 
-__all__ = ["Context", "Mix", "RULES", "build_cuda_major", "channel_family", "channel_mix", "conda_cuda_library",
-           "cuda_line_mix", "cuda_major", "mixing", "torch_twice"]
+__all__ = [
+    "RULES",
+    "Context",
+    "Mix",
+    "build_cuda_major",
+    "channel_family",
+    "channel_mix",
+    "conda_cuda_library",
+    "cuda_line_mix",
+    "cuda_major",
+    "mixing",
+    "torch_twice",
+]

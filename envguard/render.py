@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 
-
 _LOG_WIDTH = 10_000  # "as wide as it takes": tables in logs keep every cell on one line
 
 
@@ -17,11 +16,11 @@ class _LazyConsole:
     """A rich Console built on first use. Importing rich and building a console costs ~20 ms, which a
     `envguard create` writing into a log or a pipe never needs (see :func:`print_plain`)."""
 
-    def __init__(self, **options: "object") -> None:
+    def __init__(self, **options: object) -> None:
         object.__setattr__(self, "_options", options)
         object.__setattr__(self, "_console", None)
 
-    def get(self) -> "object":
+    def get(self) -> object:
         if self._console is None:
             from rich.console import Console
 
@@ -32,19 +31,19 @@ class _LazyConsole:
             object.__setattr__(self, "_console", console)
         return self._console
 
-    def __getattr__(self, name: str) -> "object":
+    def __getattr__(self, name: str) -> object:
         return getattr(self.get(), name)
 
-    def __setattr__(self, name: str, value: "object") -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         setattr(self.get(), name, value)
 
 
-def rich_console(console: "object") -> "object":
+def rich_console(console: object) -> object:
     """The rich Console itself, for rich objects that take one (Progress, Live)."""
     return console.get() if isinstance(console, _LazyConsole) else console
 
 
-def print_plain(console: "object", text: str) -> None:
+def print_plain(console: object, text: str) -> None:
     """``console.print(text, markup=False, emoji=False)``, without rich when the console is still unbuilt,
     surely no terminal (rich would write the text as it is) and the text is plain printable ASCII."""
     if isinstance(console, _LazyConsole) and console._console is None and text.isascii() and text.isprintable() \
@@ -55,7 +54,7 @@ def print_plain(console: "object", text: str) -> None:
     console.print(text, markup=False, emoji=False)  # type: ignore[attr-defined]
 
 
-def is_terminal(console: "object", *, build: bool = True) -> bool:
+def is_terminal(console: object, *, build: bool = True) -> bool:
     """``console.is_terminal``, answered without rich for an unbuilt console when surely no terminal.
     With ``build=False`` an unbuilt console that may be a terminal is not built: the answer is True."""
     if isinstance(console, _LazyConsole) and console._console is None:
@@ -66,7 +65,7 @@ def is_terminal(console: "object", *, build: bool = True) -> bool:
     return bool(console.is_terminal)  # type: ignore[attr-defined]
 
 
-def _maybe_terminal(stream: "object") -> bool:
+def _maybe_terminal(stream: object) -> bool:
     """False only where rich's Console.is_terminal is surely False (it also honours these variables)."""
     if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR") is not None:
         return True
@@ -96,7 +95,7 @@ def escape(text: str) -> str:
     return escape(text)
 
 
-def print_findings(findings: "list", title: str | None = None, summary: str | None = None) -> None:
+def print_findings(findings: list, title: str | None = None, summary: str | None = None) -> None:
     """A rich table of findings grouped by severity, then a one-line summary (``summary`` replaces it)."""
     from rich.table import Table
 

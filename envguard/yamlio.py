@@ -242,7 +242,7 @@ def load_fast(path: str | Path, text: str | None = None) -> Any:
         text = read_text(path)
     check_limits(path, text)
     try:
-        return yaml.load(text, Loader=_fast_loader())  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_fast_loader())  # a safe loader
     except yaml.YAMLError as e:
         _raise_yaml_error(path, e)
     except (ValueError, RecursionError) as e:
@@ -272,7 +272,7 @@ def load_with_lines(path: str | Path, text: str | None = None) -> tuple[Any, Pos
     check_limits(path, text)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=_fast_loader())  # noqa: S506
+        data = yaml.load(text, Loader=_fast_loader())
     except yaml.YAMLError as e:
         _raise_yaml_error(path, e)
     except (ValueError, RecursionError) as e:

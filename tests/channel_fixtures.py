@@ -17,10 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import channels
 import metadata_channel
+import pytest
 
 
 @pytest.fixture(scope="session")

@@ -136,11 +136,31 @@ _TAR_MTIME = 1_735_689_600
 _ZIP_DATE = (2025, 1, 1, 0, 0, 0)
 
 __all__ = [
-    "PLACEHOLDER", "PLATFORMS", "SUBDIRS", "PackageSpec", "build_package", "make_channel", "index_channel",
-    "strip_indexed_timestamps", "copy_channel", "tamper_package", "channel_url", "package_path",
-    "StandardChannel", "build_standard_channel",
-    "HttpServer", "serve_directory", "build_wheel", "PypiIndex", "build_pypi_index", "standard_pypi_index",
-    "GeneratedChannel", "generate_channel", "generate_repodata", "run", "host_platform",
+    "PLACEHOLDER",
+    "PLATFORMS",
+    "SUBDIRS",
+    "GeneratedChannel",
+    "HttpServer",
+    "PackageSpec",
+    "PypiIndex",
+    "StandardChannel",
+    "build_package",
+    "build_pypi_index",
+    "build_standard_channel",
+    "build_wheel",
+    "channel_url",
+    "copy_channel",
+    "generate_channel",
+    "generate_repodata",
+    "host_platform",
+    "index_channel",
+    "make_channel",
+    "package_path",
+    "run",
+    "serve_directory",
+    "standard_pypi_index",
+    "strip_indexed_timestamps",
+    "tamper_package",
 ]
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
-
-import yaml
+from typing import Any
 
 import channels
+import yaml
 
 ENVGUARD = [sys.executable, "-m", "envguard"]
 

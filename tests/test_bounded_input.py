@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from create_fixtures import ENVGUARD
+
 from envguard.redact import redact, shorten_words
 
 MEMORY_LIMIT = 1 << 30  # 1 GiB of address space: the alias bomb took 2.4 GB

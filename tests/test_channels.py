@@ -15,13 +15,12 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+import channels
 import pytest
 import rattler
 import rattler.package_streaming
-from rattler import BuildString, GenericVirtualPackage, PackageName, Version
-
-import channels
 from channel_fixtures import ChannelFactory
+from rattler import BuildString, GenericVirtualPackage, PackageName, Version
 
 HOST = channels.host_platform()
 CAN_RUN_HOST_PYTHON = HOST in ("linux-64", "osx-arm64")

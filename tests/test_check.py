@@ -11,10 +11,9 @@ import os
 import stat
 from pathlib import Path
 
-import pytest
-
 import channels
 import check_envs
+import pytest
 from check_envs import envguard
 
 BASE = ["python 3.11.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"]

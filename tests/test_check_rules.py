@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from check_envs import envguard
+
 from envguard.check import checks
 from envguard.prefix import inspect_prefix
 

@@ -6,10 +6,9 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 import channels
 import check_envs
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "check-schema.md"

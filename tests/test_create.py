@@ -13,9 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 import channels
+import pytest
 from create_fixtures import (
     BASE_DEPS,
     ENVGUARD,
@@ -26,10 +25,12 @@ from create_fixtures import (
     tree_state,
     write_env,
 )
+
 from envguard import cli, render
 from envguard.fingerprint import read_fingerprint
 from envguard.create.prefixlock import holder_path
 from envguard.create.integrity import cache_entry_sha256
+from envguard.create.prefixlock import holder_path
 from envguard.platforms import python_in_prefix
 
 

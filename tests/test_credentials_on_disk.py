@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import channels
 import pytest
 
-import channels
 from envguard.redact import redact
 
 USER, PASSWORD, TOKEN = "eg-alice-4242", "eg-pw-S3cr3t-77", "eg-tok-9d8e7f"

@@ -14,11 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import channels
 import pytest
 import yaml
-
-import channels
 from create_fixtures import BASE_DEPS, envguard_run, make_lock, write_env
+
 from envguard import cli
 from envguard.export import CODES, export
 from envguard.lock import read_lock

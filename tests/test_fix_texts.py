@@ -23,9 +23,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import channels
 import pytest
 
-import channels
 from envguard import catalog
 
 ENVGUARD_BIN = Path(sys.executable).parent

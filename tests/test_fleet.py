@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import channels
 import check_envs
+import pytest
+
 from envguard.fleet.hosts import compress
 
 BASE = ["python 3.11.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"]

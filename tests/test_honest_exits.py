@@ -14,10 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import channels
-import envguard.__main__ as envguard_main
+import pytest
 from create_fixtures import ENVGUARD, envguard_popen, envguard_run, make_lock, siblings, tree_state, write_env
 from envguard.fingerprint import read_fingerprint
 

@@ -8,10 +8,10 @@ import json
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import channels
 import check_envs
+import pytest
+
 from envguard.diff import SideArgs, compare
 from envguard.findings import Severity
 from envguard.lint import lint_file, lint_text

@@ -14,10 +14,10 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 import channels
+import pytest
 from create_fixtures import envguard_run, make_lock, siblings, write_env
+
 from envguard import cli
 from envguard.pathsafety import Unsafe, allow_list, check_package, path_problem, resolve
 

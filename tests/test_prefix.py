@@ -7,10 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 import channels
 import check_envs
+import pytest
+
 from envguard.model import Package
 from envguard.prefix import import_origins, inspect_prefix, installed_packages, verify_files
 

@@ -11,9 +11,8 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import channels
+import pytest
 
 
 def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

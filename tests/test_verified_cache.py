@@ -11,10 +11,10 @@ import hashlib
 import os
 from pathlib import Path
 
-import pytest
-
 import channels
+import pytest
 from create_fixtures import make_lock, siblings, write_env
+
 from envguard import cli
 from envguard.create import integrity
 

@@ -14,10 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import channels
+import pytest
 from create_fixtures import envguard_run
+
 from envguard import cli, render
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,9 +10,10 @@ first and most often (bench/check.py measures its start-up).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
 from envguard.check.hook import watched_changed  # public: the envguard-check git hook's trigger

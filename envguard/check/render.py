@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-
-def check_title(report: "object") -> str:
+def check_title(report: object) -> str:
     from envguard.redact import redact
 
     r = report  # envguard.check.CheckReport
@@ -19,7 +18,7 @@ def check_title(report: "object") -> str:
     return " · ".join(parts)
 
 
-def show(report: "Any", fmt: str) -> None:
+def show(report: Any, fmt: str) -> None:
     """``envguard check``'s output: the title and the findings (text), the report as JSON, or markdown."""
     import json
     import sys

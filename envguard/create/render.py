@@ -7,6 +7,7 @@ from typing import Any
 from envguard import render
 from envguard.render import escape, rich_console
 
+
 class CreateRenderer:
     """envguard.create.CreateReporter rendered with rich: on a terminal, step lines and a progress display;
     otherwise only the summary line. Waiting for another create and cleaning up after an interrupted one
@@ -14,12 +15,12 @@ class CreateRenderer:
 
     def __init__(self, *, quiet: bool, live: bool) -> None:
         self.quiet = quiet
-        self.progress: "object | None" = None
+        self.progress: object | None = None
         self._tasks: dict[str, object] = {}
         self._live = live
         self.wants_events = live  # no display, no per-package events from the installer
 
-    def _bar(self) -> "object":
+    def _bar(self) -> object:
         if self.progress is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -36,7 +37,7 @@ class CreateRenderer:
         if not self.quiet:
             render.err.print(f"envguard: {text}", markup=False)
 
-    def waiting(self, holder_pid: "int | None", waited_s: float) -> None:
+    def waiting(self, holder_pid: int | None, waited_s: float) -> None:
         if self.quiet:
             return
         who = f"envguard process {holder_pid}" if holder_pid else "another envguard process"
@@ -68,7 +69,7 @@ class CreateRenderer:
             self.progress = None
 
 
-def print_created(result: "Any") -> None:
+def print_created(result: Any) -> None:
     """The summary line of a create (what was built, from which lock, with which backend), then the check of
     the new environment when one ran."""
     from envguard.create import summarise_drift

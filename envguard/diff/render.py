@@ -6,12 +6,14 @@ from typing import Any
 
 from envguard import render
 
-def print_diff(result: "object", max_unrequested: int = 25) -> None:
+
+def print_diff(result: object, max_unrequested: int = 25) -> None:
     from rich.table import Table
     from rich.text import Text
 
     from envguard.diff import LABELS, describe
-    from envguard.redact import redact as _redact, shorten_words
+    from envguard.redact import redact as _redact
+    from envguard.redact import shorten_words
 
     def redact(text: str) -> str:  # masked, and what hostile input makes long cut short
         return shorten_words(_redact(text))
@@ -52,7 +54,7 @@ def print_diff(result: "object", max_unrequested: int = 25) -> None:
     render.out.print(Text(redact(r.summary()), style="bold" if not r.equal else "green"))
 
 
-def show(result: "Any", fmt: str) -> None:
+def show(result: Any, fmt: str) -> None:
     """``envguard diff``'s output: the tables above (text), JSON or markdown (a pull-request comment)."""
     import json
     import sys

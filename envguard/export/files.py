@@ -66,7 +66,7 @@ class ExplicitLine:
 
 
 def explicit(lines: Sequence[ExplicitLine], platform: str, header: Sequence[str],
-             pip: Sequence["Requirement"] = ()) -> str:
+             pip: Sequence[Requirement] = ()) -> str:
     """The conda part; pip packages with a URL follow as conda-lock's ``# pip NAME @ URL#sha256=HEX`` comments,
     which conda ignores and conda-lock, micromamba and envguard read."""
     out = [_comment(h) for h in header] + [f"# platform: {platform}", "@EXPLICIT"]

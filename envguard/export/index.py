@@ -13,11 +13,11 @@ import configparser
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Mapping, Sequence
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from envguard.model import pep503
@@ -191,7 +191,7 @@ def _fetch(url: str, timeout: float) -> tuple[bytes, str] | None:
         url = urlunsplit(parts._replace(netloc=host))
     req = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http(s) only, checked below
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # http(s) only, checked below
             return resp.read(_MAX_PAGE), resp.headers.get("Content-Type", "")
     except urllib.error.HTTPError as e:
         if e.code in (404, 410):

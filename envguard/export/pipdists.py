@@ -16,7 +16,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from envguard.model import pep503
 from envguard.prefix import Dist, PrefixInfo

@@ -84,7 +84,8 @@ def _sha256_file(url: str) -> str | None:
 
 
 def _valid_requirement(line: str) -> bool:
-    from packaging.requirements import InvalidRequirement, Requirement as Req
+    from packaging.requirements import InvalidRequirement
+    from packaging.requirements import Requirement as Req
 
     try:
         Req(line)

@@ -6,7 +6,7 @@ from envguard import render
 from envguard.render import print_findings, print_plain
 
 
-def print_export(result: "object") -> None:
+def print_export(result: object) -> None:
     from envguard.redact import redact
 
     r = result  # envguard.export.ExportResult

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from envguard.errors import UserError
 from envguard.fleet.hosts import compress

@@ -7,7 +7,7 @@ from typing import Any
 from envguard import render
 
 
-def print_fleet(result: "object", max_changes: int = 30) -> None:
+def print_fleet(result: object, max_changes: int = 30) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -62,7 +62,7 @@ def print_fleet(result: "object", max_changes: int = 30) -> None:
     render.out.print(Text(redact(r.summary()), style="green" if r.exit_code == 0 else "bold"))
 
 
-def show(result: "Any", fmt: str) -> None:
+def show(result: Any, fmt: str) -> None:
     """``envguard fleet``'s output: text (the tables above), JSON or markdown on stdout; reports that could not
     be read are named on stderr in every format."""
     import json

@@ -110,7 +110,7 @@ def _release_line(torch: str) -> str:
 
 
 def _major(line: str) -> str:
-    return line.split(".")[0]
+    return line.split(".", maxsplit=1)[0]
 
 
 def _pick_cuda(route: compat.Route, rel: compat.Release, cuda: str, plats: list[str], python: str) -> str:
@@ -262,7 +262,7 @@ def render(python: str, torch: str, cuda: str, channel: str, platforms: list[str
         "torch": torch,
         "torch_spec": torch_spec,
         "cuda": cuda,
-        "cuda_major": cuda.split(".")[0],
+        "cuda_major": cuda.split(".", maxsplit=1)[0],
         "hardware": hardware_comment(channel, line, cuda, platforms) if cuda != CPU else "",
         "frozen_at": c.pytorch_channel_frozen_at,
         "mkl_max": c.pytorch_mkl_max,
@@ -360,4 +360,4 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
     return InitResult(out, text, python, torch, cuda, channel, plats, template, warnings)
 
 
-__all__ = ["InitResult", "init", "resolve", "render", "template_names", "CPU"]
+__all__ = ["CPU", "InitResult", "init", "render", "resolve", "template_names"]

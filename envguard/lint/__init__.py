@@ -125,5 +125,16 @@ def lint_paths(paths: Iterable[str | Path]) -> LintResult:
     return result
 
 
-__all__ = ["RULES", "Rule", "LintResult", "LintReadError", "MIX_CODES", "lint_file", "lint_text", "lint_paths", "lint_environment", "default_targets",
-           "release_lines"]
+__all__ = [
+    "MIX_CODES",
+    "RULES",
+    "LintReadError",
+    "LintResult",
+    "Rule",
+    "default_targets",
+    "lint_environment",
+    "lint_file",
+    "lint_paths",
+    "lint_text",
+    "release_lines",
+]

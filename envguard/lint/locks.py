@@ -309,4 +309,4 @@ def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
     return col.findings() + _credential_rule(shown, text)
 
 
-__all__ = ["lint_lock", "cuda_line_of_build", "credential_finding", "credential_lines"]
+__all__ = ["credential_finding", "credential_lines", "cuda_line_of_build", "lint_lock"]

@@ -205,4 +205,4 @@ def lint_manifest(shown: str, text: str, data: Any) -> list[Finding]:
     return findings
 
 
-__all__ = ["lint_manifest", "RULES"]
+__all__ = ["RULES", "lint_manifest"]

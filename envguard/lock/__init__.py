@@ -31,6 +31,7 @@ from envguard.lock.lockfile import (
     read_lock,
     read_metadata,
 )
+from envguard.redact import redact
 from envguard.yamlio import load_fast, read_bytes
 
 # The wing's public API beyond the command itself: what other wings may use (docs/architecture.md).

@@ -327,7 +327,7 @@ def relative_source(lockfile: Path, source: Path) -> str:
 
 def build_lockfile(*, packages: list[Any], lock_spec: Any, channels: list[Any], platforms: list[str],
                    content_hash: dict[str, str], sources: list[str], custom: dict[str, str]) -> Any:
-    from conda_lock.lockfile.v2prelim.models import LockMeta, Lockfile
+    from conda_lock.lockfile.v2prelim.models import Lockfile, LockMeta
 
     return Lockfile(
         package=packages,

@@ -8,8 +8,9 @@ from typing import Any
 from envguard import render
 from envguard.render import rich_console
 
-def lock_with_progress(lock: "object", files: "list[Path] | None", platforms: "list[str] | None",
-                        cuda: "str | bool | None", lockfile: "Path | None") -> "object":
+
+def lock_with_progress(lock: object, files: list[Path] | None, platforms: list[str] | None,
+                        cuda: str | bool | None, lockfile: Path | None) -> object:
     """Run the lock with a rich status line on a terminal; silently otherwise."""
     if not render.err.is_terminal:
         return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile)  # type: ignore[operator]
@@ -22,7 +23,7 @@ def lock_with_progress(lock: "object", files: "list[Path] | None", platforms: "l
     with Progress(*columns, console=rich_console(render.err), transient=True) as progress:
         task = progress.add_task("locking", total=None)
 
-        def reporter(p: "object") -> None:
+        def reporter(p: object) -> None:
             fields = vars(p)
             done = max(0, fields["index"] - 1) if fields["stage"] in ("solve", "pip") else None
             if fields["stage"] == "write":
@@ -35,7 +36,7 @@ def lock_with_progress(lock: "object", files: "list[Path] | None", platforms: "l
                     reporter=reporter)
 
 
-def print_locked(result: "Any") -> None:
+def print_locked(result: Any) -> None:
     """The lock's warnings, then one line: what was written (or left unchanged), packages per platform."""
     r = result  # envguard.lock.LockResult
     for w in r.warnings:

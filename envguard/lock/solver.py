@@ -32,7 +32,7 @@ def cuda_arg(cuda: str | None | bool) -> str:
     return str(cuda)
 
 
-def virtual_package_repo(cuda: str | None | bool) -> Any:
+def virtual_package_repo(cuda: str | bool | None) -> Any:
     """conda-lock's FakeRepoData for the CUDA assumption (it writes a temp dir, removed at exit).
 
     Cached per assumption: conda-lock's hash functions copy it before changing anything.

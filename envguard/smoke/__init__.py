@@ -20,10 +20,11 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from envguard import catalog
 from envguard.envs import resolve_python as resolve_python  # public: what smoke probes
@@ -162,7 +163,7 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
     probe = None if timed_out else _parse_stdout(stdout)
     phase = next((e["phase"] for e in reversed(ev) if "phase" in e), None)
     tv = (probe or {}).get("torch") or {}
-    need_driver = require_cuda or bool(tv.get("cuda")) and not ((probe or {}).get("cuda") or {}).get("available")
+    need_driver = require_cuda or (bool(tv.get("cuda")) and not ((probe or {}).get("cuda") or {}).get("available"))
     driver = None
     if need_driver:
         if driver_info is None:
@@ -334,7 +335,7 @@ def _check_failure(name: str, error: str, detail: dict[str, Any], stderr: str = 
     if name.startswith("dataloader"):
         method = name.split(":", 1)[1] if ":" in name else ""
         what = {"dataloader-fd-limit": "DataLoader with many live batches",
-                "dataloader-timeout": f"DataLoader timeout check ({method})"}.get(name.split(":")[0],
+                "dataloader-timeout": f"DataLoader timeout check ({method})"}.get(name.split(":", maxsplit=1)[0],
                                                                                    f"DataLoader round trip with "
                                                                                    f"{method} workers")
         return _f(case.id, Severity.ERROR, f"{what} failed: {head}")

@@ -6,7 +6,8 @@ from typing import Any
 
 from envguard import render
 
-def smoke_title(result: "object", why: str = "") -> str:
+
+def smoke_title(result: object, why: str = "") -> str:
     """``envguard smoke <python> · <why it was chosen> · torch ... · passed in 2.0 s``."""
     from envguard.redact import redact
 
@@ -54,14 +55,14 @@ class SmokeProgress:
             render.err.print(f"[dim]·[/dim] {self.prefix}: {render.escape(label)} "
                              f"[dim]({time.monotonic() - self._t0:.1f} s)[/dim]", markup=True, highlight=False)
 
-    def __enter__(self) -> "SmokeProgress":
+    def __enter__(self) -> SmokeProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
         return None
 
 
-def print_smoke_checks(result: "object") -> None:
+def print_smoke_checks(result: object) -> None:
     from rich.table import Table
 
     checks = result.probe.get("checks") or []
@@ -79,7 +80,7 @@ def print_smoke_checks(result: "object") -> None:
     render.out.print(table)
 
 
-def smoke_checks_markdown(result: "object") -> str:
+def smoke_checks_markdown(result: object) -> str:
     checks = result.probe.get("checks") or []
     if not checks:
         return ""
@@ -90,7 +91,7 @@ def smoke_checks_markdown(result: "object") -> str:
     return "\n".join(lines) + "\n"
 
 
-def distributed_line(result: "object") -> str:
+def distributed_line(result: object) -> str:
     """One line for a rank of a launcher's world: who, how fast it met the others, what it measured."""
     from envguard.smoke import distributed_summary
 
@@ -119,7 +120,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def show(result: "Any", fmt: str, why: str = "") -> None:
+def show(result: Any, fmt: str, why: str = "") -> None:
     """``envguard smoke``'s output: title, checks, the distributed line and the findings (text), the result as
     JSON, or markdown. ``why``: how the probed environment was chosen."""
     import json

@@ -438,5 +438,16 @@ def read_manifest(text: str, data: Any, shown: str, *, environment: str | None =
                        environments=names, environment=env_name, notes=list(m.notes), platform_info=m.platform_info)
 
 
-__all__ = ["Manifest", "ManifestDep", "Environment", "Feature", "is_manifest", "looks_like_toml", "parse_manifest",
-           "parse_toml", "pixi_table", "read_manifest", "toml_lines"]
+__all__ = [
+    "Environment",
+    "Feature",
+    "Manifest",
+    "ManifestDep",
+    "is_manifest",
+    "looks_like_toml",
+    "parse_manifest",
+    "parse_toml",
+    "pixi_table",
+    "read_manifest",
+    "toml_lines",
+]

@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from envguard.envs import resolve_python as interpreter_of
 from envguard.errors import ExitCode, UserError
@@ -122,14 +123,13 @@ def parse_current(text: str | None) -> Settings:
             if not (1 if key == "prefetch_factor" else 0) <= values[key] <= 256:
                 raise UserError(f"{key}={raw} is out of range", key="--current",
                                 fix="num_workers from 0 to 256, prefetch_factor from 1 to 256")
+        elif raw.lower() in ("none", "null", ""):
+            values[key] = None
+        elif raw not in ("fork", "forkserver", "spawn"):
+            raise UserError(f"{key}={raw!r} is not a start method", key="--current",
+                            fix="use fork, forkserver or spawn")
         else:
-            if raw.lower() in ("none", "null", ""):
-                values[key] = None
-            elif raw not in ("fork", "forkserver", "spawn"):
-                raise UserError(f"{key}={raw!r} is not a start method", key="--current",
-                                fix="use fork, forkserver or spawn")
-            else:
-                values[key] = raw
+            values[key] = raw
     workers = values.get("num_workers", 0)
     if not workers and ("prefetch_factor" in values or values.get("persistent_workers")):
         raise UserError("prefetch_factor and persistent_workers need num_workers > 0 (torch refuses them)",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from envguard import render
 
@@ -83,7 +84,7 @@ def print_tune(result: Any) -> None:
         render.print_findings(result.findings)
 
 
-def show(result: Any, fmt: str, plot: "Path | None" = None) -> None:
+def show(result: Any, fmt: str, plot: Path | None = None) -> None:
     """``envguard tune``'s output: the plot written when asked (and something worked), then the result as
     text, JSON or markdown on stdout."""
     import json

@@ -15,8 +15,9 @@ results so far, so the runner can stop at its budget after any trial:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 # Worker counts considered, about x1.5 apart: the search refines between them, never finer.
 WORKER_STEPS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -34,7 +35,7 @@ class Settings:
     pin_memory: bool = False
     multiprocessing_context: str | None = None
 
-    def normal(self) -> "Settings":
+    def normal(self) -> Settings:
         if self.num_workers == 0:
             return Settings(0, pin_memory=self.pin_memory)
         return replace(self, prefetch_factor=self.prefetch_factor or TORCH_DEFAULT_PREFETCH)
@@ -54,7 +55,7 @@ class Settings:
         return asdict(self.normal())
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Settings":
+    def from_dict(cls, d: Mapping[str, Any]) -> Settings:
         return cls(int(d["num_workers"]), d.get("prefetch_factor"), bool(d.get("persistent_workers")),
                    bool(d.get("pin_memory")), d.get("multiprocessing_context")).normal()
 
@@ -94,7 +95,7 @@ class Space:
 
     @classmethod
     def for_machine(cls, usable_cpus: float, methods: list[str], default_method: str | None, cuda: bool,
-                    max_workers: int | None = None) -> "Space":
+                    max_workers: int | None = None) -> Space:
         """Workers up to 4x the usable CPUs (at least 8): a loader that waits on I/O gains beyond the CPU count."""
         cap = max_workers if max_workers is not None else max(8, 4 * math.ceil(usable_cpus))
         workers = tuple(w for w in WORKER_STEPS if w <= cap)

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from envguard.create.backends.base import InstallPlan, InstallProgress
-from envguard.errors import BackendError, EnvguardError
 from envguard.create.integrity import Artifact, mismatch_error, parse_rattler_mismatch, purge_cache_entry
 from envguard import settings
 from envguard.redact import redact, shorten

@@ -101,7 +101,7 @@ class Indexed:
             raise ItemError(f"{type(e).__name__} in __getitem__({i}): {e}") from e
 
     @property
-    def __getitems__(self):  # noqa: PLW3201 - looked up by torch's fetcher as an attribute
+    def __getitems__(self):  # looked up by torch's fetcher as an attribute
         inner = getattr(self.dataset, "__getitems__", None)
         if not inner:
             return None
