@@ -215,7 +215,7 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
                 raise UserError(e.problem, file=str(spec), key="name",
                                 fix="give the environment a plain name, or pass -p PREFIX / -n NAME") from None
             return _target(create_dir(env) / name, "project", why)
-        found, dirs = _lookup(name, env, aside) if "/" not in name and "\\" not in name else (None, [])
+        found, _dirs = _lookup(name, env, aside) if "/" not in name and "\\" not in name else (None, [])
         project = (found, why)
     if existing:
         active = envmap.get("CONDA_PREFIX")

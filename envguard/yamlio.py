@@ -161,7 +161,7 @@ def read_text(path: str | Path) -> str:
 # a plain scalar (``pytorch *cuda*``) matches too; that only means the exact scan below runs.
 _ALIAS_HINT = re.compile(r"(?:^|[\s\[\{,])\*[^\s,\[\]\{\}]", re.M)
 _FLOW = re.compile(r"[\[\]\{\}]")
-_LEADING = re.compile(r"^[ \t?:-]{%d,}" % MAX_DEPTH, re.M)
+_LEADING = re.compile(r"^[ \t?:-]{%d,}" % MAX_DEPTH, re.M)  # noqa: UP031 - a regex's braces
 
 
 def _may_exceed_limits(text: str) -> bool:

@@ -250,7 +250,7 @@ def test_pixi_environment_choice(realworld: Path) -> None:
 def test_pixi_unsupported_version(tmp_path: Path) -> None:
     f = tmp_path / "pixi.lock"
     f.write_text("version: 3\nenvironments: {default: {}}\npackages: []\n")
-    with pytest.raises(UserError, match="unsupported pixi.lock version 3"):
+    with pytest.raises(UserError, match=r"unsupported pixi\.lock version 3"):
         load(str(f))
 
 

@@ -29,7 +29,7 @@ from envguard.findings import Finding, Severity, sort_findings
 from envguard.prefix import PrefixInfo
 from envguard.versions import major_minor
 
-E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the severities by their letters
 FORMATS = ("lock", "environment", "explicit")
 SPEC_FILE = "environment.yml"
 LOCK_FILE = "conda-lock.yml"

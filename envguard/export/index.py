@@ -153,7 +153,7 @@ def _links(page_url: str, body: bytes, content_type: str) -> list[_Link]:
     parser = _Anchors()
     try:
         parser.feed(body.decode("utf-8", "replace"))
-    except Exception:  # html.parser gives up on some malformed pages; keep what it found
+    except Exception:  # noqa: BLE001 - html.parser gives up on some malformed pages; keep what it found
         pass
     for href, text in parser.links:
         url = urljoin(page_url, href)

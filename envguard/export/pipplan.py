@@ -107,7 +107,7 @@ def _lookups(dists: list[PipDist], indexes: list[str], timeout: float) -> tuple[
     unreachable: dict[str, str] = {}
     for label, group in by_label.items():
         client = IndexClient(([label] if label else []) + indexes, timeout=timeout)
-        for d, hit in zip(group, client.find_all([(d.name, d.version, d.tags) for d in group])):
+        for d, hit in zip(group, client.find_all([(d.name, d.version, d.tags) for d in group]), strict=False):
             if hit is not None:
                 found[d.path] = hit
         unreachable.update(client.unreachable)

@@ -39,7 +39,7 @@ def _dep(d: ManifestDep, env: Environment, subdir_of: dict[str, str]) -> _Dep | 
 
     try:
         ms = MatchSpec(d.spec, strict=False)
-    except Exception:  # reported as EG121 by the structure pass
+    except Exception:  # noqa: BLE001 - reported as EG121 by the structure pass
         return None
     version = str(ms.version) if ms.version is not None else None
     build = str(ms.build) if ms.build is not None else None
@@ -171,7 +171,7 @@ def _structure(m: Manifest, text: str) -> list[Finding]:
 
                 try:
                     VersionSpec(d.version, strict=False)
-                except Exception as e:  # rattler's own error family: what pixi itself would refuse
+                except Exception as e:  # noqa: BLE001 - rattler's own error family: what pixi itself would refuse
                     problem = str(e).splitlines()[0]
             if problem:
                 out.append(Finding("EG121", Severity.ERROR, f"{d.name} = \"{d.version}\": {problem}",
@@ -200,8 +200,10 @@ def lint_manifest(shown: str, text: str, data: Any) -> list[Finding]:
         if n_envs > 1 and len(envs) < n_envs:
             label = "environment" if len(envs) == 1 else "environments"
             shown_envs = ", ".join(envs[:4]) + (f" and {len(envs) - 4} more" if len(envs) > 4 else "")
-            f = Finding(f.code, f.severity, f"{f.message} ({label} {shown_envs})", f.fix, f.file, f.line, f.package)
-        findings.append(f)
+            findings.append(Finding(f.code, f.severity, f"{f.message} ({label} {shown_envs})", f.fix, f.file, f.line,
+                                    f.package))
+        else:
+            findings.append(f)
     return findings
 
 

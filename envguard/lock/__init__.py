@@ -25,11 +25,17 @@ from envguard.lock.lockfile import (
     META_FINGERPRINT,
     fast_path_possible,
     fingerprint,
-    host_records,
     input_digest,
-    pip_records,
-    read_lock,
     read_metadata,
+)
+from envguard.lock.lockfile import (
+    host_records as host_records,
+)
+from envguard.lock.lockfile import (
+    pip_records as pip_records,
+)
+from envguard.lock.lockfile import (
+    read_lock as read_lock,
 )
 from envguard.redact import redact
 from envguard.yamlio import load_fast, read_bytes
@@ -308,7 +314,7 @@ def _file_platforms(files: list[Path], texts: list[str]) -> list[str]:
     from envguard.lock.spec import LOCKABLE_PLATFORMS
 
     out: list[str] = []
-    for f, t in zip(files, texts):
+    for f, t in zip(files, texts, strict=False):
         data = load_fast(f, t)
         if isinstance(data, dict) and isinstance(data.get("platforms"), list):
             for p in data["platforms"]:

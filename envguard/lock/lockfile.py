@@ -263,7 +263,7 @@ def input_digest(files: list[Path], contents: list[bytes], cuda: str, mapping: b
     """The platform-independent part of the fingerprint."""
     h = hashlib.sha256()
     parts = [FINGERPRINT_TAG, conda_lock_version(), hashlib.sha256(mapping).hexdigest(), cuda]
-    parts += [f"{Path(f).name}:{hashlib.sha256(c).hexdigest()}" for f, c in zip(files, contents)]
+    parts += [f"{Path(f).name}:{hashlib.sha256(c).hexdigest()}" for f, c in zip(files, contents, strict=False)]
     h.update(json.dumps(parts).encode())
     return h.hexdigest()
 
@@ -283,7 +283,7 @@ def _merged_dependencies(depends: list[str]) -> dict[str, str]:
     for dep in depends:
         try:
             name = MatchSpec(dep, strict=False).name.normalized
-        except Exception:
+        except Exception:  # noqa: BLE001 - rattler's own error family: fall back to the text
             name = re.split(r"[\s=<>!~]", dep.strip(), maxsplit=1)[0]
         rest = dep.strip()[len(name):].strip() if dep.strip().lower().startswith(name) else ""
         version = rest.split()[0] if rest else ""

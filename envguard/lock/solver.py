@@ -27,7 +27,7 @@ def cuda_arg(cuda: str | None | bool) -> str:
     """envguard's ``cuda`` (None default, False none, "12.4") as conda-lock's ``cuda_version``."""
     if cuda is None or cuda is True:
         return DEFAULT_CUDA
-    if cuda is False or cuda == "" or cuda == "none":
+    if cuda is False or cuda in {"", "none"}:
         return ""
     return str(cuda)
 
@@ -127,7 +127,7 @@ def solve_platforms(
 
     creds = Credentials()
     clean = [creds.strip(c) for c in channels]
-    restore = {c.rstrip("/") + "/": real.rstrip("/") + "/" for c, real in zip(clean, channels) if c != real}
+    restore = {c.rstrip("/") + "/": real.rstrip("/") + "/" for c, real in zip(clean, channels, strict=False) if c != real}
 
     async def run() -> dict[str, list[Any]]:
         gateway = Gateway(cache_dir=settings.rattler_cache_dir(), client=creds.client())
@@ -150,7 +150,7 @@ def solve_platforms(
                 )
                 for record in out[platform] if restore else ():
                     _restore_credentials(record, restore)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - rattler's solver errors have no common public base
                 kind = type(e).__name__
                 if kind == "SolverError":
                     hint = ""

@@ -140,8 +140,8 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
                         key=f"environments.{environment}.packages")
     out: dict[str | None, list[Package]] = {}
     notes: list[str] = []
-    for plat, refs in per_platform.items():
-        plat = str(plat)
+    for key, refs in per_platform.items():
+        plat = str(key)
         if platform is not None and plat != platform:
             continue
         subdir = subdir_of.get(plat, plat)

@@ -58,7 +58,7 @@ def print_tune(result: Any) -> None:
         for col in rows[0]:
             table.add_column(col, justify="left" if col in ("settings", "") else "right", no_wrap=True)
         style = {"ok": "green", "failed": "red", "timeout": "red", "crashed": "red", "budget": "yellow"}
-        for r, t in zip(rows, result.trials):
+        for r, t in zip(rows, result.trials, strict=False):
             cells = [render.escape(v) for v in r.values()]
             if t.get("status") != "ok":
                 cells[2] = f"[{style.get(str(t.get('status')), 'white')}]{cells[2]}[/]"

@@ -562,7 +562,7 @@ def text_chart(result: TuneResult, width: int = 60, height: int = 8) -> list[str
     grid = [[" "] * (col_w * len(xs)) for _ in range(height)]
     for n in names:
         for w, v in data[n]:
-            row = height - 1 - min(height - 1, int(round(v / top * (height - 1))))
+            row = height - 1 - min(height - 1, round(v / top * (height - 1)))
             mid = xs.index(w) * col_w + col_w // 2
             # Points that fall in one cell sit side by side; "*" only when the column is full.
             free = [c for c in (mid, mid + 1, mid - 1, mid + 2, mid - 2) if 0 <= c < len(grid[row]) and grid[row][c] == " "]

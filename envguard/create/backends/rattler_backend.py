@@ -32,7 +32,7 @@ def run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:
     def target() -> None:
         try:
             box["result"] = asyncio.run(coro)
-        except BaseException as e:  # re-raised in the caller's thread
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = e
 
     thread = threading.Thread(target=target, name="envguard-rattler")

@@ -417,7 +417,7 @@ class Probe:
     def verify_epoch(self, batches: list, length: int, pin: bool) -> set:
         """Check every batch's contents; return the worker ids that produced them."""
         torch = self.torch
-        batch, numel = self.batch_shape()
+        _batch, numel = self.batch_shape()
         seen, wids = [], set()
         for b in batches:
             idx = b["idx"].tolist()
@@ -468,7 +468,7 @@ class Probe:
         inject = tuple(i for i in self.inject if i in ("killed", "shm-sigbus", "cuda-fork", "shm-big"))
         collate = None
         if "pickling" in self.inject and method == "spawn":
-            collate = lambda items: torch_default_collate(items)  # noqa: E731 - unpicklable on purpose
+            collate = lambda items: torch_default_collate(items)  # noqa: E731, PLW0108 - unpicklable on purpose
         try:
             loader = self.make_loader(method, inject, collate=collate)
             state["loader"] = loader

@@ -219,7 +219,8 @@ def _cgroup_dirs(root: str) -> list[tuple[str, str, str]]:
 def cgroup_cpu_quota(root: str = "") -> tuple[float | None, str | None]:
     """The tightest CPU quota (in CPUs) over this process's cgroup and its ancestors, and where it is set."""
     best: tuple[float | None, str | None] = (None, None)
-    for version, d, top in _cgroup_dirs(root):
+    for version, leaf, top in _cgroup_dirs(root):
+        d = leaf  # walks up from the process's own cgroup to the mount's top
         while True:
             quota = None
             if version == "v2":
@@ -931,7 +932,7 @@ def run_forked(fn, req: dict, workdir: str, protocol_fd: int | None) -> dict:
             os.dup2(null, 0)
             os.close(null)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            global _PROGRESS_FD
+            global _PROGRESS_FD  # noqa: PLW0603 - this forked child's progress pipe, read by the trial's code
             _PROGRESS_FD = w
             try:
                 res = fn()
@@ -1195,7 +1196,8 @@ def _serve(args: dict, workdir: str, out_fd: int, emit) -> int:
             continue
         event(phase=f"trial {req.get('id')}")
         if isolation == "fork":
-            res = run_forked(lambda: Trial(user, doc["dataset"], req, opts).run(), req, workdir, out_fd)
+            # run_forked calls it before this iteration ends, so it sees this iteration's req
+            res = run_forked(lambda: Trial(user, doc["dataset"], req, opts).run(), req, workdir, out_fd)  # noqa: B023
         else:
             res = run_exec(req, args)
         res.setdefault("settings", req.get("settings"))
