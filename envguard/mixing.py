@@ -119,8 +119,8 @@ def channel_mix(packages: Iterable[Package]) -> list[Mix]:
 
 # Conda packages that bring CUDA libraries of their own (cuda-version is a pin and installs none): what sits
 # beside a pip torch's own CUDA runtime (lint's EG107 warning, check's EG520).
-_CONDA_CUDA_LIBRARIES = ("cudatoolkit", "pytorch-cuda", "cuda-*", "libcublas*", "libcudnn*", "cudnn", "libnccl*", "nccl",
-                         "libcufft*", "libcusparse*", "libcurand*", "libcusolver*")
+_CONDA_CUDA_LIBRARIES = ("cudatoolkit", "pytorch-cuda", "cuda-*", "libcublas*", "libcudnn*", "cudnn", "libnccl*",
+                         "nccl", "libcufft*", "libcusparse*", "libcurand*", "libcusolver*")
 
 
 def conda_cuda_library(name: str) -> bool:

@@ -138,5 +138,6 @@ def check_package(package: str, paths: Iterable[str], symlinks: Mapping[str, str
         base = resolve(path.split("/")[:-1], links)
         leads_out = base is None or resolve(base + target.replace("\\", "/").split("/"), links, final_ok) is None
         if leads_out and not allowed(package, path, allow):
-            found.append(Unsafe(package, path, f"is a symlink to {shorten(target, 160)}, which leads outside the prefix"))
+            found.append(Unsafe(package, path, f"is a symlink to {shorten(target, 160)}, which leads outside "
+                                               "the prefix"))
     return found

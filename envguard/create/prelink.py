@@ -430,8 +430,8 @@ async def _scan(art: Artifact, path: Path) -> _Package:
                 elif entry.is_hardlink:
                     problem = path_problem(entry.link_target or "")
                     if problem:
-                        unsafe.append(Unsafe(art.name, name, f"is a hard link to {shorten(entry.link_target or '', 120)}"
-                                             f", which {problem}"))
+                        target = shorten(entry.link_target or "", 120)
+                        unsafe.append(Unsafe(art.name, name, f"is a hard link to {target}, which {problem}"))
                 elif section == "info" and name in INFO_FILES and entry.is_file:
                     infos[name] = await entry.read()
     except Exception as e:  # noqa: BLE001 - rattler's archive reader raises its own types

@@ -466,7 +466,8 @@ def distributed_line(d: dict[str, Any]) -> str:
     if d["rendezvous_s_max"] is not None:
         parts.append(f"rendezvous ≤ {d['rendezvous_s_max']:.2f} s")
     for b in d["busbw_gbps"]:
-        parts.append(f"{size_text(b['bytes'])} busbw min {b['min']:.2f} GB/s ({b['min_node']}), median {b['median']:.2f}")
+        parts.append(f"{size_text(b['bytes'])} busbw min {b['min']:.2f} GB/s ({b['min_node']}), "
+                     f"median {b['median']:.2f}")
     return "; ".join(parts)
 
 

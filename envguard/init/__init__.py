@@ -228,7 +228,8 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
     if platforms:
         bad = [p for p in platforms if p not in allowed]
         if bad:
-            raise UserError(f"{what} on {_and(allowed)} only, not {_and(bad)}; drop --platform {' --platform '.join(bad)}{alt}")
+            drop = " --platform ".join(bad)
+            raise UserError(f"{what} on {_and(allowed)} only, not {_and(bad)}; drop --platform {drop}{alt}")
         plats = list(dict.fromkeys(platforms))
     else:
         plats = [p for p in DEFAULT_PLATFORMS if p in allowed] or allowed

@@ -63,7 +63,8 @@ class _ManifestEnvLinter(_EnvLinter):
         return f'`{name} = {{ version = "{version}", build = "{build}" }}`'
 
     def per_platform_pin(self) -> str:
-        return 'pin each platform\'s line in its own table, e.g. `cuda-version = "12.9.*"` under [target.linux-64.dependencies]'
+        return ('pin each platform\'s line in its own table, e.g. `cuda-version = "12.9.*"` under '
+                "[target.linux-64.dependencies]")
 
     def _declared_cuda(self) -> list[tuple[str, str]]:
         """(platform name, cuda) of this environment's platforms whose table declares a CUDA driver."""
@@ -123,7 +124,8 @@ class _ManifestEnvLinter(_EnvLinter):
             return
         system = self.env.system.get("cuda")
         declared = ([(f'[system-requirements] cuda = "{system}"', system, self.env.system_line)] if system else [])
-        declared += [(f'cuda = "{c}" on platform {p}', c, self.manifest.workspace_line) for p, c in self._declared_cuda()]
+        declared += [(f'cuda = "{c}" on platform {p}', c, self.manifest.workspace_line)
+                     for p, c in self._declared_cuda()]
         for label, cuda, line in declared:
             lines = release_lines(cuda, "conda", _CUDA_UNIVERSE)
             have = min(lines, key=line_key) if lines else None

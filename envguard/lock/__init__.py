@@ -291,7 +291,8 @@ def lock(
                       seconds=time.perf_counter() - started, cuda_why=assumption.why)
 
 
-def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str) -> tuple[dict[str, str], dict[str, str]]:
+def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str
+                  ) -> tuple[dict[str, str], dict[str, str]]:
     """conda-lock's content hashes and envguard's custom metadata (CUDA assumption, input fingerprints)."""
     from conda_lock.content_hash import compute_content_hashes
 

@@ -127,7 +127,8 @@ def solve_platforms(
 
     creds = Credentials()
     clean = [creds.strip(c) for c in channels]
-    restore = {c.rstrip("/") + "/": real.rstrip("/") + "/" for c, real in zip(clean, channels, strict=False) if c != real}
+    restore = {c.rstrip("/") + "/": real.rstrip("/") + "/"
+               for c, real in zip(clean, channels, strict=True) if c != real}
 
     async def run() -> dict[str, list[Any]]:
         gateway = Gateway(cache_dir=settings.rattler_cache_dir(), client=creds.client())

@@ -87,7 +87,8 @@ def smoke_checks_markdown(result: object) -> str:
     lines = ["", "| check | status | seconds |", "|---|---|---|"]
     for c in checks:
         secs = c.get("seconds")
-        lines.append(f"| {c.get('name')} | {c.get('status')} | {f'{secs:.2f}' if isinstance(secs, (int, float)) else ''} |")
+        took = f"{secs:.2f}" if isinstance(secs, (int, float)) else ""
+        lines.append(f"| {c.get('name')} | {c.get('status')} | {took} |")
     return "\n".join(lines) + "\n"
 
 

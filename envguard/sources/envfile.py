@@ -19,7 +19,8 @@ from envguard.redact import redact
 from envguard.sources import Description, RequestedSpec
 from envguard.sources._common import as_str
 
-_CONDA_NAME = re.compile(r"^\s*(?:(?P<chan>[^\s:]+(?:/[^\s:]+)*)::)?(?P<name>[A-Za-z0-9_][A-Za-z0-9_.+-]*)(?P<rest>.*)$")
+_CONDA_NAME = re.compile(r"^\s*(?:(?P<chan>[^\s:]+(?:/[^\s:]+)*)::)?"
+                         r"(?P<name>[A-Za-z0-9_][A-Za-z0-9_.+-]*)(?P<rest>.*)$")
 _EGG = re.compile(r"[#&]egg=(?P<name>[A-Za-z0-9_.-]+)")
 
 

@@ -150,7 +150,8 @@ def _validate(dataset: str | None, demo: bool, batch_size: int | None, step_ms: 
             raise UserError(f"{dataset!r} is not MODULE:FACTORY", key="--dataset",
                             fix="name a module (or a .py file) and a function in it, e.g. mypkg.data:make_dataset")
     if batch_size is not None and batch_size < 1:
-        raise UserError(f"batch size must be at least 1, got {batch_size}", key="--batch-size", fix="e.g. --batch-size 32")
+        raise UserError(f"batch size must be at least 1, got {batch_size}", key="--batch-size",
+                        fix="e.g. --batch-size 32")
     if not math.isfinite(step_ms) or step_ms < 0:
         raise UserError(f"step time must be 0 or more, got {step_ms:g}", key="--step-ms", fix="e.g. --step-ms 50")
     if not math.isfinite(budget) or budget <= 0:
@@ -172,8 +173,9 @@ def resolve_python(prefix: str | os.PathLike[str] | None, name: str | None) -> P
 
 def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathLike[str] | None = None,
          name: str | None = None, dataset: str | None = None, demo: bool = False, batch_size: int | None = None,
-         step_ms: float = 0.0, busy: bool = False, budget: float = DEFAULT_BUDGET, current: str | Settings | None = None,
-         max_workers: int | None = None, timeout: float | None = None, trial_timeout: float | None = None,
+         step_ms: float = 0.0, busy: bool = False, budget: float = DEFAULT_BUDGET,
+         current: str | Settings | None = None, max_workers: int | None = None, timeout: float | None = None,
+         trial_timeout: float | None = None,
          strategy: str = "adaptive", h2d: str = "auto", cwd: str | os.PathLike[str] | None = None,
          candidates: list[Settings] | None = None,
          on_trial: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:

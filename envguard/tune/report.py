@@ -119,7 +119,8 @@ def findings(result: TuneResult, *, probe_stderr: str = "", crashed: bool = Fals
     out += _trial_failures(result)
     if crashed:
         case = catalog.classify(probe_stderr, default="tune-error")
-        out.append(_f(case.id, Severity.ERROR, f"{result.stopped}: {headline(probe_stderr.strip()[-3000:]) or 'no output'}"))
+        said = headline(probe_stderr.strip()[-3000:]) or "no output"
+        out.append(_f(case.id, Severity.ERROR, f"{result.stopped}: {said}"))
     elif result.timed_out:
         out.append(_f("hang", Severity.ERROR, f"{result.stopped}; its processes were stopped"))
     if result.trials and not result.ok_trials and not [f for f in out if f.severity is Severity.ERROR]:
@@ -467,9 +468,10 @@ def summary_lines(result: TuneResult) -> list[str]:
                    f"{cpus.get('cpu_count')}); start methods {methods}{free}")
     if result.trials:
         n_ok = len(result.ok_trials)
-        out.append(f"{len(result.trials)} trial{'s' * (len(result.trials) != 1)} ({n_ok} worked) of {result.options.get('samples_per_trial')} "
-                   f"samples each, {result.strategy} search, {result.duration:.0f} s of a {result.options['budget_s']:g} s "
-                   "budget" + (f"; {result.stopped}" if result.stopped else ""))
+        out.append(f"{len(result.trials)} trial{'s' * (len(result.trials) != 1)} ({n_ok} worked) of "
+                   f"{result.options.get('samples_per_trial')} samples each, {result.strategy} search, "
+                   f"{result.duration:.0f} s of a {result.options['budget_s']:g} s budget"
+                   + (f"; {result.stopped}" if result.stopped else ""))
     return out
 
 
@@ -565,7 +567,8 @@ def text_chart(result: TuneResult, width: int = 60, height: int = 8) -> list[str
             row = height - 1 - min(height - 1, round(v / top * (height - 1)))
             mid = xs.index(w) * col_w + col_w // 2
             # Points that fall in one cell sit side by side; "*" only when the column is full.
-            free = [c for c in (mid, mid + 1, mid - 1, mid + 2, mid - 2) if 0 <= c < len(grid[row]) and grid[row][c] == " "]
+            free = [c for c in (mid, mid + 1, mid - 1, mid + 2, mid - 2)
+                    if 0 <= c < len(grid[row]) and grid[row][c] == " "]
             if free:
                 grid[row][free[0]] = marks[n]
             else:

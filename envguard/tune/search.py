@@ -170,8 +170,8 @@ class AdaptiveSearch:
     def __init__(self, space: Space, tolerance: float = 0.05) -> None:
         self.space, self.tol = space, tolerance
 
-    def propose(self, results: Mapping[Settings, float | None], skipped: frozenset[Settings] | set[Settings] = frozenset()
-                ) -> Settings | None:
+    def propose(self, results: Mapping[Settings, float | None],
+                skipped: frozenset[Settings] | set[Settings] = frozenset()) -> Settings | None:
         """The next setting to measure. ``results``: samples/s of every trial so far (None: it failed);
         ``skipped``: proposals the runner could not afford. None when the search is done."""
         tried = set(results) | set(skipped)
@@ -251,8 +251,8 @@ class GridSearch:
         self.space = space
         self.order = space.grid()
 
-    def propose(self, results: Mapping[Settings, float | None], skipped: frozenset[Settings] | set[Settings] = frozenset()
-                ) -> Settings | None:
+    def propose(self, results: Mapping[Settings, float | None],
+                skipped: frozenset[Settings] | set[Settings] = frozenset()) -> Settings | None:
         tried = set(results) | set(skipped)
         return next((s for s in self.order if s not in tried), None)
 
@@ -262,7 +262,8 @@ def untried(space: Space, tried: set[Settings]) -> dict[str, list[Any]]:
     with_workers = [s for s in tried if s.num_workers > 0]
     return {
         "num_workers": [w for w in space.workers if w not in {s.num_workers for s in tried}],
-        "multiprocessing_context": [m for m in space.methods if m not in {s.multiprocessing_context for s in with_workers}],
+        "multiprocessing_context": [m for m in space.methods
+                                    if m not in {s.multiprocessing_context for s in with_workers}],
         "prefetch_factor": [p for p in space.prefetch if p not in {s.prefetch_factor for s in with_workers}],
         "persistent_workers": [p for p in space.persistent if p not in {s.persistent_workers for s in with_workers}],
         "pin_memory": [p for p in space.pin if p not in {s.pin_memory for s in tried}],

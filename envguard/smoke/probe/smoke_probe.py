@@ -848,7 +848,8 @@ def _parse(argv: list[str]) -> dict:
         ap.error(f"--dist-sizes takes byte counts, got {ns.dist_sizes!r}")
     return {"quick": ns.quick, "distributed": ns.distributed, "dl_timeout": ns.dl_timeout,
             "events": ns.events, "inject": inject, "only_distributed": ns.only_distributed,
-            "join_timeout": ns.join_timeout, "join_deadline": ns.join_deadline, "dist_sizes": sizes, "backend": ns.backend}
+            "join_timeout": ns.join_timeout, "join_deadline": ns.join_deadline, "dist_sizes": sizes,
+            "backend": ns.backend}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -788,7 +788,8 @@ def sample_items(user: dict, info: dict, opts: dict, limit_s: float = 1.0) -> di
         out.update(status="failed", error=_err(e), traceback=_tb(e)[-3000:], index=idx)
         return out
     n = len(items)
-    out.update(items=n, item_s=(time.perf_counter() - t0) / max(n, 1), item_cpu_s=(time.process_time() - c0) / max(n, 1))
+    out.update(items=n, item_s=(time.perf_counter() - t0) / max(n, 1),
+               item_cpu_s=(time.process_time() - c0) / max(n, 1))
     try:
         batch = (user.get("collate_fn") or default_collate)(items)
         ts = tensors_in(batch, [])
@@ -1057,7 +1058,8 @@ def run_exec(req: dict, args: dict) -> dict:
                 except ValueError:
                     continue
     if res is None:
-        how = f"did not finish within {limit:g} s" if timed_out else f"ended with exit code {p.returncode} without a result"
+        how = (f"did not finish within {limit:g} s" if timed_out
+               else f"ended with exit code {p.returncode} without a result")
         res = {"type": "trial", "id": req.get("id"), "settings": req.get("settings"),
                "status": "timeout" if timed_out else "crashed", "error": f"the trial process {how}",
                "headline": f"the trial process {how}"}
