@@ -2,31 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import render
 from envguard.render import escape, rich_console
 
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
-class CreateRenderer:
+
+class CreateRenderer(CreateReporter):
     """envguard.create.CreateReporter rendered with rich: on a terminal, step lines and a progress display;
     otherwise only the summary line. Waiting for another create and cleaning up after an interrupted one
     are said on stderr in both cases; --quiet silences everything but warnings, errors and the summary."""
 
     def __init__(self, *, quiet: bool, live: bool) -> None:
         self.quiet = quiet
-        self.progress: object | None = None
-        self._tasks: dict[str, object] = {}
+        self.progress: Progress | None = None
+        self._tasks: dict[str, TaskID] = {}
         self._live = live
-        self.wants_events = live  # no display, no per-package events from the installer
 
-    def _bar(self) -> object:
+    @property
+    def wants_events(self) -> bool:
+        return self._live  # no display, no per-package events from the installer
+
+    def _bar(self) -> Progress:
         if self.progress is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.progress = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
                                      TimeElapsedColumn(), console=rich_console(render.out), transient=True)
-            self.progress.start()  # type: ignore[attr-defined]
+            self.progress.start()
         return self.progress
 
     def stage(self, text: str) -> None:
@@ -49,13 +55,13 @@ class CreateRenderer:
         bar = self._bar()
         for key in ("cached", "linked"):
             if key in self._tasks:
-                bar.update(self._tasks[key], total=total)  # type: ignore[attr-defined]
+                bar.update(self._tasks[key], total=total)
             else:
-                self._tasks[key] = bar.add_task(key, total=total)  # type: ignore[attr-defined]
+                self._tasks[key] = bar.add_task(key, total=total)
 
     def _advance(self, key: str) -> None:
-        if self._live and key in self._tasks:
-            self.progress.advance(self._tasks[key])  # type: ignore[union-attr]
+        if self._live and key in self._tasks and self.progress is not None:
+            self.progress.advance(self._tasks[key])
 
     def cached(self, name: str) -> None:
         self._advance("cached")
@@ -65,7 +71,7 @@ class CreateRenderer:
 
     def close(self) -> None:
         if self.progress is not None:
-            self.progress.stop()  # type: ignore[attr-defined]
+            self.progress.stop()
             self.progress = None
 
 

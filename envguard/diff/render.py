@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import render
 
+if TYPE_CHECKING:
+    from envguard.diff import DiffResult
 
-def print_diff(result: object, max_unrequested: int = 25) -> None:
+
+def print_diff(result: DiffResult, max_unrequested: int = 25) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -18,7 +21,7 @@ def print_diff(result: object, max_unrequested: int = 25) -> None:
     def redact(text: str) -> str:  # masked, and what hostile input makes long cut short
         return shorten_words(_redact(text))
 
-    r = result  # envguard.diff.DiffResult
+    r = result
     render.out.print(Text(f"A: {redact(r.a.describe())}\nB: {redact(r.b.describe())}"))
     style = {"error": "bold red", "warning": "yellow", "info": ""}
     for pd in r.platforms:

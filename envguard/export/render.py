@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from envguard import render
 from envguard.render import print_findings, print_plain
 
+if TYPE_CHECKING:
+    from envguard.export import ExportResult
 
-def print_export(result: object) -> None:
+
+def print_export(result: ExportResult) -> None:
     from envguard.redact import redact
 
-    r = result  # envguard.export.ExportResult
+    r = result
     for w in r.files:  # type: ignore[attr-defined]
         verb = "wrote" if w.changed else "unchanged:"
         print_plain(render.out, f"{verb} {redact(str(w.path))} ({w.detail})")

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import render
 from envguard.render import rich_console
 
+if TYPE_CHECKING:
+    from envguard.lock import LockResult, Progress
 
-def lock_with_progress(lock: object, files: list[Path] | None, platforms: list[str] | None,
-                        cuda: str | bool | None, lockfile: Path | None) -> object:
+
+def lock_with_progress(lock: Callable[..., LockResult], files: list[Path] | None, platforms: list[str] | None,
+                        cuda: str | bool | None, lockfile: Path | None) -> LockResult:
     """Run the lock with a rich status line on a terminal; silently otherwise."""
     if not render.err.is_terminal:
-        return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile)  # type: ignore[operator]
+        return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     labels = {"spec": "reading {detail}", "solve": "solving {platform}",
@@ -23,7 +27,7 @@ def lock_with_progress(lock: object, files: list[Path] | None, platforms: list[s
     with Progress(*columns, console=rich_console(render.err), transient=True) as progress:
         task = progress.add_task("locking", total=None)
 
-        def reporter(p: object) -> None:
+        def reporter(p: Progress) -> None:
             fields = vars(p)
             done = max(0, fields["index"] - 1) if fields["stage"] in ("solve", "pip") else None
             if fields["stage"] == "write":
@@ -32,8 +36,7 @@ def lock_with_progress(lock: object, files: list[Path] | None, platforms: list[s
             progress.update(task, description=labels.get(fields["stage"], fields["stage"]).format(**fields),
                             total=fields["total"] or progress.tasks[0].total, completed=done, refresh=True)
 
-        return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile,  # type: ignore[operator]
-                    reporter=reporter)
+        return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile, reporter=reporter)
 
 
 def print_locked(result: Any) -> None:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import render
 
+if TYPE_CHECKING:
+    from envguard.smoke import SmokeResult
 
-def smoke_title(result: object, why: str = "") -> str:
+
+def smoke_title(result: SmokeResult, why: str = "") -> str:
     """``envguard smoke <python> · <why it was chosen> · torch ... · passed in 2.0 s``."""
     from envguard.redact import redact
 
-    r = result  # envguard.smoke.SmokeResult
+    r = result
     tv = r.probe.get("torch") or {}
     build = f"CUDA {tv['cuda']}" if tv.get("cuda") else "CPU build"
     what = f"torch {tv['version']} ({build})" if tv.get("version") else "torch not imported"
@@ -62,7 +65,7 @@ class SmokeProgress:
         return None
 
 
-def print_smoke_checks(result: object) -> None:
+def print_smoke_checks(result: SmokeResult) -> None:
     from rich.table import Table
 
     checks = result.probe.get("checks") or []
@@ -80,7 +83,7 @@ def print_smoke_checks(result: object) -> None:
     render.out.print(table)
 
 
-def smoke_checks_markdown(result: object) -> str:
+def smoke_checks_markdown(result: SmokeResult) -> str:
     checks = result.probe.get("checks") or []
     if not checks:
         return ""
@@ -92,7 +95,7 @@ def smoke_checks_markdown(result: object) -> str:
     return "\n".join(lines) + "\n"
 
 
-def distributed_line(result: object) -> str:
+def distributed_line(result: SmokeResult) -> str:
     """One line for a rank of a launcher's world: who, how fast it met the others, what it measured."""
     from envguard.smoke import distributed_summary
 
@@ -130,7 +133,7 @@ def show(result: Any, fmt: str, why: str = "") -> None:
     from envguard.redact import redact
     from envguard.report import findings_to_markdown
 
-    r = result  # envguard.smoke.SmokeResult
+    r = result
     if fmt == "json":
         sys.stdout.write(redact(json.dumps(r.to_dict(), indent=2, default=str)) + "\n")
     elif fmt == "markdown":

@@ -26,13 +26,13 @@ def progress(trial: dict[str, Any]) -> None:
 def _wide(width: int = 120) -> Iterator[None]:
     """A log or a pipe (80 columns to rich) gets whole rows rather than cells wrapped word by word."""
     console = render.rich_console(render.out)
-    old = console.width  # type: ignore[attr-defined]
+    old = console.width
     if not render.is_terminal(render.out) and old < width:
-        console.width = width  # type: ignore[attr-defined]
+        console.width = width
     try:
         yield
     finally:
-        console.width = old  # type: ignore[attr-defined]
+        console.width = old
 
 
 def tune_title(result: Any) -> str:
