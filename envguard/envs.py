@@ -46,6 +46,7 @@ class Target(type(Path())):  # type: ignore[misc]  # the concrete Path class of 
 
     why: str = ""
     source: str = ""
+    prefix: Path | None = None  # an interpreter's Target: the environment it is in
 
 
 def _target(path: str | os.PathLike[str], source: str, why: str) -> Target:
@@ -174,9 +175,9 @@ def _shown(path: Path, cwd: Path) -> str:
 
 def _is_base(prefix: Path, env: Mapping[str, str]) -> bool:
     """Whether ``prefix`` is a conda installation's base environment (it holds conda itself)."""
-    roots = {env.get("CONDA_ROOT"), env.get("MAMBA_ROOT_PREFIX")} - {None, ""}
+    roots = {r for r in (env.get("CONDA_ROOT"), env.get("MAMBA_ROOT_PREFIX")) if r}
     return (env.get("CONDA_DEFAULT_ENV") == "base" or (prefix / "condabin").is_dir()
-            or any(os.path.abspath(r) == os.path.abspath(prefix) for r in roots))  # type: ignore[arg-type]
+            or any(os.path.abspath(r) == os.path.abspath(prefix) for r in roots))
 
 
 def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, existing: bool = True,

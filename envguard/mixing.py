@@ -20,7 +20,7 @@ records involved and, where two copies compete, which one ``import`` loads.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -166,7 +166,7 @@ def build_cuda_major(p: Package) -> int | None:
     return int(m.group(1)) if m.group(1) else _digits_major(m.group(3))
 
 
-def _by_major(pkgs: Iterable[Package], major_of) -> dict[int, list[Package]]:  # type: ignore[no-untyped-def]
+def _by_major(pkgs: Iterable[Package], major_of: Callable[[Package], int | None]) -> dict[int, list[Package]]:
     out: dict[int, list[Package]] = {}
     for p in pkgs:
         m = major_of(p)

@@ -15,9 +15,9 @@ def print_export(result: ExportResult) -> None:
     from envguard.redact import redact
 
     r = result
-    for w in r.files:  # type: ignore[attr-defined]
+    for w in r.files:
         verb = "wrote" if w.changed else "unchanged:"
         print_plain(render.out, f"{verb} {redact(str(w.path))} ({w.detail})")
-    if r.torch:  # type: ignore[attr-defined]
-        print_plain(render.out, r.torch)  # type: ignore[attr-defined]
-    print_findings(r.findings, title=f"envguard export {r.shown}")  # type: ignore[attr-defined]
+    if r.torch:
+        print_plain(render.out, r.torch)
+    print_findings(r.findings, title=f"envguard export {r.shown}")

@@ -23,6 +23,7 @@ parser keeps none), so lint can name ``pixi.toml:LINE``.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,11 +47,16 @@ def looks_like_toml(text: str) -> bool:
     return False
 
 
+def _table(value: Any) -> dict[str, Any]:
+    """``value`` when it is a TOML table, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def parse_toml(text: str, shown: str) -> Any:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:
+        import tomli as tomllib
 
     try:
         return tomllib.loads(text.lstrip("\ufeff"))
@@ -280,10 +286,11 @@ class _Reader:
             parts = [name, version if not any_version else ("*" if build else "")]
             spec = " ".join(p for p in parts + [build or ""] if p)
         elif source:
-            src = value.get("git") or value.get("url") or value.get("path")  # type: ignore[union-attr]
+            src = value.get("git") or value.get("url") or value.get("path")
             spec = f"{name}{extras} @ {redact(str(src))}"
         else:
-            spec = f"{name}{extras}{'' if any_version else version if version[:1] in '<>=!~' else '==' + version}"
+            pin = "" if any_version or version is None else version if version[:1] in "<>=!~" else "==" + version
+            spec = f"{name}{extras}{pin}"
         return ManifestDep(name=name, manager=manager, spec=spec, version=None if any_version else version,
                            build=build, channel=channel, platforms=platforms, line=line, feature=feature,
                            source=source)
@@ -300,9 +307,9 @@ class _Reader:
         chans = body.get("channels")
         if isinstance(chans, list):
             f.channels = [c for c in (_channel_name(x) for x in chans) if c]
-        plats = body.get("platforms")
-        if isinstance(plats, list):
-            f.platforms = [str(p.get("name") or p.get("platform")) if isinstance(p, dict) else str(p) for p in plats]
+        listed = body.get("platforms")
+        if isinstance(listed, list):
+            f.platforms = [str(p.get("name") or p.get("platform")) if isinstance(p, dict) else str(p) for p in listed]
         sysreq = body.get("system-requirements")
         if isinstance(sysreq, dict):
             f.system = {str(k): str(v.get("version") if isinstance(v, dict) else v) for k, v in sysreq.items()}
@@ -312,7 +319,7 @@ class _Reader:
     def read(self) -> Manifest:
         t = self.table
         ws_key = "workspace" if isinstance(t.get("workspace"), dict) else "project"
-        ws = t.get(ws_key) if isinstance(t.get(ws_key), dict) else {}
+        ws = _table(t.get(ws_key))
         chans = ws.get("channels")
         if chans is not None and not isinstance(chans, list):
             raise _bad(self.shown, f"{ws_key}.channels", "expected a list of channels", self.line(ws_key, "channels"))
@@ -379,7 +386,7 @@ class _Reader:
 
     def _pyproject_deps(self) -> list[ManifestDep]:
         """PEP 621 ``dependencies`` (PyPI) and ``requires-python`` (python, unless pixi's tables name it)."""
-        project = self.data.get("project") if isinstance(self.data.get("project"), dict) else {}
+        project = _table(self.data.get("project"))
         out = [self._pep508(req, ("project", "dependencies"), DEFAULT) for req in project.get("dependencies") or []]
         pixi_deps = self.table.get("dependencies") or {}
         rp = project.get("requires-python")
@@ -390,7 +397,7 @@ class _Reader:
         return [d for d in out if d is not None]
 
     def _optional_groups(self) -> dict[str, list[ManifestDep]]:
-        project = self.data.get("project") if isinstance(self.data.get("project"), dict) else {}
+        project = _table(self.data.get("project"))
         groups: dict[str, list[ManifestDep]] = {}
         for table, where in ((project.get("optional-dependencies"), ("project", "optional-dependencies")),
                              (self.data.get("dependency-groups"), ("dependency-groups",))):
