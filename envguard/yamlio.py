@@ -218,10 +218,11 @@ def check_limits(path: str | Path, text: str, loader: type | None = None) -> Non
                 if frames:
                     frames[-1][0] += 1
             elif isinstance(ev, yaml.AliasEvent):
-                size = sizes.get(ev.anchor)
+                anchor = ev.anchor or ""  # an alias always names its anchor
+                size = sizes.get(anchor)
                 if size is None:
-                    if any(f[1] == ev.anchor for f in frames):
-                        refuse(f"YAML alias *{shorten(ev.anchor, 40)} refers to a node that contains it",
+                    if any(f[1] == anchor for f in frames):
+                        refuse(f"YAML alias *{shorten(anchor, 40)} refers to a node that contains it",
                                ev.start_mark, "remove the recursive alias")
                     continue  # an undefined alias: the parser proper reports it with its position
                 extra += size

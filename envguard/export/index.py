@@ -145,7 +145,8 @@ def _links(page_url: str, body: bytes, content_type: str) -> list[_Link]:
         for f in data.get("files") or [] if isinstance(data, dict) else []:
             if not isinstance(f, dict) or not isinstance(f.get("url"), str) or not isinstance(f.get("filename"), str):
                 continue
-            hashes = f.get("hashes") if isinstance(f.get("hashes"), dict) else {}
+            listed = f.get("hashes")
+            hashes = listed if isinstance(listed, dict) else {}
             sha = hashes.get("sha256") if isinstance(hashes.get("sha256"), str) else None
             url = urljoin(page_url, f["url"])
             out.append(_Link(f["filename"], url, (sha or _sha256_fragment(url) or "").lower() or None))

@@ -247,7 +247,8 @@ def run_fleet(inputs: Sequence[str | Path], *, lockfile: Path | None = None) -> 
             unreadable.append((str(path), f"malformed report ({type(e).__name__}: {e})"))
             continue
         name = node_name(path)
-        code = rep.get("exit_code") if isinstance(rep.get("exit_code"), int) else 0
+        reported = rep.get("exit_code")
+        code = reported if isinstance(reported, int) else 0
         g = groups.get(key)
         if g is None:
             findings = [{k: f.get(k) for k in ("code", "severity", "message", "package")}
@@ -413,7 +414,7 @@ def _distributed(results: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | 
 # --------------------------------------------------------------------------- markdown (pure text)
 
 
-def _md(text: str) -> str:
+def _md(text: object) -> str:
     from envguard.redact import redact
 
     return redact(str(text)).replace("|", "\\|").replace("\n", " ")

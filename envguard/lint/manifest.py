@@ -187,8 +187,8 @@ def lint_manifest(shown: str, text: str, data: Any) -> list[Finding]:
     findings = _structure(m, text)
     if any(f.code == "EG121" for f in findings):
         bad = {f.line for f in findings if f.code == "EG121"}
-        for f in m.features.values():
-            f.deps = [d for d in f.deps if d.line not in bad]
+        for feature in m.features.values():
+            feature.deps = [d for d in feature.deps if d.line not in bad]
     by_key: dict[tuple[str, str, int | None], tuple[Finding, list[str]]] = {}
     for env in m.environments.values():
         for f in _ManifestEnvLinter(m, env, text).run():

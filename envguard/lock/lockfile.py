@@ -160,7 +160,7 @@ def read_lock(path: str | Path) -> Lock:
     order: list[tuple[str, str, str]] = []
     for i, p in enumerate(data["package"] or []):
         try:
-            key = (p["manager"], p["name"], p["platform"])
+            entry_key = (p["manager"], p["name"], p["platform"])
             url, version_s = str(p["url"]), str(p["version"])
         except (KeyError, TypeError):
             raise _bad_lock(path, f"package[{i}]", "entry lacks name, version, manager, platform or url") from None
@@ -168,17 +168,17 @@ def read_lock(path: str | Path) -> Lock:
             if p.get(sub) is not None and not isinstance(p[sub], kind):
                 raise _bad_lock(path, f"package[{i}].{sub}", f"expected a mapping, found {type(p[sub]).__name__}")
         category = p.get("category", "main")
-        if key in merged:  # v1 repeats an entry once per category
-            merged[key]["categories"].append(category)
+        if entry_key in merged:  # v1 repeats an entry once per category
+            merged[entry_key]["categories"].append(category)
             continue
         h = p.get("hash") or {}
-        merged[key] = {
+        merged[entry_key] = {
             "name": p["name"], "version": version_s, "manager": p["manager"], "platform": p["platform"],
             "url": url, "md5": h.get("md5"), "sha256": h.get("sha256"),
             "dependencies": {str(k): str(v) for k, v in (p.get("dependencies") or {}).items()},
             "categories": [category], "optional": bool(p.get("optional", False)),
         }
-        order.append(key)
+        order.append(entry_key)
     packages = [LockEntry(**{**merged[k], "categories": tuple(sorted(set(merged[k]["categories"])))})
                 for k in order]
     return Lock(

@@ -119,7 +119,7 @@ def solve_platforms(
     carrying rattler's explanation.
     """
     import rattler
-    from rattler import Channel, ChannelPriority, Gateway, MatchSpec
+    from rattler import Channel, ChannelPriority, Gateway, MatchSpec, Subdir
 
     # Credentials go to rattler's client, never inside a URL its repodata cache would write (envguard.auth);
     # the solved records get them back so that the lock keeps the channel URL as written.
@@ -144,7 +144,7 @@ def solve_platforms(
                     chans,
                     specs,
                     gateway=gateway,
-                    platforms=[platform, "noarch"],
+                    platforms=[Subdir(platform), Subdir("noarch")],
                     virtual_packages=virtual_packages[platform],
                     channel_priority=ChannelPriority.Strict,
                     strategy="highest",

@@ -167,7 +167,9 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
     driver = None
     if need_driver:
         if driver_info is None:
-            from envguard.driver import get_driver_info as driver_info
+            from envguard.driver import get_driver_info
+
+            driver_info = get_driver_info
         driver = driver_info()
     findings = classify(probe, stderr=stderr, returncode=proc.returncode, timed_out=timed_out, timeout=timeout,
                         phase=phase, require_cuda=require_cuda, driver=driver, driver_checked=need_driver)
@@ -212,7 +214,7 @@ def distributed_summary(probe: dict[str, Any] | None) -> dict[str, Any] | None:
     d = (probe or {}).get("distributed")
     if not isinstance(d, dict) or d.get("mode") != "launcher":
         return None
-    check = next((c for c in (probe or {}).get("checks") or [] if c.get("name") == "distributed"), {})
+    check: dict[str, Any] = next((c for c in (probe or {}).get("checks") or [] if c.get("name") == "distributed"), {})
     error = str(check.get("error") or "") or None
     return {
         "ok": check.get("status") == "pass", "launcher": d.get("launcher"), "backend": d.get("backend"),

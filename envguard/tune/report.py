@@ -275,7 +275,7 @@ def _restart_warning(result: TuneResult) -> list[Finding]:
             worst = (share, t, *cost)
     if worst is None:
         return []
-    share, t, cost, base, measured = worst
+    share, t, extra_s, base, measured = worst
     s = Settings.from_dict(t["settings"])
     cur = result.current_trial
     sev = Severity.WARNING if (cur is not None and cur["id"] == t["id"]) or \
@@ -284,7 +284,7 @@ def _restart_warning(result: TuneResult) -> list[Finding]:
     than = "with persistent workers" if measured else "loading its first batch alone would"
     return [_f("worker-restart", sev,
                f"without persistent workers, {s.num_workers} {s.multiprocessing_context} workers start again every "
-               f"epoch{imports}: {cost:.2f} s more to the first batch than {than} ({t['epoch_start_s']:.2f} s "
+               f"epoch{imports}: {extra_s:.2f} s more to the first batch than {than} ({t['epoch_start_s']:.2f} s "
                f"against {base:.2f} s), {share:.0%} of the epoch (trial {t['id']})")]
 
 
@@ -575,10 +575,10 @@ def text_chart(result: TuneResult, width: int = 60, height: int = 8) -> list[str
                 grid[row][mid] = "*"
     label_w = max(len(f"{top:.0f}"), 4)
     out = ["samples/s"]
-    for i, row in enumerate(grid):
+    for i, cells in enumerate(grid):
         val = top * (height - 1 - i) / (height - 1)
         tick = f"{val:.0f}" if i in (0, height // 2, height - 1) else ""
-        out.append(f"{tick:>{label_w}} │{''.join(row).rstrip()}")
+        out.append(f"{tick:>{label_w}} │{''.join(cells).rstrip()}")
     out.append(" " * label_w + " └" + "─" * (col_w * len(xs)))
     axis = "".join(f"{w:^{col_w}}" for w in xs)
     out.append(" " * (label_w + 2) + axis + "  workers")
