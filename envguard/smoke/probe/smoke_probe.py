@@ -31,6 +31,7 @@ import os
 import sys
 import time
 import traceback
+from typing import Any
 
 PROBE_VERSION = 1
 INJECTIONS = (
@@ -193,7 +194,8 @@ class Probe:
             "limits": {},
             "distributed": None,
         }
-        self.torch = None
+        # torch once import-torch passed; Any: the probe runs against every torch release it may meet
+        self.torch: Any = None
 
     # -- bookkeeping --------------------------------------------------------
     def check(self, name: str, status: str, seconds: float | None = None, error: str | None = None,
@@ -725,7 +727,7 @@ class Probe:
         method = "fork" if ("fork" in methods and not torch.cuda.is_initialized()
                             and sys.platform.startswith("linux")) else "spawn"
         info["start_method"] = method
-        ctx = multiprocessing.get_context(method)
+        ctx = multiprocessing.get_context("fork") if method == "fork" else multiprocessing.get_context("spawn")
         out = tempfile.mkdtemp(prefix="envguard-dist-")
         init = "file://" + os.path.join(out, "store").replace(os.sep, "/")
         if backend == "gloo" and sys.platform.startswith("linux"):
