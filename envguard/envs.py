@@ -86,8 +86,7 @@ def envs_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
     dirs += [Path(r).expanduser() / "envs" for r in roots if r]
     home = Path(env.get("HOME") or Path.home())
     dirs += [home / ".conda" / "envs"] + [home / r / "envs" for r in _INSTALLER_ROOTS]
-    seen: set[Path] = set()
-    return [d for d in dirs if not (d in seen or seen.add(d))]  # type: ignore[func-returns-value]
+    return list(dict.fromkeys(dirs))  # first occurrence wins, order kept
 
 
 def create_dir(env: Mapping[str, str] | None = None) -> Path:

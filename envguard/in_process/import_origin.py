@@ -26,7 +26,7 @@ def _dist_for(module: str):
 
 
 def main(modules):
-    out = {}
+    out: dict = {}  # module name -> what find_spec says about it (JSON)
     for m in modules:
         try:
             spec = importlib.util.find_spec(m)

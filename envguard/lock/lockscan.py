@@ -143,8 +143,8 @@ def _scan(block: str) -> list[dict[str, Any]]:
         elif value is _NEW_LIST:
             value = []
         if level == 2:  # "    key: value" inside an entry's mapping
-            if pending is not None:
-                nested = entry[pending] = {}  # type: ignore[index]
+            if pending is not None and entry is not None:  # pending is only set under an entry
+                nested = entry[pending] = {}
                 pending = None
             if nested is None or value is _EMPTY:  # not under a "key:"; or a deeper level
                 raise _Unsure

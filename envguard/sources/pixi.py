@@ -38,7 +38,7 @@ from envguard.sources._common import (
 SUPPORTED = (4, 5, 6, 7)
 
 
-def _locator(entry: dict[str, Any]) -> tuple[str, str] | None:
+def _locator(entry: dict[str, Any]) -> tuple[Manager, str] | None:
     """(manager, locator) of a packages entry or an environment entry."""
     if "conda" in entry:
         return "conda", as_str(entry["conda"])
@@ -70,7 +70,7 @@ def _pick(candidates: list[dict[str, Any]], ref: dict[str, Any], subdir: str) ->
     return picked
 
 
-def _package(entry: dict[str, Any], manager: str, loc: str, platform: str) -> Package:
+def _package(entry: dict[str, Any], manager: Manager, loc: str, platform: str) -> Package:
     url = as_str(entry.get("url") or loc)
     name, version, build = entry.get("name"), entry.get("version"), entry.get("build")
     source = _SOURCE_LOCATOR.match(as_str(entry.get("conda_source"))) if "conda_source" in entry else None
@@ -93,7 +93,7 @@ def _package(entry: dict[str, Any], manager: str, loc: str, platform: str) -> Pa
         channel, build = None, None
     if not name:
         raise ValueError(loc)
-    return Package(name=as_str(name), version=as_str(version), manager=manager,  # type: ignore[arg-type]
+    return Package(name=as_str(name), version=as_str(version), manager=manager,
                    build=as_str(build) if build else None, channel=channel,
                    sha256=entry.get("sha256") or None, md5=entry.get("md5") or None,
                    url=redact_opt(url), platform=platform, depends=depends)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envguard.errors import UserError
+from envguard.model import Manager
 from envguard.platforms import SELECTOR_PLATFORMS
 from envguard.redact import redact
 from envguard.sources import Description, RequestedSpec
@@ -141,7 +142,7 @@ def toml_lines(text: str) -> dict[tuple[str, ...], int]:
 @dataclass
 class ManifestDep:
     name: str
-    manager: str  # conda | pip
+    manager: Manager
     spec: str  # as a match spec / PEP 508 requirement: "pytorch >=2.5 cuda12*", "torch>=2.0"
     version: str | None  # the version constraint as written ("*" or None for any)
     build: str | None
@@ -261,7 +262,7 @@ class _Reader:
                                      line, feature, platforms, where + (table,)))
         return out
 
-    def _dep(self, name: str, value: Any, manager: str, line: int | None, feature: str,
+    def _dep(self, name: str, value: Any, manager: Manager, line: int | None, feature: str,
              platforms: tuple[str, ...] | None, where: tuple[str, ...]) -> ManifestDep:
         key = ".".join(self.prefix + where + (name,))
         version: str | None
@@ -439,7 +440,7 @@ def read_manifest(text: str, data: Any, shown: str, *, environment: str | None =
     requested: list[RequestedSpec] = []
     for d in env.deps:
         plats = None if d.platforms is None else tuple(p for p in d.platforms if p in env.platforms)
-        requested.append(RequestedSpec(name=d.name, spec=redact(d.spec), manager=d.manager,  # type: ignore[arg-type]
+        requested.append(RequestedSpec(name=d.name, spec=redact(d.spec), manager=d.manager,
                                        channel=d.channel, platforms=plats, line=d.line))
     return Description(kind="pixi-manifest", path=shown, requested=requested, declared_platforms=env.platforms,
                        environments=names, environment=env_name, notes=list(m.notes), platform_info=m.platform_info)

@@ -223,7 +223,7 @@ class Probe:
             # torch initialises its NumPy bridge without numpy; numpy itself
             # imports fine afterwards: the "Numpy is not available" state of
             # an ABI mismatch.
-            sys.modules["numpy"] = None  # type: ignore[assignment]
+            sys.modules["numpy"] = None  # type: ignore[assignment]  # None blocks an import; typeshed omits it
         t = time.perf_counter()
         try:
             import torch
