@@ -31,7 +31,7 @@ _T0 = time.perf_counter()
 try:
     import torch  # at module level on purpose: see the module docstring
 except BaseException as _e:  # noqa: BLE001 - ImportError, OSError (undefined symbol), ...
-    torch = None  # type: ignore[assignment]  # an optional import: serve() reports it and stops
+    torch = None  # type: ignore[assignment]  # an optional import: _setup() reports it and stops
     TORCH_ERROR: str | None = f"{type(_e).__name__}: {_e}"
 else:
     TORCH_ERROR = None
