@@ -393,7 +393,7 @@ def test_check_imports_stay_lazy(env: Path, tmp_path: Path) -> None:
     assert out.stdout.strip().splitlines()[-1] == "RESULT 0 False False", out.stderr
 
 
-# ---------------------------------------------------------------- pip torch stacks and CUDA wishes (issue #11)
+# ---------------------------------------------------------------- pip torch stacks and CUDA wishes
 
 
 def _pip_install_all(prefix: Path, wheels: list[Path]) -> None:

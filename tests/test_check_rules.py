@@ -93,7 +93,7 @@ def test_torch_build_from_probe_facts(tmp_path: Path) -> None:
     assert checks.torch_build(info).source == "none"
 
 
-# --------------------------------------------------------------------------- CUDA truth (issue #11)
+# --------------------------------------------------------------------------- CUDA truth
 
 from envguard import catalog, compat  # noqa: E402
 from envguard.prefix import Dist, PrefixInfo  # noqa: E402

@@ -95,7 +95,7 @@ def test_report_is_readable_by_diff(report: dict, tmp_path: Path) -> None:
 
     path = tmp_path / "report.json"
     path.write_text(json.dumps(report))
-    desc = sources.load(str(path))  # the diff's report reader (#6) has landed: no skip may hide a break
+    desc = sources.load(str(path))  # the diff's report reader has landed: no skip may hide a break
     pkgs = desc.packages_for(report["platform"])
     assert {(p.manager, p.name, p.version) for p in pkgs} == {
         (p["manager"], p["name"], p["version"]) for p in report["packages"]}

@@ -183,7 +183,7 @@ def test_fixes_without_a_lock_name_the_lock_the_environment_came_from(py311, tmp
 
 
 def test_fixes_of_a_cuda_lock_on_this_cpu_machine_run_as_written(py311, tmp_path: Path, channel_url: str) -> None:
-    """Whatever the CUDA rules advise (their wording is #11's), the commands in it run as written here."""
+    """Whatever the CUDA rules advise, the commands in it run as written here."""
     proj = project(tmp_path, channel_url, ("pytorch=2.13.*=cuda126*", "numpy", "pip"), cuda="12.6")
     found = check(proj)  # with the smoke test: it finds the CPU runtime behind the CUDA build
     assert any(f["severity"] == "error" for f in found["findings"]), found["findings"]

@@ -45,7 +45,7 @@ def _wait_for(condition, seconds: float = 30) -> None:
 
 @pytest.mark.parametrize("swap", ["exchange", "two renames"])
 def test_ctrl_c_just_after_the_swap_says_the_new_env_is_in_place(tmp_path: Path, two_locks, swap: str) -> None:
-    """Issue #12: Ctrl-C just after the swap printed `the target was left as it was`."""
+    """Ctrl-C just after the swap printed `the target was left as it was`."""
     one, two = two_locks
     target = tmp_path / "env"
     assert envguard_run("create", "-p", str(target), "--lockfile", str(one), "--no-check").returncode == 0
@@ -139,7 +139,7 @@ def test_ctrl_c_while_re_locking_says_what_the_target_holds(tmp_path: Path, two_
 
 def test_a_kill_between_the_fallback_renames_is_named_by_check_and_undone_by_create(tmp_path: Path,
                                                                                    two_locks) -> None:
-    """Issue #12: `check` said `no environment at …` while the old env sat beside it under another name."""
+    """`check` said `no environment at …` while the old env sat beside it under another name."""
     one, two = two_locks
     target = tmp_path / "env"
     assert envguard_run("create", "-p", str(target), "--lockfile", str(one), "--no-check").returncode == 0
@@ -228,7 +228,7 @@ def _before_envguard(err: str) -> bool:
 
 
 def test_ctrl_c_at_any_moment_is_one_line_and_exit_130(tmp_path: Path) -> None:
-    """From the first line envguard runs (the import of typer and rich included: issue #12 saw a traceback
+    """From the first line envguard runs (the import of typer and rich included: a traceback was seen
     there) to the last: one line, ``interrupted``, and exit 130, or the command's own result."""
     bad = tmp_path / "bad.yml"
     bad.write_text("name: x\nchannels: [conda-forge]\ndependencies: *nope\n")

@@ -1,4 +1,4 @@
-"""One set of mixing rules for every kind (#14, classes 3-5): channels, CUDA lines across conda and pip,
+"""One set of mixing rules for every kind: channels, CUDA lines across conda and pip,
 torch from two managers. Files written here are real formats: conda-lock parses the locks, rattler the
 pixi.lock and the explicit file; the live prefix is installed by rattler."""
 

@@ -104,7 +104,7 @@ def test_allow_list_names_package_and_path(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_dotdot_path_deleting_a_file_beside_the_prefix_is_refused(tmp_path: Path, pkgs: Path, capsys) -> None:
-    """Failure 1 of issue #12: ``share/../../victim.txt`` made create delete that file (exit 6)."""
+    """``share/../../victim.txt`` made create delete that file (exit 6)."""
     lock = _hostile(tmp_path, "egvictim", {"share/egvictim/a.txt": "a\n"},
                     declare={"share/egvictim/a.txt": "share/../../victim.txt"})
     victim = tmp_path / "victim.txt"

@@ -1,4 +1,4 @@
-"""Spec validation in conda's match-spec grammar, each issue carrying its lint code (#14, classes 6 and 7)."""
+"""Spec validation in conda's match-spec grammar, each issue carrying its lint code."""
 
 from __future__ import annotations
 

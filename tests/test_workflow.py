@@ -1,4 +1,4 @@
-"""The workflow as a newcomer meets it (issue #13): README's workflow section run as written against a local
+"""The workflow as a newcomer meets it: README's workflow section run as written against a local
 channel, and one test per place where it used to break.
 
 Every project here is real: an environment.yml pointing at the standard test channel, `envguard lock`,

@@ -290,7 +290,7 @@ def _merge(static: list[Finding], smoke: list[Finding]) -> list[Finding]:
     return out + [f for f in smoke if id(f) not in drop_smoke]
 
 
-# envguard.mixing's rules on the installed records (#14): the same rules lint applies to every file kind.
+# envguard.mixing's rules on the installed records: the same rules lint applies to every file kind.
 MIXING_CODES = {"channels": "EG570", "openmp": "EG571", "cuda-lines": "EG572", "torch-twice": "EG573"}
 
 
