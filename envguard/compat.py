@@ -68,7 +68,7 @@ class Release:
         lines = self.cuda_on(platform)
         if self.route == PYTORCH:
             return cuda if cuda in lines else None
-        major = cuda.split(".")[0]
+        major = cuda.split(".", maxsplit=1)[0]
         fits = [x for x in lines if x.split(".")[0] == major and line_key(x) <= line_key(cuda)]
         return max(fits, key=line_key) if fits else None
 
@@ -168,7 +168,7 @@ class Route:
 
 def _line_matches(pattern: str, cuda: str) -> bool:
     if pattern.endswith(".*"):
-        return cuda.split(".")[0] == pattern[:-2]
+        return cuda.split(".", maxsplit=1)[0] == pattern[:-2]
     return release_segments(cuda)[:2] == release_segments(pattern)[:2]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
-from envguard.check.hook import watched_changed  # public: the envguard-check git hook's trigger
+from envguard.check.hook import watched_changed as watched_changed  # public: the envguard-check git hook's trigger
 from envguard.errors import ExitCode, PlatformNotLocked, UserError
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.fingerprint import read_fingerprint

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from envguard import render
+from envguard.create import CreateReporter
 from envguard.render import escape, rich_console
 
 if TYPE_CHECKING:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any

@@ -153,7 +153,7 @@ def _check_release(route: compat.Route, torch: str) -> tuple[compat.Release, str
     if rel is None:
         c = compat.load()
         elsewhere = [r.name for r in c.routes.values() if r.manager == "conda" and r.name != route.name
-                     and r.release(line) is not None and r.release(line).released]  # type: ignore[union-attr]
+                     and (other := r.release(line)) is not None and other.released]
         if route.frozen_at and line_key(line) > line_key(route.frozen_at):
             fixes = [_or("--channel", elsewhere)] if elsewhere else []
             fixes.append(_or("--torch", _nearest(line, released)))

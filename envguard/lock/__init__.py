@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from envguard.errors import UserError, with_fix
-from envguard.redact import redact
+
+# host_records, pip_records and read_lock are re-exported: create, check and export read locks through envguard.lock
 from envguard.lock.lockfile import (
     META_CUDA,
     META_CUDA_FROM,

@@ -23,7 +23,7 @@ from envguard.versions import conda_key
 DEFAULT_CUDA = "default"
 
 
-def cuda_arg(cuda: str | None | bool) -> str:
+def cuda_arg(cuda: str | bool | None) -> str:
     """envguard's ``cuda`` (None default, False none, "12.4") as conda-lock's ``cuda_version``."""
     if cuda is None or cuda is True:
         return DEFAULT_CUDA

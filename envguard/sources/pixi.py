@@ -26,7 +26,7 @@ from typing import Any
 
 from envguard.channels import channel_from_url
 from envguard.errors import PlatformNotLocked, UserError
-from envguard.model import Package
+from envguard.model import Manager, Package
 from envguard.sources import Description
 from envguard.sources._common import (
     as_str,

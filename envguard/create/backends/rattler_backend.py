@@ -15,9 +15,10 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from envguard import settings
 from envguard.create.backends.base import InstallPlan, InstallProgress
 from envguard.create.integrity import Artifact, mismatch_error, parse_rattler_mismatch, purge_cache_entry
-from envguard import settings
+from envguard.errors import BackendError, EnvguardError
 from envguard.redact import redact, shorten
 
 
