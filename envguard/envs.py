@@ -270,5 +270,5 @@ def resolve_python(prefix: Path | None = None, name: str | None = None, python: 
                         fix="pass a conda prefix or virtualenv that contains python, or --python PATH")
     found = Target(exe)
     found.source, found.why = pre.source, pre.why
-    found.prefix = pre  # type: ignore[attr-defined]  # the environment, for fixes that name it
+    found.prefix = pre  # the environment, for fixes that name it
     return found

@@ -27,10 +27,9 @@ from create_fixtures import (
 )
 
 from envguard import cli, render
-from envguard.fingerprint import read_fingerprint
-from envguard.create.prefixlock import holder_path
 from envguard.create.integrity import cache_entry_sha256
 from envguard.create.prefixlock import holder_path
+from envguard.fingerprint import read_fingerprint
 from envguard.platforms import python_in_prefix
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import channels
 import pytest
 from create_fixtures import ENVGUARD, envguard_popen, envguard_run, make_lock, siblings, tree_state, write_env
+
+import envguard.__main__ as envguard_main
 from envguard.fingerprint import read_fingerprint
 
 HOOKS = {"ENVGUARD_TESTING": "1"}

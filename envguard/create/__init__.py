@@ -32,8 +32,6 @@ from typing import TYPE_CHECKING, Any
 from envguard import __version__, settings
 from envguard.create.backends import Backend, InstallPlan, get_backend
 from envguard.create.backends.pip_step import PipArtifact, install_pip
-from envguard.errors import EnvguardError, IntegrityError, Interrupted, StaleLockError, UserError
-from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
 from envguard.create.integrity import Artifact, strip_archive_suffix, verify_cache_entries
 from envguard.create.prefixlock import PrefixLock
 from envguard.create.prelink import prepare
@@ -47,7 +45,12 @@ from envguard.create.staging import (
     rmtree,
     swap_in,
 )
+from envguard.errors import EnvguardError, IntegrityError, Interrupted, StaleLockError, UserError
+from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
 from envguard.leftovers import BUILDING_TAG, OLD_TAG, STAGING_TAG, interrupt_report, sibling
+from envguard.model import pep503
+from envguard.platforms import host_platform
+from envguard.redact import MASK, redact
 
 if TYPE_CHECKING:
     from envguard.lock import Freshness

@@ -2,8 +2,8 @@
 
 The probe (``envguard/smoke/probe/smoke_probe.py``) runs by path in the target
 environment's own interpreter, in a session and process group of its own
-(envguard.procsession, as tune's probe runs), under a wall-clock limit. On timeout the whole group is stopped (SIGTERM, then
-SIGKILL) and nothing it started is left running. /dev/shm files that the
+(envguard.procsession, as tune's probe runs), under a wall-clock limit. On timeout the whole group is
+stopped (SIGTERM, then SIGKILL) and nothing it started is left running. /dev/shm files that the
 probe's own processes left behind are removed; anything else there is left
 alone. Failures are classified into the failure catalogue
 (``envguard/data/failures.yaml``) with its fix texts.
