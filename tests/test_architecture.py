@@ -118,7 +118,7 @@ def layout_problems(package: Path = PACKAGE, edges: set[tuple[str, str]] = ALLOW
                 continue
             theirs = parts[1]
             if _is_top(path, package):
-                if len(parts) > 2 and not parts[2] == "render":
+                if len(parts) > 2 and parts[2] != "render":
                     problems.append(f"{where}:{line}: {mod} is private to the {theirs} wing; use envguard.{theirs}")
             elif mine is None:
                 problems.append(f"{where}:{line}: the core imports the {theirs} wing ({mod})")

@@ -19,9 +19,9 @@ literal credentials, whatever its kind, even one lint cannot otherwise read.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from envguard.errors import UserError
 from envguard.findings import Finding
