@@ -16,7 +16,7 @@ Prints medians and the overhead ratio envguard / peer process (target <= 1.3), t
 rounds (the least disturbed by other load), the user and system CPU time of both processes, and the
 load average.
 
-4. The cost of the verified package cache (``--cache-packages N``, 0 to skip; issue #12): a second channel
+4. The cost of the verified package cache (``--cache-packages N``, 0 to skip): a second channel
    whose packages carry real files (``--files`` per package, ``--kib`` KiB on average, stored ``.conda``), and
    envguard's pre-link step (envguard.create.prelink.prepare: archive hashes, archive scans, cache entries
    checked against paths.json, every path checked) timed in-process in its three states: cold (empty package

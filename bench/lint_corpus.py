@@ -84,14 +84,14 @@ def main() -> int:
     print(f"| | **total** | | **{len(result.findings)}** ({n_err} errors) | "
           f"**{len({f.file for f in result.findings})}** of {len(files)} |")
     print()
-    print("Known problems (issue #7):")
+    print("Known problems:")
     known = [("EG107", "MiniGPT-4"), ("EG107", "miles-credit"), ("EG109", "abodybuilder3"),
              ("EG108", "AnimateDiff"), ("EG152", "tight-budget-llm-adaptation"), ("EG150", "BERTchen")]
     for code, project in known:
         hit = sorted(n for n in files_with.get(code, ()) if project in n)
         print(f"- {code} {RULES[code].name} in {project}: {'found in ' + ', '.join(hit) if hit else 'NOT FOUND'}")
     print()
-    print("Known problems (issue #14):")
+    print("Known problems in locks and pixi files:")
     known14 = [("EG157", "BERTchen__conda-lock"), ("EG113", "paris__spec-file"), ("EG130", "MiniGPT-4"),
                ("EG112", "matthewfeickert__pytorch-gpu-pixi-example__pixi.toml")]
     for code, fragment in known14:

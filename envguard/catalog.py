@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from typing import overload
 
 from envguard.yamlio import load_fast
 
@@ -55,6 +56,12 @@ def get(case_id: str) -> FailureCase:
         if c.id == case_id:
             return c
     raise KeyError(f"unknown failure id {case_id!r} (known: {', '.join(ids())})")
+
+
+@overload
+def classify(text: str, default: str) -> FailureCase: ...
+@overload
+def classify(text: str, default: None = None) -> FailureCase | None: ...
 
 
 def classify(text: str, default: str | None = None) -> FailureCase | None:

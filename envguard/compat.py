@@ -68,7 +68,7 @@ class Release:
         lines = self.cuda_on(platform)
         if self.route == PYTORCH:
             return cuda if cuda in lines else None
-        major = cuda.split(".")[0]
+        major = cuda.split(".", maxsplit=1)[0]
         fits = [x for x in lines if x.split(".")[0] == major and line_key(x) <= line_key(cuda)]
         return max(fits, key=line_key) if fits else None
 
@@ -168,7 +168,7 @@ class Route:
 
 def _line_matches(pattern: str, cuda: str) -> bool:
     if pattern.endswith(".*"):
-        return cuda.split(".")[0] == pattern[:-2]
+        return cuda.split(".", maxsplit=1)[0] == pattern[:-2]
     return release_segments(cuda)[:2] == release_segments(pattern)[:2]
 
 
@@ -257,13 +257,13 @@ class Compat:
     # -- drivers and architectures ------------------------------------------------------
     def min_driver(self, cuda: str, platform: str | None = None) -> str | None:
         """Minimum driver for a CUDA runtime such as ``12.6`` or ``12`` on ``platform``'s OS (Linux default)."""
-        row = self.raw["drivers"].get(cuda.split(".")[0]) or {}
+        row = self.raw["drivers"].get(cuda.split(".", maxsplit=1)[0]) or {}
         os_name = "win" if (platform or "").startswith("win") else "linux"
         value = row.get(os_name)
         return str(value) if value else None
 
     def min_arch(self, cuda: str) -> str | None:
-        return self.raw["min_arch"].get(cuda.split(".")[0])
+        return self.raw["min_arch"].get(cuda.split(".", maxsplit=1)[0])
 
     def arch(self, route: str, cuda: str, torch: str | None = None) -> ArchRange | None:
         r = self.routes.get(route)

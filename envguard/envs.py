@@ -46,6 +46,7 @@ class Target(type(Path())):  # type: ignore[misc]  # the concrete Path class of 
 
     why: str = ""
     source: str = ""
+    prefix: Path | None = None  # an interpreter's Target: the environment it is in
 
 
 def _target(path: str | os.PathLike[str], source: str, why: str) -> Target:
@@ -85,8 +86,7 @@ def envs_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
     dirs += [Path(r).expanduser() / "envs" for r in roots if r]
     home = Path(env.get("HOME") or Path.home())
     dirs += [home / ".conda" / "envs"] + [home / r / "envs" for r in _INSTALLER_ROOTS]
-    seen: set[Path] = set()
-    return [d for d in dirs if not (d in seen or seen.add(d))]  # type: ignore[func-returns-value]
+    return list(dict.fromkeys(dirs))  # first occurrence wins, order kept
 
 
 def create_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -174,9 +174,9 @@ def _shown(path: Path, cwd: Path) -> str:
 
 def _is_base(prefix: Path, env: Mapping[str, str]) -> bool:
     """Whether ``prefix`` is a conda installation's base environment (it holds conda itself)."""
-    roots = {env.get("CONDA_ROOT"), env.get("MAMBA_ROOT_PREFIX")} - {None, ""}
+    roots = {r for r in (env.get("CONDA_ROOT"), env.get("MAMBA_ROOT_PREFIX")) if r}
     return (env.get("CONDA_DEFAULT_ENV") == "base" or (prefix / "condabin").is_dir()
-            or any(os.path.abspath(r) == os.path.abspath(prefix) for r in roots))  # type: ignore[arg-type]
+            or any(os.path.abspath(r) == os.path.abspath(prefix) for r in roots))
 
 
 def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, existing: bool = True,
@@ -215,7 +215,7 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
                 raise UserError(e.problem, file=str(spec), key="name",
                                 fix="give the environment a plain name, or pass -p PREFIX / -n NAME") from None
             return _target(create_dir(env) / name, "project", why)
-        found, dirs = _lookup(name, env, aside) if "/" not in name and "\\" not in name else (None, [])
+        found, _dirs = _lookup(name, env, aside) if "/" not in name and "\\" not in name else (None, [])
         project = (found, why)
     if existing:
         active = envmap.get("CONDA_PREFIX")
@@ -270,5 +270,5 @@ def resolve_python(prefix: Path | None = None, name: str | None = None, python: 
                         fix="pass a conda prefix or virtualenv that contains python, or --python PATH")
     found = Target(exe)
     found.source, found.why = pre.source, pre.why
-    found.prefix = pre  # type: ignore[attr-defined]  # the environment, for fixes that name it
+    found.prefix = pre  # the environment, for fixes that name it
     return found

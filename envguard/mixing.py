@@ -20,8 +20,9 @@ records involved and, where two copies compete, which one ``import`` loads.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Literal
 
 from envguard.channels import normalise_channel
 from envguard.model import Package
@@ -118,8 +119,8 @@ def channel_mix(packages: Iterable[Package]) -> list[Mix]:
 
 # Conda packages that bring CUDA libraries of their own (cuda-version is a pin and installs none): what sits
 # beside a pip torch's own CUDA runtime (lint's EG107 warning, check's EG520).
-_CONDA_CUDA_LIBRARIES = ("cudatoolkit", "pytorch-cuda", "cuda-*", "libcublas*", "libcudnn*", "cudnn", "libnccl*", "nccl",
-                         "libcufft*", "libcusparse*", "libcurand*", "libcusolver*")
+_CONDA_CUDA_LIBRARIES = ("cudatoolkit", "pytorch-cuda", "cuda-*", "libcublas*", "libcudnn*", "cudnn", "libnccl*",
+                         "nccl", "libcufft*", "libcusparse*", "libcurand*", "libcusolver*")
 
 
 def conda_cuda_library(name: str) -> bool:
@@ -165,7 +166,7 @@ def build_cuda_major(p: Package) -> int | None:
     return int(m.group(1)) if m.group(1) else _digits_major(m.group(3))
 
 
-def _by_major(pkgs: Iterable[Package], major_of) -> dict[int, list[Package]]:  # type: ignore[no-untyped-def]
+def _by_major(pkgs: Iterable[Package], major_of: Callable[[Package], int | None]) -> dict[int, list[Package]]:
     out: dict[int, list[Package]] = {}
     for p in pkgs:
         m = major_of(p)
@@ -260,5 +261,16 @@ def mixing(packages: Iterable[Package], *, context: Context = "lock") -> list[Mi
     return channel_mix(pkgs) + cuda_line_mix(pkgs) + torch_twice(pkgs, context=context)
 
 
-__all__ = ["Context", "Mix", "RULES", "build_cuda_major", "channel_family", "channel_mix", "conda_cuda_library",
-           "cuda_line_mix", "cuda_major", "mixing", "torch_twice"]
+__all__ = [
+    "RULES",
+    "Context",
+    "Mix",
+    "build_cuda_major",
+    "channel_family",
+    "channel_mix",
+    "conda_cuda_library",
+    "cuda_line_mix",
+    "cuda_major",
+    "mixing",
+    "torch_twice",
+]

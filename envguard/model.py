@@ -30,7 +30,7 @@ CONDA_TO_PYPI: dict[str, str] = {
     "lightning": "lightning",
     "tensorboard": "tensorboard",
     # conda-forge names that differ from PyPI's (from conda-lock's mapping, data/conda-pypi-mapping.json),
-    # so that a pip-installed copy and a spec's pip: line meet the conda package (diff, #6).
+    # so that a pip-installed copy and a spec's pip: line meet the conda package (diff).
     "pytorch-geometric": "torch-geometric",
     "pytorch-scatter": "torch-scatter",
     "pytorch-sparse": "torch-sparse",

@@ -136,8 +136,8 @@ def check_package(package: str, paths: Iterable[str], symlinks: Mapping[str, str
                 found.append(Unsafe(package, path, f"is a symlink to {shorten(target, 160)}, outside the prefix"))
             continue
         base = resolve(path.split("/")[:-1], links)
-        if base is None or resolve(base + target.replace("\\", "/").split("/"), links, final_ok) is None:
-            if not allowed(package, path, allow):
-                found.append(Unsafe(package, path, f"is a symlink to {shorten(target, 160)}, which leads outside "
-                                                   "the prefix"))
+        leads_out = base is None or resolve(base + target.replace("\\", "/").split("/"), links, final_ok) is None
+        if leads_out and not allowed(package, path, allow):
+            found.append(Unsafe(package, path, f"is a symlink to {shorten(target, 160)}, which leads outside "
+                                               "the prefix"))
     return found

@@ -146,7 +146,7 @@ def shorten(text: str, limit: int = 200) -> str:
 
 
 WORD_LIMIT = 200
-_LONG_WORD = re.compile(r"(?<!\S)\S{%d,}" % (WORD_LIMIT + 1))  # only tried where a word starts: linear
+_LONG_WORD = re.compile(r"(?<!\S)\S{%d,}" % (WORD_LIMIT + 1))  # noqa: UP031 - a regex's braces; only tried where a word starts: linear
 
 
 def shorten_words(text: str, limit: int = WORD_LIMIT) -> str:
@@ -154,5 +154,5 @@ def shorten_words(text: str, limit: int = WORD_LIMIT) -> str:
     from hostile input (a 100,000-character dependency) stays a line, not a screenful."""
     if len(text) <= limit:
         return text
-    pattern = _LONG_WORD if limit == WORD_LIMIT else re.compile(r"(?<!\S)\S{%d,}" % (limit + 1))
+    pattern = _LONG_WORD if limit == WORD_LIMIT else re.compile(r"(?<!\S)\S{%d,}" % (limit + 1))  # noqa: UP031
     return pattern.sub(lambda m: f"{m.group()[:limit]}… ({len(m.group()) - limit} more characters)", text)

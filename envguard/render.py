@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import IO, TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _LOG_WIDTH = 10_000  # "as wide as it takes": tables in logs keep every cell on one line
 
@@ -17,11 +20,14 @@ class _LazyConsole:
     """A rich Console built on first use. Importing rich and building a console costs ~20 ms, which a
     `envguard create` writing into a log or a pipe never needs (see :func:`print_plain`)."""
 
-    def __init__(self, **options: "object") -> None:
+    _options: dict[str, Any]
+    _console: Console | None
+
+    def __init__(self, **options: Any) -> None:
         object.__setattr__(self, "_options", options)
         object.__setattr__(self, "_console", None)
 
-    def get(self) -> "object":
+    def get(self) -> Console:
         if self._console is None:
             from rich.console import Console
 
@@ -30,32 +36,34 @@ class _LazyConsole:
                 # A log or a pipe has no width: rich would wrap at 80 columns, breaking paths mid-word.
                 console.width = _LOG_WIDTH
             object.__setattr__(self, "_console", console)
+            return console
         return self._console
 
-    def __getattr__(self, name: str) -> "object":
+    # A stand-in for rich's Console: every attribute is the console's own.
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.get(), name)
 
-    def __setattr__(self, name: str, value: "object") -> None:
+    def __setattr__(self, name: str, value: Any) -> None:
         setattr(self.get(), name, value)
 
 
-def rich_console(console: "object") -> "object":
+def rich_console(console: Console | _LazyConsole) -> Console:
     """The rich Console itself, for rich objects that take one (Progress, Live)."""
     return console.get() if isinstance(console, _LazyConsole) else console
 
 
-def print_plain(console: "object", text: str) -> None:
+def print_plain(console: Console | _LazyConsole, text: str) -> None:
     """``console.print(text, markup=False, emoji=False)``, without rich when the console is still unbuilt,
     surely no terminal (rich would write the text as it is) and the text is plain printable ASCII."""
     if isinstance(console, _LazyConsole) and console._console is None and text.isascii() and text.isprintable() \
             and not is_terminal(console, build=False):
-        stream = sys.stderr if console._options.get("stderr") else sys.stdout  # type: ignore[attr-defined]
+        stream = sys.stderr if console._options.get("stderr") else sys.stdout
         stream.write(text + "\n")
         return
-    console.print(text, markup=False, emoji=False)  # type: ignore[attr-defined]
+    console.print(text, markup=False, emoji=False)
 
 
-def is_terminal(console: "object", *, build: bool = True) -> bool:
+def is_terminal(console: Console | _LazyConsole, *, build: bool = True) -> bool:
     """``console.is_terminal``, answered without rich for an unbuilt console when surely no terminal.
     With ``build=False`` an unbuilt console that may be a terminal is not built: the answer is True."""
     if isinstance(console, _LazyConsole) and console._console is None:
@@ -63,17 +71,17 @@ def is_terminal(console: "object", *, build: bool = True) -> bool:
             return False
         if not build:
             return True
-    return bool(console.is_terminal)  # type: ignore[attr-defined]
+    return bool(console.is_terminal)
 
 
-def _maybe_terminal(stream: "object") -> bool:
+def _maybe_terminal(stream: IO[str]) -> bool:
     """False only where rich's Console.is_terminal is surely False (it also honours these variables)."""
     if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR") is not None:
         return True
     if "ipykernel" in sys.modules or "idlelib" in sys.modules:
         return True
     try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]
+        return bool(stream.isatty())
     except (AttributeError, ValueError):
         return True
 
@@ -96,7 +104,7 @@ def escape(text: str) -> str:
     return escape(text)
 
 
-def print_findings(findings: "list", title: str | None = None, summary: str | None = None) -> None:
+def print_findings(findings: list, title: str | None = None, summary: str | None = None) -> None:
     """A rich table of findings grouped by severity, then a one-line summary (``summary`` replaces it)."""
     from rich.table import Table
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.redact import redact
@@ -22,7 +23,8 @@ def summary_line(findings: Iterable[Finding]) -> str:
 
 
 def findings_to_json(findings: Iterable[Finding]) -> list[dict[str, Any]]:
-    return [{k: (redact(v) if isinstance(v, str) else v) for k, v in f.to_dict().items()} for f in sort_findings(list(findings))]
+    return [{k: (redact(v) if isinstance(v, str) else v) for k, v in f.to_dict().items()}
+            for f in sort_findings(list(findings))]
 
 
 def _md_cell(text: str) -> str:

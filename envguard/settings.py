@@ -132,7 +132,7 @@ _verbose_flag = False
 
 
 def set_verbose(on: bool) -> None:
-    global _verbose_flag
+    global _verbose_flag  # noqa: PLW0603 - one flag for this process, set once per command
     _verbose_flag = bool(on)
 
 

@@ -161,7 +161,7 @@ def read_text(path: str | Path) -> str:
 # a plain scalar (``pytorch *cuda*``) matches too; that only means the exact scan below runs.
 _ALIAS_HINT = re.compile(r"(?:^|[\s\[\{,])\*[^\s,\[\]\{\}]", re.M)
 _FLOW = re.compile(r"[\[\]\{\}]")
-_LEADING = re.compile(r"^[ \t?:-]{%d,}" % MAX_DEPTH, re.M)
+_LEADING = re.compile(r"^[ \t?:-]{%d,}" % MAX_DEPTH, re.M)  # noqa: UP031 - a regex's braces
 
 
 def _may_exceed_limits(text: str) -> bool:
@@ -218,10 +218,11 @@ def check_limits(path: str | Path, text: str, loader: type | None = None) -> Non
                 if frames:
                     frames[-1][0] += 1
             elif isinstance(ev, yaml.AliasEvent):
-                size = sizes.get(ev.anchor)
+                anchor = ev.anchor or ""  # an alias always names its anchor
+                size = sizes.get(anchor)
                 if size is None:
-                    if any(f[1] == ev.anchor for f in frames):
-                        refuse(f"YAML alias *{shorten(ev.anchor, 40)} refers to a node that contains it",
+                    if any(f[1] == anchor for f in frames):
+                        refuse(f"YAML alias *{shorten(anchor, 40)} refers to a node that contains it",
                                ev.start_mark, "remove the recursive alias")
                     continue  # an undefined alias: the parser proper reports it with its position
                 extra += size
@@ -242,7 +243,7 @@ def load_fast(path: str | Path, text: str | None = None) -> Any:
         text = read_text(path)
     check_limits(path, text)
     try:
-        return yaml.load(text, Loader=_fast_loader())  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_fast_loader())  # a safe loader
     except yaml.YAMLError as e:
         _raise_yaml_error(path, e)
     except (ValueError, RecursionError) as e:
@@ -272,7 +273,7 @@ def load_with_lines(path: str | Path, text: str | None = None) -> tuple[Any, Pos
     check_limits(path, text)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=_fast_loader())  # noqa: S506
+        data = yaml.load(text, Loader=_fast_loader())
     except yaml.YAMLError as e:
         _raise_yaml_error(path, e)
     except (ValueError, RecursionError) as e:

@@ -118,7 +118,7 @@ def layout_problems(package: Path = PACKAGE, edges: set[tuple[str, str]] = ALLOW
                 continue
             theirs = parts[1]
             if _is_top(path, package):
-                if len(parts) > 2 and not parts[2] == "render":
+                if len(parts) > 2 and parts[2] != "render":
                     problems.append(f"{where}:{line}: {mod} is private to the {theirs} wing; use envguard.{theirs}")
             elif mine is None:
                 problems.append(f"{where}:{line}: the core imports the {theirs} wing ({mod})")
@@ -210,7 +210,7 @@ def test_every_allowed_edge_is_used() -> None:
             parts = mod.split(".")
             if mine and parts[0] == "envguard" and len(parts) >= 2 and parts[1] in WINGS and parts[1] != mine:
                 used.add((mine, parts[1]))
-    assert ALLOWED_EDGES <= used, f"listed but unused: {sorted(ALLOWED_EDGES - used)}"
+    assert used >= ALLOWED_EDGES, f"listed but unused: {sorted(ALLOWED_EDGES - used)}"
 
 
 def test_the_checks_find_what_they_are_meant_to_find(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support import channels
 from support.create_fixtures import envguard_run, make_lock, siblings, tree_state, write_env
+
 from envguard import cli
 from envguard.create.backends import available_backends, get_backend
 from envguard.create.backends.external import render_explicit

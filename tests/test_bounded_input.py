@@ -2,7 +2,7 @@
 nesting and alias expansion (exit 2, ``file:line:col``) and on size, only from regular files, and messages
 that cut what they quote.
 
-Failure 4 of issue #12: ``redact()`` took 9.9 s for 80,000 characters, a 100,000-character dependency made
+Failure 4: ``redact()`` took 9.9 s for 80,000 characters, a 100,000-character dependency made
 lint and diff take 29 s, a 367-byte alias bomb made diff take 28 s, 2.4 GB and print 312 MB, a FIFO hung
 lint, diff and lock --check, a symlink to /dev/zero ate memory without limit.
 
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.create_fixtures import ENVGUARD
+
 from envguard.redact import redact, shorten_words
 
 MEMORY_LIMIT = 1 << 30  # 1 GiB of address space: the alias bomb took 2.4 GB

@@ -19,11 +19,10 @@ import pytest
 import rattler
 import rattler.package_streaming
 from rattler import BuildString, GenericVirtualPackage, PackageName, Version
-
-from support.require import require
-from support.channels import HOST_PY
 from support import channels
 from support.channel_fixtures import ChannelFactory
+from support.channels import HOST_PY
+from support.require import require
 
 HOST = channels.host_platform()
 CAN_RUN_HOST_PYTHON = HOST in ("linux-64", "osx-arm64")

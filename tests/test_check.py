@@ -12,12 +12,10 @@ import stat
 from pathlib import Path
 
 import pytest
-
-from support.require import require
+from support import channels, check_envs
 from support.channels import HOST_PY
-from support import channels
-from support import check_envs
 from support.check_envs import envguard
+from support.require import require
 
 pytestmark = pytest.mark.slow  # each test checks a real environment rattler installed, or starts envguard
 
@@ -394,7 +392,7 @@ def test_check_imports_stay_lazy(env: Path, tmp_path: Path) -> None:
     assert out.stdout.strip().splitlines()[-1] == "RESULT 0 False False", out.stderr
 
 
-# ---------------------------------------------------------------- pip torch stacks and CUDA wishes (issue #11)
+# ---------------------------------------------------------------- pip torch stacks and CUDA wishes
 
 
 def _pip_install_all(prefix: Path, wheels: list[Path]) -> None:

@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from support.require import require
 from support.check_envs import envguard
+from support.require import require
+
 from envguard.check import checks
 from envguard.prefix import inspect_prefix
 
@@ -96,7 +96,7 @@ def test_torch_build_from_probe_facts(tmp_path: Path) -> None:
     assert checks.torch_build(info).source == "none"
 
 
-# --------------------------------------------------------------------------- CUDA truth (issue #11)
+# --------------------------------------------------------------------------- CUDA truth
 
 from envguard import catalog, compat  # noqa: E402
 from envguard.prefix import Dist, PrefixInfo  # noqa: E402

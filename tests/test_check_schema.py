@@ -7,10 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-
+from support import channels, check_envs
 from support.channels import HOST_PY
-from support import channels
-from support import check_envs
 
 pytestmark = pytest.mark.slow  # its report comes from a real installed environment
 
@@ -97,7 +95,7 @@ def test_report_is_readable_by_diff(report: dict, tmp_path: Path) -> None:
 
     path = tmp_path / "report.json"
     path.write_text(json.dumps(report))
-    desc = sources.load(str(path))  # the diff's report reader (#6) has landed: no skip may hide a break
+    desc = sources.load(str(path))  # the diff's report reader has landed: no skip may hide a break
     pkgs = desc.packages_for(report["platform"])
     assert {(p.manager, p.name, p.version) for p in pkgs} == {
         (p["manager"], p["name"], p["version"]) for p in report["packages"]}

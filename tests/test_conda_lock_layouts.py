@@ -1,4 +1,4 @@
-"""conda-lock 1.x-3.x layouts read into one model; identical artifacts are one package (#14, class 8).
+"""conda-lock 1.x-3.x layouts read into one model; identical artifacts are one package.
 
 The real conda-lock 2.5.8 file of the corpus is rewritten with the pinned conda-lock's own models and writer:
 as conda-lock 4.0.3 writes it (version 1, one entry per category), as its version-2 model (a categories list),

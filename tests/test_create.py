@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from support.channels import HOST_PY
 from support import channels
+from support.channels import HOST_PY
 from support.create_fixtures import (
     BASE_DEPS,
     ENVGUARD,
@@ -27,10 +26,11 @@ from support.create_fixtures import (
     tree_state,
     write_env,
 )
+
 from envguard import cli, render
-from envguard.fingerprint import read_fingerprint
-from envguard.create.prefixlock import holder_path
 from envguard.create.integrity import cache_entry_sha256
+from envguard.create.prefixlock import holder_path
+from envguard.fingerprint import read_fingerprint
 from envguard.platforms import python_in_prefix
 
 pytestmark = pytest.mark.slow  # each test creates real environments

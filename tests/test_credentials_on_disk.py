@@ -2,7 +2,7 @@
 no file under a fresh HOME, XDG_CACHE_HOME and TMPDIR (nor the project or the new environment) holds the
 user name, the password or the token (docs/reliability.md).
 
-Failure 3 of issue #12: rattler's repodata cache (``rattler/cache/*.info.json``, mode 0644, and the shard
+Failure 3: rattler's repodata cache (``rattler/cache/*.info.json``, mode 0644, and the shard
 caches) kept the full channel URL with ``user:password@`` or ``/t/<token>/``. Everything here is the real
 CLI in subprocesses, against a real HTTP server on 127.0.0.1 that requires Basic auth *and* a token path,
 and a PEP 503 index behind Basic auth for the ``pip:`` section.
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from support.channels import HOST_PY
 from support import channels
+from support.channels import HOST_PY
+
 from envguard.redact import redact
 
 USER, PASSWORD, TOKEN = "eg-alice-4242", "eg-pw-S3cr3t-77", "eg-tok-9d8e7f"
@@ -140,7 +140,7 @@ def test_verbose_tracebacks_are_masked_too(tmp_path: Path, sandbox: dict[str, st
     assert _envguard(good, project, "lock", "--no-cuda").returncode == 0
     wrong = {**good, "EG_PW": "not-the-password"}
     for argv in (["--verbose", "create", "-p", str(tmp_path / "env"), "--no-check"],
-                 ["create", "-p", str(tmp_path / "env"), "--no-check", "-v"],  # -v after the command (#13)
+                 ["create", "-p", str(tmp_path / "env"), "--no-check", "-v"],  # -v after the command
                  ["--verbose", "lock", "--no-cuda"], ["lock", "--no-cuda", "-v"]):
         proc = subprocess.run([sys.executable, "-m", "envguard", *argv], capture_output=True, text=True,
                               cwd=project, env=wrong, timeout=120)

@@ -22,9 +22,9 @@ from envguard.diff import (
     to_markdown,
     variant,
 )
+from envguard.diff.sides import SideArgs, choose_platforms, compare
 from envguard.model import Package
 from envguard.sources import RequestedSpec, load
-from envguard.diff.sides import SideArgs, choose_platforms, compare
 
 CF = "https://conda.anaconda.org/conda-forge"
 

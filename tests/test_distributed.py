@@ -16,11 +16,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from support.require import importorskip
 
 from envguard.smoke import classify, distributed_summary, probe_path

@@ -14,7 +14,6 @@ import types
 from pathlib import Path
 
 import pytest
-
 from support.require import importorskip, require
 
 from envguard import driver

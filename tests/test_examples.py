@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from support.require import importorskip, require
 
 from envguard.lint import lint_file

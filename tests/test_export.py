@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from support.require import require
-from support.channels import HOST_PY, HOST_PY_TAG
 from support import channels
+from support.channels import HOST_PY, HOST_PY_TAG
 from support.create_fixtures import BASE_DEPS, envguard_run, make_lock, write_env
+from support.require import require
+
 from envguard import cli
 from envguard.export import CODES, export
 from envguard.lock import read_lock

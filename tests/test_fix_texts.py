@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from support.channels import HOST_PY
 from support import channels
+from support.channels import HOST_PY
+
 from envguard import catalog
 
 pytestmark = pytest.mark.slow  # runs each fix as written against real environments

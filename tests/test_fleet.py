@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from support.lanes import builds_environment
+from support import channels, check_envs
 from support.channels import HOST_PY
-from support import channels
-from support import check_envs
+from support.lanes import builds_environment
+
 from envguard.fleet.hosts import compress
 
 BASE = [f"python {HOST_PY}.*", "pytorch 2.13.0 *cpu*", "pip", "egtool", "eglink"]

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support import channels
-import envguard.__main__ as envguard_main
 from support.create_fixtures import ENVGUARD, envguard_popen, envguard_run, make_lock, siblings, tree_state, write_env
+
+import envguard.__main__ as envguard_main
 from envguard.fingerprint import read_fingerprint
 
 pytestmark = pytest.mark.slow  # real signals to real envguard processes
@@ -232,7 +232,7 @@ def _before_envguard(err: str) -> bool:
 
 
 def test_ctrl_c_at_any_moment_is_one_line_and_exit_130(tmp_path: Path) -> None:
-    """From the first line envguard runs (the import of typer and rich included: issue #12 saw a traceback
+    """From the first line envguard runs (the import of typer and rich included: a user saw a traceback
     there) to the last: one line, ``interrupted``, and exit 130, or the command's own result."""
     bad = tmp_path / "bad.yml"
     bad.write_text("name: x\nchannels: [conda-forge]\ndependencies: *nope\n")

@@ -538,7 +538,7 @@ def test_lock_conda_and_pip_copy_of_one_package(tmp_path: Path) -> None:
                                  "manylinux_2_28_x86_64.whl", manager="pip"),
     )
     fs = lint_file(p)
-    f = _one(fs, "EG158")  # torch twice is EG158 (#14), which says which copy is imported; EG151 leaves it
+    f = _one(fs, "EG158")  # torch twice is EG158, which says which copy is imported; EG151 leaves it
     assert f.package == "torch" and f.severity is Severity.ERROR and "EG151" not in _codes(fs)
     numpy = _lock(
         tmp_path,
@@ -647,7 +647,7 @@ def test_cli_lints_lock_beside_environment(tmp_path: Path, monkeypatch: pytest.M
                  manager="pip"))
     assert cli.run(["lint", "--format", "json"]) == 1
     doc = json.loads(capsys.readouterr().out)
-    assert [f["code"] for f in doc["findings"]] == ["EG158"]  # torch twice: #14 names the copy imported
+    assert [f["code"] for f in doc["findings"]] == ["EG158"]  # torch twice: EG158 names the copy imported
     assert doc["files"] == ["environment.yml", "conda-lock.yml"]
 
 
@@ -661,7 +661,7 @@ def test_cli_subprocess_no_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and "not UTF-8" in proc.stderr
 
 
-# ---------------------------------------------------------------- CUDA truth on conda-forge (issue #11)
+# ---------------------------------------------------------------- CUDA truth on conda-forge
 
 
 def test_pytorch_gpu_and_pytorch_cpu_are_build_guards() -> None:

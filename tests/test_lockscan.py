@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envguard.lock import lockscan
 from envguard.errors import UserError
+from envguard.lock import lockscan
 from envguard.lock.lockscan import load_lock, load_subset
 from envguard.yamlio import load_fast
 

@@ -9,9 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support import channels, check_envs
 
-from support import channels
-from support import check_envs
 from envguard.diff import SideArgs, compare
 from envguard.findings import Severity
 from envguard.lint import lint_file, lint_text

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support import channels
 from support.create_fixtures import envguard_run, make_lock, siblings, write_env
+
 from envguard import cli
 from envguard.pathsafety import Unsafe, allow_list, check_package, path_problem, resolve
 
@@ -105,7 +105,7 @@ def test_allow_list_names_package_and_path(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.slow
 def test_dotdot_path_deleting_a_file_beside_the_prefix_is_refused(tmp_path: Path, pkgs: Path, capsys) -> None:
-    """Failure 1 of issue #12: ``share/../../victim.txt`` made create delete that file (exit 6)."""
+    """Failure 1: ``share/../../victim.txt`` made create delete that file (exit 6)."""
     lock = _hostile(tmp_path, "egvictim", {"share/egvictim/a.txt": "a\n"},
                     declare={"share/egvictim/a.txt": "share/../../victim.txt"})
     victim = tmp_path / "victim.txt"

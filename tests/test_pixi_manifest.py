@@ -1,4 +1,4 @@
-"""pixi manifests (pixi.toml, pyproject.toml with [tool.pixi]) as a spec kind for lint and diff (#14, class 1)."""
+"""pixi manifests (pixi.toml, pyproject.toml with [tool.pixi]) as a spec kind for lint and diff."""
 
 from __future__ import annotations
 

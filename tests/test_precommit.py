@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from support.require import require
 from support.channels import HOST_PY
+from support.require import require
 
 REPO = Path(__file__).resolve().parent.parent
 PRE_COMMIT = Path(sys.executable).parent / "pre-commit"

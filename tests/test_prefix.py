@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from support.lanes import builds_environment
+from support import channels, check_envs
 from support.channels import HOST_PY
-from support import channels
-from support import check_envs
+from support.lanes import builds_environment
+
 from envguard.model import Package
 from envguard.prefix import import_origins, inspect_prefix, installed_packages, verify_files
 

@@ -1,6 +1,5 @@
-"""What real files write that envguard read wrongly (#14): selectors inside pip: (class 2), secrets in files of
-any kind (class 9), and the smaller items (class 11): an export's platform, an unused channel, and lint's
-summary beside an unreadable file."""
+"""What real files write that envguard read wrongly: selectors inside pip:, secrets in files of any kind,
+and smaller items: an export's platform, an unused channel, and lint's summary beside an unreadable file."""
 
 from __future__ import annotations
 

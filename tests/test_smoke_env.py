@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from support.require import require
 from support import channels
+from support.require import require
 
 pytestmark = pytest.mark.slow  # smoke in an environment rattler installed
 

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.require import require
 
 from envguard.findings import Severity

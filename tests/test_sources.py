@@ -204,7 +204,7 @@ def test_explicit_errors_name_the_line(tmp_path: Path) -> None:
 
 def test_export_forms(realworld: Path) -> None:
     d = load(str(realworld / "export" / "RosettaCommons__RoseTTAFold__RoseTTAFold-linux.yml"))
-    assert d.platforms == ["linux-64"]  # ld_impl_linux-64 says where the export was taken (#14)
+    assert d.platforms == ["linux-64"]  # ld_impl_linux-64 says where the export was taken
     pkgs = {p.name: p for p in d.packages["linux-64"]}
     assert pkgs["blast-legacy"].channel == "biocore" and pkgs["blast-legacy"].version == "2.2.26"
     assert pkgs["hhsuite"].version == "" and pkgs["cudatoolkit"].build == "h6bb024c_0"
@@ -251,7 +251,7 @@ def test_pixi_environment_choice(realworld: Path) -> None:
 def test_pixi_unsupported_version(tmp_path: Path) -> None:
     f = tmp_path / "pixi.lock"
     f.write_text("version: 3\nenvironments: {default: {}}\npackages: []\n")
-    with pytest.raises(UserError, match="unsupported pixi.lock version 3"):
+    with pytest.raises(UserError, match=r"unsupported pixi\.lock version 3"):
         load(str(f))
 
 
@@ -367,7 +367,7 @@ def test_pixi_reader_agrees_with_rattler(realworld: Path) -> None:
                 theirs: set[tuple[str, ...]] = set()
                 for p in env.packages(lp):
                     rec = getattr(p, "package_record", None)
-                    if rec is not None:  # versions too (#14): a YAML float such as 1.10 must not become 1.1
+                    if rec is not None:  # versions too: a YAML float such as 1.10 must not become 1.1
                         theirs.add(("conda", str(p.name), str(rec.version), str(rec.build), str(p.location)))
                     elif type(p).__name__ == "CondaLockedSourcePackage":  # v7 source build: no record
                         theirs.add(("conda", str(p.name), "", "", str(p.location)))

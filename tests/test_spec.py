@@ -182,7 +182,7 @@ def test_conda_lock_parser_runs_on_valid_specs(tmp_path: Path) -> None:
 
 
 def test_conda_lock_parser_failures_become_user_errors(tmp_path: Path) -> None:
-    # rattler's matchspec parser accepts this version; conda's (inside conda-lock) does not. Since #14 our own
+    # rattler's matchspec parser accepts this version; conda's (inside conda-lock) does not. Now our own
     # validation speaks conda's grammar and stops it first; conda-lock's parser still fails in one line.
     from envguard.lock.spec import conda_lock_spec
 

@@ -1,4 +1,4 @@
-"""Spec validation in conda's match-spec grammar, each issue carrying its lint code (#14, classes 6 and 7)."""
+"""Spec validation in conda's match-spec grammar, each issue carrying its lint code."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_issues_carry_their_code_where_found(tmp_path: Path) -> None:
 
 
 def test_lint_module_maps_no_message_text() -> None:
-    import envguard.lint as lint
+    from envguard import lint
 
     assert not hasattr(lint, "_SPEC_RULES") and not hasattr(lint, "_spec_code")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from support.require import ALLOWED_IN_CI, importorskip, require
 
 
@@ -28,7 +27,7 @@ def test_outside_ci_a_missing_prerequisite_skips(not_ci: None) -> None:
 
 
 def test_under_ci_a_missing_prerequisite_fails_with_the_reason(ci: None) -> None:
-    with pytest.raises(pytest.fail.Exception, match="no corpus here.*CI=true"):
+    with pytest.raises(pytest.fail.Exception, match=r"no corpus here.*CI=true"):
         require(False, "no corpus here")
     with pytest.raises(pytest.fail.Exception, match="envguard_no_such_module"):
         importorskip("envguard_no_such_module")

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.lanes import builds_environment
 from support.require import importorskip
 

@@ -4,7 +4,7 @@ throughput surfaces, the recommendation rule, and the report's findings with num
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

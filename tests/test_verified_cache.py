@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support import channels
 from support.create_fixtures import make_lock, siblings, write_env
+
 from envguard import cli
 from envguard.create import integrity
 
@@ -66,7 +66,7 @@ def _create(capsys, target: Path, lock: Path) -> tuple[int, str, str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("what", ["data file", "bin script", "paths.json with it", "deleted file"])
 def test_a_tampered_cache_entry_is_extracted_again(tmp_path: Path, chan: Path, pkgs: Path, capsys, what: str) -> None:
-    """Failure 2 of issue #12: a same-size edit in the package cache went into the new env with exit 0."""
+    """Failure 2: a same-size edit in the package cache went into the new env with exit 0."""
     lock = _lock(tmp_path, channels.channel_url(chan))
     assert _create(capsys, tmp_path / "first", lock)[0] == 0
     entry = pkgs / "egtamper-1.0-h0_0"
@@ -200,7 +200,7 @@ def test_verify_cache_entries_reports_an_entry_recorded_for_another_sha256(tmp_p
 @pytest.mark.parametrize("damage", ["flipped byte", "truncated"])
 def test_a_damaged_download_is_an_integrity_failure_naming_the_package(tmp_path: Path, chan: Path, pkgs: Path,
                                                                        channel_factory, capsys, damage: str) -> None:
-    """Failure 5 of issue #12: a flipped or truncated artifact over HTTP exited 6 with rattler's
+    """Failure 5: a flipped or truncated artifact over HTTP exited 6 with rattler's
     extraction error (``numeric field did not have utf-8 text``) and named ``package ?``."""
     server = channel_factory.serve(chan)
     lock = _lock(tmp_path, server.url)

@@ -1,4 +1,4 @@
-"""The workflow as a newcomer meets it (issue #13): README's workflow section run as written against a local
+"""The workflow as a newcomer meets it: README's workflow section run as written against a local
 channel, and one test per place where it used to break.
 
 Every project here is real: an environment.yml pointing at the standard test channel, `envguard lock`,
@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from support.channels import HOST_PY
 from support import channels
+from support.channels import HOST_PY
 from support.create_fixtures import envguard_run
+
 from envguard import cli, render
 
 pytestmark = pytest.mark.slow  # README's workflow end to end with the real CLI

@@ -10,12 +10,13 @@ first and most often (bench/check.py measures its start-up).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
-from envguard.check.hook import watched_changed  # public: the envguard-check git hook's trigger
+from envguard.check.hook import watched_changed as watched_changed  # public: the envguard-check git hook's trigger
 from envguard.errors import ExitCode, PlatformNotLocked, UserError
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.fingerprint import read_fingerprint
@@ -257,7 +258,8 @@ def _run_smoke(python: str, timeout: float, require_cuda: bool, driver_raw: Any,
                     driver_info=(lambda: driver_raw) if driver_checked else (lambda: None), progress=progress)
     probe = res.probe or {}
     torch_facts = dict(probe["torch"]) if isinstance(probe.get("torch"), Mapping) else None
-    cuda = probe.get("cuda") if isinstance(probe.get("cuda"), Mapping) else {}
+    reported = probe.get("cuda")
+    cuda = reported if isinstance(reported, Mapping) else {}
     if torch_facts is not None and cuda.get("arch_list"):
         torch_facts["arch_list"] = list(cuda["arch_list"])
     from envguard.smoke import distributed_summary
@@ -288,7 +290,7 @@ def _merge(static: list[Finding], smoke: list[Finding]) -> list[Finding]:
     return out + [f for f in smoke if id(f) not in drop_smoke]
 
 
-# envguard.mixing's rules on the installed records (#14): the same rules lint applies to every file kind.
+# envguard.mixing's rules on the installed records: the same rules lint applies to every file kind.
 MIXING_CODES = {"channels": "EG570", "openmp": "EG571", "cuda-lines": "EG572", "torch-twice": "EG573"}
 
 
@@ -349,10 +351,10 @@ def run_check(
 
     cwd = cwd or Path.cwd()
     lock_path = Path(lockfile) if lockfile is not None else default_lockfile(cwd)
-    if lockfile is not None and lock_path.is_dir():  # type: ignore[union-attr]
+    if lockfile is not None and lock_path is not None and lock_path.is_dir():
         raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
                         fix="pass the conda-lock.yml inside it")
-    if lockfile is not None and not lock_path.is_file():  # type: ignore[union-attr]
+    if lockfile is not None and lock_path is not None and not lock_path.is_file():
         from envguard.yamlio import special_file
 
         raise UserError(special_file(lock_path) or "lock file not found", file=str(lockfile), key="--lockfile",

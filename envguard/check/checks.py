@@ -39,8 +39,8 @@ from envguard.check.pip_rules import rule_import_origins, rule_pip_over_conda
 from envguard.check.policy_rules import rule_channels, rule_environment, rule_python, rule_skipped
 from envguard.findings import Finding
 
-RULES = (rule_integrity, rule_files, rule_lock, rule_stale_lock, rule_fingerprint, rule_pip_over_conda, rule_import_origins, rule_python,
-         rule_channels, rule_cuda, rule_environment, rule_skipped)
+RULES = (rule_integrity, rule_files, rule_lock, rule_stale_lock, rule_fingerprint, rule_pip_over_conda,
+         rule_import_origins, rule_python, rule_channels, rule_cuda, rule_environment, rule_skipped)
 
 
 def evaluate(inp: CheckInput) -> list[Finding]:

@@ -3,7 +3,8 @@ old for the CUDA runtime (EG551), a GPU the build has no kernels for (EG552), no
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from envguard.check.facts import CheckInput, TorchBuild, torch_build
 from envguard.check.fixes import E, I, _fix

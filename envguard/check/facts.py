@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from envguard.model import Package, canonical_name, pep503
+from envguard.model import Manager, Package, canonical_name, pep503
 from envguard.prefix import FileProblem, PrefixInfo
 from envguard.versions import major_minor
 
@@ -89,8 +90,8 @@ def gpu_facts(driver_info: Any) -> GpuFacts | None:
     return GpuFacts(str(version), tuple(gpus), str(getattr(driver_info, "source", "") or ""))
 
 
-def is_core(name: str, core: Sequence[str] = DEFAULT_CORE, manager: str = "conda") -> bool:
-    keys = {pep503(name), canonical_name(name, manager)}  # type: ignore[arg-type]
+def is_core(name: str, core: Sequence[str] = DEFAULT_CORE, manager: Manager = "conda") -> bool:
+    keys = {pep503(name), canonical_name(name, manager)}
     return any(fnmatch.fnmatchcase(k, pat) for k in keys for pat in core)
 
 

@@ -7,7 +7,7 @@ import shlex
 
 from envguard.findings import Severity
 
-E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the severities by their letters
 
 
 def _fix(case_id: str) -> str:

@@ -5,7 +5,7 @@ unknown installer (EG524), and where ``import torch`` really resolves (EG523).""
 from __future__ import annotations
 
 import fnmatch
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from envguard.check.facts import CheckInput, is_core
 from envguard.check.fixes import E, I, W, _fix
@@ -138,8 +138,8 @@ def _origin_owner(inp: CheckInput, module: str, origin: str) -> tuple[str, str]:
                     d = cands[0]
                     return d.owner, f"{d.owner} dist {d.name} {d.version}"
         return "unknown", "a file no installer recorded"
-    for pth, owner_pkg, d in info.pth_dirs:
-        if origin.startswith(d.rstrip("/") + "/"):
+    for pth, owner_pkg, pth_dir in info.pth_dirs:
+        if origin.startswith(pth_dir.rstrip("/") + "/"):
             if owner_pkg is not None:
                 rec = info.record(owner_pkg)
                 return "conda", f"conda package {owner_pkg} {rec.version if rec else ''}, through {pth}".replace(

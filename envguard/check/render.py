@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envguard.check import CheckReport
 
 
-
-def check_title(report: "object") -> str:
+def check_title(report: CheckReport) -> str:
     from envguard.redact import redact
 
-    r = report  # envguard.check.CheckReport
+    r = report
     parts = [f"envguard check {redact(str(r.prefix))}"] + ([r.target_why] if getattr(r, "target_why", "") else [])
     parts += [f"{r.kind}", f"python {r.python_version or '?'}", r.platform]
     if r.torch is not None and r.torch.source != "none":
@@ -19,7 +21,7 @@ def check_title(report: "object") -> str:
     return " · ".join(parts)
 
 
-def show(report: "Any", fmt: str) -> None:
+def show(report: Any, fmt: str) -> None:
     """``envguard check``'s output: the title and the findings (text), the report as JSON, or markdown."""
     import json
     import sys
@@ -27,7 +29,7 @@ def show(report: "Any", fmt: str) -> None:
     from envguard import render
     from envguard.report import findings_to_markdown
 
-    r = report  # envguard.check.CheckReport
+    r = report
     if fmt == "json":
         sys.stdout.write(json.dumps(r.to_json(), indent=2) + "\n")
     elif fmt == "markdown":

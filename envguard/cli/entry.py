@@ -105,7 +105,7 @@ def _run(argv: list[str]) -> int:
         return int(e.exit_code)
     except KeyboardInterrupt:
         return say_interrupted("interrupted")
-    except Exception as e:  # a bug: one line, unless asked for more
+    except Exception as e:  # noqa: BLE001 - a bug: one line, unless asked for more
         if run_state["verbose"]:
             _print_traceback()
         from envguard.redact import redact

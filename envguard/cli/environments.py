@@ -86,6 +86,7 @@ def smoke_cmd(
         help="Seconds before the probe is stopped (exit 124).")] = 120.0,
 ) -> None:
     """Prove in the environment's own interpreter that DataLoader workers, pinned memory and CUDA work."""
+    from envguard.envs import Target
     from envguard.errors import UserError
     from envguard.smoke import resolve_python, run_smoke
     from envguard.smoke.render import SmokeProgress, show
@@ -97,10 +98,11 @@ def smoke_cmd(
     with SmokeProgress(enabled=fmt == "text" and is_terminal(render.err)) as progress:
         result = run_smoke(exe, quick=quick, distributed=distributed, require_cuda=require_cuda, timeout=timeout,
                            only_distributed=only_distributed, progress=progress.phase if progress.enabled else None)
-    if getattr(exe, "prefix", None) is not None:  # fixes name the environment probed (not with --python)
+    env_prefix = exe.prefix if isinstance(exe, Target) else None
+    if env_prefix is not None:  # fixes name the environment probed (not with --python)
         from envguard.catalog import aim_findings
 
-        result.findings = aim_findings(result.findings, exe.prefix)
+        result.findings = aim_findings(result.findings, env_prefix)
     show(result, fmt, getattr(exe, "why", ""))
     raise typer.Exit(result.exit_code)
 

@@ -32,14 +32,9 @@ from typing import TYPE_CHECKING, Any
 from envguard import __version__, settings
 from envguard.create.backends import Backend, InstallPlan, get_backend
 from envguard.create.backends.pip_step import PipArtifact, install_pip
-from envguard.errors import EnvguardError, IntegrityError, Interrupted, StaleLockError, UserError
-from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
 from envguard.create.integrity import Artifact, strip_archive_suffix, verify_cache_entries
-from envguard.create.prelink import prepare
-from envguard.model import pep503
-from envguard.platforms import host_platform
 from envguard.create.prefixlock import PrefixLock
-from envguard.redact import MASK, redact
+from envguard.create.prelink import prepare
 from envguard.create.staging import (
     cleanup_leftovers,
     deferred_sigint,
@@ -50,7 +45,12 @@ from envguard.create.staging import (
     rmtree,
     swap_in,
 )
+from envguard.errors import EnvguardError, IntegrityError, Interrupted, StaleLockError, UserError
+from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
 from envguard.leftovers import BUILDING_TAG, OLD_TAG, STAGING_TAG, interrupt_report, sibling
+from envguard.model import pep503
+from envguard.platforms import host_platform
+from envguard.redact import MASK, redact
 
 if TYPE_CHECKING:
     from envguard.lock import Freshness
@@ -370,7 +370,8 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
     reason = verdict.reason
     if reporter is not None:
         reporter.stage(f"re-locking: {reason}")
-    from envguard.lock import lock as do_lock, read_lock
+    from envguard.lock import lock as do_lock
+    from envguard.lock import read_lock
 
     platforms = None if _spec_declares_platforms(files) else list(read_lock(plan.lockfile).platforms) or None
     fault_hook("relock")

@@ -111,7 +111,7 @@ def file_url_path(url: str) -> Path | None:
     return Path(path)
 
 
-def file_digest(path: Path, algorithm: str = "sha256") -> str:
+def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:
     with open(path, "rb") as fh:
         if hasattr(hashlib, "file_digest"):  # Python >= 3.11: hashes without copying through Python
             return hashlib.file_digest(fh, algorithm).hexdigest()

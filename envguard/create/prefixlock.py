@@ -17,9 +17,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from envguard import settings
 from envguard.errors import BackendError, BusyError
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 WaitCallback = Callable[[int | None, float], None]  # (holder pid or None, seconds waited so far)
 
@@ -64,7 +68,7 @@ class PrefixLock:
         self.interval = interval
         self.poll = poll
         self.waited = False
-        self._lock: object | None = None
+        self._lock: FileLock | None = None
 
     def acquire(self) -> None:
         from filelock import FileLock, Timeout
@@ -120,7 +124,7 @@ class PrefixLock:
         except OSError:
             pass
         finally:
-            lock.release()  # type: ignore[attr-defined]
+            lock.release()
 
     def __enter__(self) -> PrefixLock:
         self.acquire()

@@ -136,7 +136,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     try:
         if cold:
             scanned = _run(_obtain_all(cold, cache_dir, client, missing, prepared, lockfile, stage))
-            for (i, _art, _why), (local, pkg) in zip(cold, scanned):
+            for (i, _art, _why), (local, pkg) in zip(cold, scanned, strict=False):
                 if local is not None:
                     arts[i] = dataclasses.replace(arts[i], local=local)
                 stamps.record_package(pkg.art.key, pkg.info, None)
@@ -244,7 +244,7 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps) -> tupl
     if info != rec[0]:
         return None, "its info/ metadata (paths.json, index.json, ...) differs from the verified archive's"
     meta = {e["_path"]: e for e in entries}
-    for rel, full, size in to_hash:
+    for rel, _full, size in to_hash:
         want = meta[rel].get("size_in_bytes")
         if isinstance(want, int) and size != want:
             return None, f"{shorten(rel, 120)} changed size ({size} bytes, {want} in paths.json)"
@@ -280,7 +280,7 @@ def _identity(entry: str, declared: list[tuple[str, str]], links: dict[str, str]
         except OSError:
             return f"{shorten(rel, 120)} is missing"
         mode = st.st_mode
-        if is_reg(mode) and kind != "softlink" and kind != "directory":
+        if is_reg(mode) and kind not in {"softlink", "directory"}:
             ctime = st.st_ctime_ns
             seen.append((rel, st.st_size, st.st_mtime_ns, ctime, st.st_ino, st.st_dev))
             if ctime > newest or st.st_mtime_ns > newest:
@@ -388,7 +388,7 @@ async def _download(art: Artifact, dest: Path, client: Any, cache_dir: Path, loc
 
     try:
         await download_to_path(client or Client.default_client(), art.url, dest)
-    except Exception as e:  # rattler's errors carry the causal chain in str(e)
+    except Exception as e:  # noqa: BLE001 - rattler's errors carry the causal chain in str(e)
         detail = " ".join(str(e).split())
         if altered and ("404" in detail or "410" in detail):
             raise _gone(art, altered) from None
@@ -430,11 +430,11 @@ async def _scan(art: Artifact, path: Path) -> _Package:
                 elif entry.is_hardlink:
                     problem = path_problem(entry.link_target or "")
                     if problem:
-                        unsafe.append(Unsafe(art.name, name, f"is a hard link to {shorten(entry.link_target or '', 120)}"
-                                             f", which {problem}"))
+                        target = shorten(entry.link_target or "", 120)
+                        unsafe.append(Unsafe(art.name, name, f"is a hard link to {target}, which {problem}"))
                 elif section == "info" and name in INFO_FILES and entry.is_file:
                     infos[name] = await entry.read()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - rattler's archive reader raises its own types
         raise IntegrityError(f"{art.name} {art.version}: the archive {path.name} cannot be read: "
                              f"{shorten(' '.join(str(e).split()), 200)}",
                              fix="restore the archive from the channel, or re-lock") from None

@@ -2,30 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import render
+from envguard.create import CreateReporter
 from envguard.render import escape, rich_console
 
-class CreateRenderer:
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+
+class CreateRenderer(CreateReporter):
     """envguard.create.CreateReporter rendered with rich: on a terminal, step lines and a progress display;
     otherwise only the summary line. Waiting for another create and cleaning up after an interrupted one
     are said on stderr in both cases; --quiet silences everything but warnings, errors and the summary."""
 
     def __init__(self, *, quiet: bool, live: bool) -> None:
         self.quiet = quiet
-        self.progress: "object | None" = None
-        self._tasks: dict[str, object] = {}
+        self.progress: Progress | None = None
+        self._tasks: dict[str, TaskID] = {}
         self._live = live
-        self.wants_events = live  # no display, no per-package events from the installer
 
-    def _bar(self) -> "object":
+    @property
+    def wants_events(self) -> bool:
+        return self._live  # no display, no per-package events from the installer
+
+    def _bar(self) -> Progress:
         if self.progress is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.progress = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
                                      TimeElapsedColumn(), console=rich_console(render.out), transient=True)
-            self.progress.start()  # type: ignore[attr-defined]
+            self.progress.start()
         return self.progress
 
     def stage(self, text: str) -> None:
@@ -36,7 +44,7 @@ class CreateRenderer:
         if not self.quiet:
             render.err.print(f"envguard: {text}", markup=False)
 
-    def waiting(self, holder_pid: "int | None", waited_s: float) -> None:
+    def waiting(self, holder_pid: int | None, waited_s: float) -> None:
         if self.quiet:
             return
         who = f"envguard process {holder_pid}" if holder_pid else "another envguard process"
@@ -48,13 +56,13 @@ class CreateRenderer:
         bar = self._bar()
         for key in ("cached", "linked"):
             if key in self._tasks:
-                bar.update(self._tasks[key], total=total)  # type: ignore[attr-defined]
+                bar.update(self._tasks[key], total=total)
             else:
-                self._tasks[key] = bar.add_task(key, total=total)  # type: ignore[attr-defined]
+                self._tasks[key] = bar.add_task(key, total=total)
 
     def _advance(self, key: str) -> None:
-        if self._live and key in self._tasks:
-            self.progress.advance(self._tasks[key])  # type: ignore[union-attr]
+        if self._live and key in self._tasks and self.progress is not None:
+            self.progress.advance(self._tasks[key])
 
     def cached(self, name: str) -> None:
         self._advance("cached")
@@ -64,11 +72,11 @@ class CreateRenderer:
 
     def close(self) -> None:
         if self.progress is not None:
-            self.progress.stop()  # type: ignore[attr-defined]
+            self.progress.stop()
             self.progress = None
 
 
-def print_created(result: "Any") -> None:
+def print_created(result: Any) -> None:
     """The summary line of a create (what was built, from which lock, with which backend), then the check of
     the new environment when one ran."""
     from envguard.create import summarise_drift

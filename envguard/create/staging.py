@@ -112,7 +112,7 @@ def rmtree(path: Path) -> None:
         except OSError:
             pass
 
-    shutil.rmtree(path, onerror=onerror)  # noqa: B028 - onexc is 3.12+
+    shutil.rmtree(path, onerror=onerror)  # onexc is 3.12+
 
 
 _AT_FDCWD = -100

@@ -34,8 +34,9 @@ LABELS: dict[str, str] = {
 }
 ChangeSeverity = Literal["error", "warning", "info"]
 _SEVERITY: dict[str, ChangeSeverity] = {
-    "hash-changed": "error", "pip-over-conda": "error", "cpu-cuda-flip": "warning", "cuda-line": "warning", "python-minor": "warning",
-    "manager": "warning", "channel": "warning", "downgraded": "warning",
+    "hash-changed": "error", "pip-over-conda": "error",
+    "cpu-cuda-flip": "warning", "cuda-line": "warning", "python-minor": "warning", "manager": "warning",
+    "channel": "warning", "downgraded": "warning",
 }
 
 
@@ -72,7 +73,7 @@ class Change:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Change":
+    def from_dict(cls, d: dict[str, Any]) -> Change:
         return cls(key=d["key"], kinds=tuple(d["kinds"]), old=_pkg(d.get("old")), new=_pkg(d.get("new")),
                    detail=d.get("detail", ""), old_spec=d.get("old_spec"), new_spec=d.get("new_spec"))
 

@@ -73,5 +73,5 @@ def _minor(version: str) -> str:
 def _lines_compatible(a: str, b: str) -> bool:
     """``12`` (major only, from ``cuda12*``) is compatible with ``12.6``."""
     if "." not in a or "." not in b:
-        return a.split(".")[0] == b.split(".")[0]
+        return a.split(".", maxsplit=1)[0] == b.split(".", maxsplit=1)[0]
     return a == b

@@ -47,9 +47,10 @@ def to_markdown(result: DiffResult, *, max_rows: int = 200) -> str:
     for r in result.spec_reports:
         title = f"#### Requested specs ({result.spec_side}) against the lock" + (f" {r.where}" if r.where else "")
         lines += [title, "", "| | spec | locked | note |", "|---|---|---|---|"]
-        for c in r.checks:
-            icon = "✅" if c.status == "satisfied" else "❌"
-            lines.append(f"| {icon} | `{_md(c.spec.spec)}` | {_md(describe(c.locked) or c.status)} | {_md(c.reason)} |")
+        for sc in r.checks:
+            icon = "✅" if sc.status == "satisfied" else "❌"
+            locked = describe(sc.locked) or sc.status
+            lines.append(f"| {icon} | `{_md(sc.spec.spec)}` | {_md(locked)} | {_md(sc.reason)} |")
         if r.unrequested:
             names = ", ".join(p.name for p in r.unrequested)
             lines += ["", f"<details><summary>{len(r.unrequested)} locked packages nobody asked for directly"

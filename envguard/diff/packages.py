@@ -3,14 +3,15 @@ over conda's one a change of its own), and two lists of requested specs (:func:`
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from envguard.diff.changes import Change, _artifact, _sort_key, classify, identical_artifact
 from envguard.model import Package
 from envguard.sources import RequestedSpec
 
 
-def _pair(olds: list[Package], news: list[Package]) -> tuple[list[tuple[Package, Package]], list[Package], list[Package]]:
+def _pair(olds: list[Package], news: list[Package]
+          ) -> tuple[list[tuple[Package, Package]], list[Package], list[Package]]:
     """Match packages with one key: same name and manager first, then across managers."""
     olds, news = list(olds), list(news)
     pairs: list[tuple[Package, Package]] = []
@@ -113,7 +114,7 @@ def _same_request(a: RequestedSpec, b: RequestedSpec) -> bool:
         ra, rb = Requirement(a.spec), Requirement(b.spec)
         return (ra.name.lower(), ra.specifier, ra.extras, ra.url, str(ra.marker)) == (
             rb.name.lower(), rb.specifier, rb.extras, rb.url, str(rb.marker))
-    except Exception:  # rattler's and packaging's parse errors: compare the text as written
+    except Exception:  # noqa: BLE001 - rattler's and packaging's parse errors: compare the text as written
         return False
 
 

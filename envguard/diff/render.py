@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import render
 
-def print_diff(result: "object", max_unrequested: int = 25) -> None:
+if TYPE_CHECKING:
+    from envguard.diff import DiffResult
+
+
+def print_diff(result: DiffResult, max_unrequested: int = 25) -> None:
     from rich.table import Table
     from rich.text import Text
 
     from envguard.diff import LABELS, describe
-    from envguard.redact import redact as _redact, shorten_words
+    from envguard.redact import redact as _redact
+    from envguard.redact import shorten_words
 
     def redact(text: str) -> str:  # masked, and what hostile input makes long cut short
         return shorten_words(_redact(text))
 
-    r = result  # envguard.diff.DiffResult
+    r = result
     render.out.print(Text(f"A: {redact(r.a.describe())}\nB: {redact(r.b.describe())}"))
     style = {"error": "bold red", "warning": "yellow", "info": ""}
     for pd in r.platforms:
@@ -52,7 +57,7 @@ def print_diff(result: "object", max_unrequested: int = 25) -> None:
     render.out.print(Text(redact(r.summary()), style="bold" if not r.equal else "green"))
 
 
-def show(result: "Any", fmt: str) -> None:
+def show(result: Any, fmt: str) -> None:
     """``envguard diff``'s output: the tables above (text), JSON or markdown (a pull-request comment)."""
     import json
     import sys

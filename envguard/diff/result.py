@@ -45,7 +45,7 @@ class PlatformDiff:
                 "changes": [c.to_dict() for c in self.changes]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PlatformDiff":
+    def from_dict(cls, d: dict[str, Any]) -> PlatformDiff:
         return cls(d.get("a_platform"), d.get("b_platform"), [Change.from_dict(c) for c in d.get("changes", [])])
 
 
@@ -116,7 +116,7 @@ class DiffResult:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "DiffResult":
+    def from_dict(cls, d: dict[str, Any]) -> DiffResult:
         if d.get("schema") != SCHEMA:
             raise ValueError(f"not an {SCHEMA} document")
         side = lambda s: Side(s["label"], s["kind"], s["path"], s.get("platform"), s.get("environment"))  # noqa: E731

@@ -30,7 +30,7 @@ class SpecCheck:
                 "locked": _pkg_dict(self.locked), "reason": redact(self.reason)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SpecCheck":
+    def from_dict(cls, d: dict[str, Any]) -> SpecCheck:
         return cls(spec=RequestedSpec.from_dict(d["spec"]), status=d["status"], locked=_pkg(d.get("locked")),
                    reason=d.get("reason", ""))
 
@@ -40,13 +40,13 @@ def _conda_satisfies(spec: RequestedSpec, pkg: Package) -> tuple[bool, str]:
 
     try:
         ms = MatchSpec(spec.spec, strict=False)
-    except Exception as e:  # rattler raises its own exception types
+    except Exception as e:  # noqa: BLE001 - rattler raises its own exception types
         return False, f"cannot read the spec: {e}"
     if ms.version:
         try:
             if not VersionSpec(str(ms.version)).matches(Version(pkg.version)):
                 return False, f"version {pkg.version} does not match {ms.version}"
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - rattler's own error types
             return False, f"cannot compare version {pkg.version!r}: {e}"
     if ms.build and pkg.build is not None and not fnmatchcase(pkg.build, str(ms.build)):
         return False, f"build {pkg.build} does not match {ms.build}"
@@ -86,7 +86,8 @@ class SpecReport:
 
     @property
     def where(self) -> str:
-        parts = [f"on {self.platform}" if self.platform else "", f"(env {self.environment})" if self.environment else ""]
+        parts = [f"on {self.platform}" if self.platform else "",
+                 f"(env {self.environment})" if self.environment else ""]
         return " ".join(p for p in parts if p)
 
     @property
@@ -98,7 +99,7 @@ class SpecReport:
                 "checks": [c.to_dict() for c in self.checks], "unrequested": [_pkg_dict(p) for p in self.unrequested]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SpecReport":
+    def from_dict(cls, d: dict[str, Any]) -> SpecReport:
         return cls(platform=d.get("platform"), checks=[SpecCheck.from_dict(c) for c in d.get("checks", [])],
                    unrequested=[p for p in (_pkg(x) for x in d.get("unrequested", [])) if p is not None],
                    environment=d.get("environment"))
@@ -135,7 +136,7 @@ def _marker_applies(spec: RequestedSpec, platform: str | None, python: str | Non
         env["python_full_version"] = python
     try:
         return bool(marker.evaluate(env))
-    except Exception:
+    except Exception:  # noqa: BLE001 - packaging's marker errors: an unreadable marker is kept
         return True
 
 

@@ -29,7 +29,7 @@ from envguard.findings import Finding, Severity, sort_findings
 from envguard.prefix import PrefixInfo
 from envguard.versions import major_minor
 
-E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the severities by their letters
 FORMATS = ("lock", "environment", "explicit")
 SPEC_FILE = "environment.yml"
 LOCK_FILE = "conda-lock.yml"
@@ -207,7 +207,9 @@ def _torch(info: PrefixInfo, driver_info_fn: Callable[[], Any] | None) -> tuple[
     if not tb.cpu:
         return desc, []
     if driver_info_fn is None:
-        from envguard.driver import get_driver_info as driver_info_fn
+        from envguard.driver import get_driver_info
+
+        driver_info_fn = get_driver_info
     driver = driver_info_fn()
     message = f"torch {tb.version} is a CPU build ({tb.evidence}): the files pin that build"
     if driver is not None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from envguard.findings import Finding, Severity
 
-E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the severities by their letters
 _MAX_LISTED = 8
 
 CODES: dict[str, tuple[Severity, str]] = {

@@ -35,7 +35,7 @@ def _valid(spec: str) -> bool:
 
     try:
         MatchSpec(spec, strict=False)
-    except Exception:  # rattler's own InvalidMatchSpecError family
+    except Exception:  # noqa: BLE001 - rattler's own InvalidMatchSpecError family
         return False
     return True
 

@@ -21,7 +21,8 @@ _TYPED = re.compile(r"^(?:[-+]?[0-9_.:eE]+|[-+]?\.(?:inf|nan)|y|n|yes|no|true|fa
 
 def _scalar(value: str) -> str:
     """A YAML scalar for ``value``: plain when that reads back as the same string, else double-quoted."""
-    if _PLAIN.match(value) and not _TYPED.match(value) and ": " not in value and " #" not in value and not value.endswith((":", " ")):
+    if (_PLAIN.match(value) and not _TYPED.match(value) and ": " not in value and " #" not in value
+            and not value.endswith((":", " "))):
         return value
     return json.dumps(value, ensure_ascii=False)
 
@@ -66,7 +67,7 @@ class ExplicitLine:
 
 
 def explicit(lines: Sequence[ExplicitLine], platform: str, header: Sequence[str],
-             pip: Sequence["Requirement"] = ()) -> str:
+             pip: Sequence[Requirement] = ()) -> str:
     """The conda part; pip packages with a URL follow as conda-lock's ``# pip NAME @ URL#sha256=HEX`` comments,
     which conda ignores and conda-lock, micromamba and envguard read."""
     out = [_comment(h) for h in header] + [f"# platform: {platform}", "@EXPLICIT"]

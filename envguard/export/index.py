@@ -13,11 +13,11 @@ import configparser
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Mapping, Sequence
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from envguard.model import pep503
@@ -145,7 +145,8 @@ def _links(page_url: str, body: bytes, content_type: str) -> list[_Link]:
         for f in data.get("files") or [] if isinstance(data, dict) else []:
             if not isinstance(f, dict) or not isinstance(f.get("url"), str) or not isinstance(f.get("filename"), str):
                 continue
-            hashes = f.get("hashes") if isinstance(f.get("hashes"), dict) else {}
+            listed = f.get("hashes")
+            hashes = listed if isinstance(listed, dict) else {}
             sha = hashes.get("sha256") if isinstance(hashes.get("sha256"), str) else None
             url = urljoin(page_url, f["url"])
             out.append(_Link(f["filename"], url, (sha or _sha256_fragment(url) or "").lower() or None))
@@ -153,7 +154,7 @@ def _links(page_url: str, body: bytes, content_type: str) -> list[_Link]:
     parser = _Anchors()
     try:
         parser.feed(body.decode("utf-8", "replace"))
-    except Exception:  # html.parser gives up on some malformed pages; keep what it found
+    except Exception:  # noqa: BLE001 - html.parser gives up on some malformed pages; keep what it found
         pass
     for href, text in parser.links:
         url = urljoin(page_url, href)
@@ -191,7 +192,7 @@ def _fetch(url: str, timeout: float) -> tuple[bytes, str] | None:
         url = urlunsplit(parts._replace(netloc=host))
     req = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http(s) only, checked below
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # http(s) only, checked below
             return resp.read(_MAX_PAGE), resp.headers.get("Content-Type", "")
     except urllib.error.HTTPError as e:
         if e.code in (404, 410):

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from envguard.model import pep503
 from envguard.prefix import Dist, PrefixInfo
@@ -105,7 +106,7 @@ def _direct_url(text: str) -> tuple[SourceKind, str | None, str | None, str | No
     """(kind, url, sha256, problem) from a PEP 610 document."""
     try:
         data = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         return "unknown", None, None, f"direct_url.json is not JSON ({e.msg})"
     if not isinstance(data, dict) or not isinstance(data.get("url"), str) or not data["url"]:
         return "unknown", None, None, "direct_url.json has no url"

@@ -84,7 +84,8 @@ def _sha256_file(url: str) -> str | None:
 
 
 def _valid_requirement(line: str) -> bool:
-    from packaging.requirements import InvalidRequirement, Requirement as Req
+    from packaging.requirements import InvalidRequirement
+    from packaging.requirements import Requirement as Req
 
     try:
         Req(line)
@@ -106,7 +107,7 @@ def _lookups(dists: list[PipDist], indexes: list[str], timeout: float) -> tuple[
     unreachable: dict[str, str] = {}
     for label, group in by_label.items():
         client = IndexClient(([label] if label else []) + indexes, timeout=timeout)
-        for d, hit in zip(group, client.find_all([(d.name, d.version, d.tags) for d in group])):
+        for d, hit in zip(group, client.find_all([(d.name, d.version, d.tags) for d in group]), strict=False):
             if hit is not None:
                 found[d.path] = hit
         unreachable.update(client.unreachable)
@@ -114,30 +115,29 @@ def _lookups(dists: list[PipDist], indexes: list[str], timeout: float) -> tuple[
 
 
 def _source(d: PipDist, hit: Found | None, default_index: str, plan: PipPlan) -> _Source:
-    where = {"file": d.path, "package": d.name}
     if d.source == "editable":
         plan.findings.append(finding(
             "EG610", f"{d.name} {d.version} is an editable install of {d.url}: the files cannot carry a working tree",
-            f"after `envguard create`, run `pip install -e {_local_path(d.url)}`", **where))
+            f"after `envguard create`, run `pip install -e {_local_path(d.url)}`", file=d.path, package=d.name))
         return _Source(comment=f"{d.name} {d.version}: editable install of {d.url} (pip install -e)")
     if d.source == "dir":
         plan.findings.append(finding(
             "EG611", f"{d.name} {d.version} was built in place from the directory {d.url}: there is no artifact "
             "to lock", "build a wheel (`pip wheel --no-deps PATH`) and publish it to an index, or install it after "
-            "`envguard create`", **where))
+            "`envguard create`", file=d.path, package=d.name))
         return _Source(comment=f"{d.name} {d.version}: built from the directory {d.url}")
     if d.source == "vcs":
         plan.findings.append(finding(
             "EG613", f"{d.name} {d.version} comes from version control ({d.url}): pinned to its commit, but no "
             "archive hash can be checked", "publish a wheel to an index and pin it there: `envguard create` "
-            "installs only hash-checked pip packages and refuses a lock with this entry", **where))
+            "installs only hash-checked pip packages and refuses a lock with this entry", file=d.path, package=d.name))
         return _Source(spec=f"{d.name} @ {d.url}", url=d.url, vcs=True, direct=True)
     if d.source in ("url", "file"):
         sha256 = d.sha256 or (_sha256_file(d.url) if d.source == "file" and d.url else None)
         if d.source == "file":
             plan.findings.append(finding(
                 "EG612", f"{d.name} {d.version} was installed from the local file {d.url}",
-                "publish it to an index (or a shared URL) so other machines can fetch it", **where))
+                "publish it to an index (or a shared URL) so other machines can fetch it", file=d.path, package=d.name))
         return _Source(spec=f"{d.name} @ {d.url}", url=d.url, sha256=sha256, direct=True, hashless=sha256 is None)
     if hit is not None:
         plan.use_index(hit.index)
@@ -145,12 +145,13 @@ def _source(d: PipDist, hit: Found | None, default_index: str, plan: PipPlan) ->
             plan.findings.append(finding(
                 "EG616", f"{d.name} {d.version} was built on this machine from its sdist: no wheel on {hit.index} "
                 f"matches its tags ({', '.join(d.tags) or 'none recorded'})", "the lock names the sdist; a machine "
-                "without a compiler cannot rebuild it", **where))
+                "without a compiler cannot rebuild it", file=d.path, package=d.name))
         return _Source(spec=f"{d.name}=={d.version}", url=hit.url, sha256=hit.sha256, hashless=hit.sha256 is None)
     if d.source == "unknown":
         plan.findings.append(finding(
             "EG615", f"{d.name} {d.version} was installed by {d.installer or 'no INSTALLER file'}, not by pip, and "
-            "no index has it", "reinstall it with pip from an index, or add it to the conda dependencies", **where))
+            "no index has it", "reinstall it with pip from an index, or add it to the conda dependencies",
+            file=d.path, package=d.name))
         return _Source(spec=f"{d.name}=={d.version}", comment=f"{d.name}=={d.version}: no known source")
     index = torch_label_index(d.version) or default_index
     plan.use_index(index)

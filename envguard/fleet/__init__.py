@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from envguard.errors import UserError
 from envguard.fleet.hosts import compress
@@ -246,7 +247,8 @@ def run_fleet(inputs: Sequence[str | Path], *, lockfile: Path | None = None) -> 
             unreadable.append((str(path), f"malformed report ({type(e).__name__}: {e})"))
             continue
         name = node_name(path)
-        code = rep.get("exit_code") if isinstance(rep.get("exit_code"), int) else 0
+        reported = rep.get("exit_code")
+        code = reported if isinstance(reported, int) else 0
         g = groups.get(key)
         if g is None:
             findings = [{k: f.get(k) for k in ("code", "severity", "message", "package")}
@@ -412,7 +414,7 @@ def _distributed(results: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | 
 # --------------------------------------------------------------------------- markdown (pure text)
 
 
-def _md(text: str) -> str:
+def _md(text: object) -> str:
     from envguard.redact import redact
 
     return redact(str(text)).replace("|", "\\|").replace("\n", " ")
@@ -465,7 +467,8 @@ def distributed_line(d: dict[str, Any]) -> str:
     if d["rendezvous_s_max"] is not None:
         parts.append(f"rendezvous ≤ {d['rendezvous_s_max']:.2f} s")
     for b in d["busbw_gbps"]:
-        parts.append(f"{size_text(b['bytes'])} busbw min {b['min']:.2f} GB/s ({b['min_node']}), median {b['median']:.2f}")
+        parts.append(f"{size_text(b['bytes'])} busbw min {b['min']:.2f} GB/s ({b['min_node']}), "
+                     f"median {b['median']:.2f}")
     return "; ".join(parts)
 
 

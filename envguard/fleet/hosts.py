@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 _NUM = re.compile(r"^(.*?)(\d+)(\D*)$")
 
@@ -41,7 +41,7 @@ def compress(names: Iterable[str]) -> str:
 def _ranges(numbers: list[int], width: int) -> str:
     out: list[str] = []
     start = prev = numbers[0]
-    for n in numbers[1:] + [None]:  # type: ignore[list-item]
+    for n in numbers[1:] + [None]:
         if n is not None and n == prev + 1:
             prev = n
             continue

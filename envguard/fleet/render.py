@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import render
 
+if TYPE_CHECKING:
+    from envguard.fleet import FleetResult
 
-def print_fleet(result: "object", max_changes: int = 30) -> None:
+
+def print_fleet(result: FleetResult, max_changes: int = 30) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -15,7 +18,7 @@ def print_fleet(result: "object", max_changes: int = 30) -> None:
     from envguard.fleet import count_text, describe_fact, distributed_line
     from envguard.redact import redact
 
-    r = result  # envguard.fleet.FleetResult
+    r = result
     ref = f"reference: {redact(r.lockfile)}" if r.lockfile else (
         "reference: the majority of each platform" if len(r.platforms) > 1 else "reference: the majority")
     render.out.print(Text(f"envguard fleet · {r.nodes} nodes · {ref}", style="bold"))
@@ -62,7 +65,7 @@ def print_fleet(result: "object", max_changes: int = 30) -> None:
     render.out.print(Text(redact(r.summary()), style="green" if r.exit_code == 0 else "bold"))
 
 
-def show(result: "Any", fmt: str) -> None:
+def show(result: Any, fmt: str) -> None:
     """``envguard fleet``'s output: text (the tables above), JSON or markdown on stdout; reports that could not
     be read are named on stderr in every format."""
     import json
@@ -72,7 +75,7 @@ def show(result: "Any", fmt: str) -> None:
 
     from envguard.redact import redact
 
-    r = result  # envguard.fleet.FleetResult
+    r = result
     if fmt == "json":
         sys.stdout.write(redact(json.dumps(r.to_dict(), indent=2, ensure_ascii=False)) + "\n")
     elif fmt == "markdown":

@@ -21,12 +21,12 @@ def _dist_for(module: str):
     name = names[0]
     try:
         return name, version(name)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a dist with broken metadata still names its module
         return name, None
 
 
 def main(modules):
-    out = {}
+    out: dict = {}  # module name -> what find_spec says about it (JSON)
     for m in modules:
         try:
             spec = importlib.util.find_spec(m)
@@ -40,7 +40,7 @@ def main(modules):
         dist, ver = _dist_for(m)
         out[m] = {"origin": spec.origin, "search_path": locs, "dist": dist, "version": ver}
     out["_python"] = {"executable": sys.executable, "prefix": sys.prefix,
-                      "version": "%d.%d.%d" % sys.version_info[:3]}
+                      "version": ".".join(map(str, sys.version_info[:3]))}
     print(json.dumps(out))
 
 

@@ -110,7 +110,7 @@ def _release_line(torch: str) -> str:
 
 
 def _major(line: str) -> str:
-    return line.split(".")[0]
+    return line.split(".", maxsplit=1)[0]
 
 
 def _pick_cuda(route: compat.Route, rel: compat.Release, cuda: str, plats: list[str], python: str) -> str:
@@ -153,7 +153,7 @@ def _check_release(route: compat.Route, torch: str) -> tuple[compat.Release, str
     if rel is None:
         c = compat.load()
         elsewhere = [r.name for r in c.routes.values() if r.manager == "conda" and r.name != route.name
-                     and r.release(line) is not None and r.release(line).released]  # type: ignore[union-attr]
+                     and (other := r.release(line)) is not None and other.released]
         if route.frozen_at and line_key(line) > line_key(route.frozen_at):
             fixes = [_or("--channel", elsewhere)] if elsewhere else []
             fixes.append(_or("--torch", _nearest(line, released)))
@@ -228,7 +228,8 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
     if platforms:
         bad = [p for p in platforms if p not in allowed]
         if bad:
-            raise UserError(f"{what} on {_and(allowed)} only, not {_and(bad)}; drop --platform {' --platform '.join(bad)}{alt}")
+            drop = " --platform ".join(bad)
+            raise UserError(f"{what} on {_and(allowed)} only, not {_and(bad)}; drop --platform {drop}{alt}")
         plats = list(dict.fromkeys(platforms))
     else:
         plats = [p for p in DEFAULT_PLATFORMS if p in allowed] or allowed
@@ -262,7 +263,7 @@ def render(python: str, torch: str, cuda: str, channel: str, platforms: list[str
         "torch": torch,
         "torch_spec": torch_spec,
         "cuda": cuda,
-        "cuda_major": cuda.split(".")[0],
+        "cuda_major": cuda.split(".", maxsplit=1)[0],
         "hardware": hardware_comment(channel, line, cuda, platforms) if cuda != CPU else "",
         "frozen_at": c.pytorch_channel_frozen_at,
         "mkl_max": c.pytorch_mkl_max,
@@ -360,4 +361,4 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
     return InitResult(out, text, python, torch, cuda, channel, plats, template, warnings)
 
 
-__all__ = ["InitResult", "init", "resolve", "render", "template_names", "CPU"]
+__all__ = ["CPU", "InitResult", "init", "render", "resolve", "template_names"]

@@ -19,9 +19,9 @@ literal credentials, whatever its kind, even one lint cannot otherwise read.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from envguard.errors import UserError
 from envguard.findings import Finding
@@ -125,5 +125,16 @@ def lint_paths(paths: Iterable[str | Path]) -> LintResult:
     return result
 
 
-__all__ = ["RULES", "Rule", "LintResult", "LintReadError", "MIX_CODES", "lint_file", "lint_text", "lint_paths", "lint_environment", "default_targets",
-           "release_lines"]
+__all__ = [
+    "MIX_CODES",
+    "RULES",
+    "LintReadError",
+    "LintResult",
+    "Rule",
+    "default_targets",
+    "lint_environment",
+    "lint_file",
+    "lint_paths",
+    "lint_text",
+    "release_lines",
+]

@@ -88,7 +88,7 @@ class _ChannelRules(_Linter):
             if not version and d.version and d.manager == "conda":
                 version = d.version.removeprefix("==")  # shown as written: "1.13.*"
             build = d.build if d.build and "*" not in d.build else None
-            rec = Package(name=d.name, version=version, manager=d.manager, build=build,  # type: ignore[arg-type]
+            rec = Package(name=d.name, version=version, manager=d.manager, build=build,
                           channel=d.channel if d.manager == "conda" else None)
             out.append(rec)
             lines[id(rec)] = d.line

@@ -4,7 +4,7 @@ a few versions of every line, and the small helpers that name or pick lines."""
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from envguard.versions import line_key, release
 
@@ -29,7 +29,7 @@ def _conda_matcher(version: str) -> Callable[[str], bool] | None:
 
     try:
         vs = VersionSpec(version, strict=False)
-    except Exception:  # rattler's own error family: an unparseable constraint
+    except Exception:  # noqa: BLE001 - rattler's own error family: an unparseable constraint
         return None
 
     def match(v: str) -> bool:

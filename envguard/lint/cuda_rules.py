@@ -145,8 +145,8 @@ class _CudaRules(_Linter):
     def _build_guard(self, names: dict[str, _Dep]) -> None:
         if names.keys() & {"pytorch-cuda", "cpuonly"}:
             return  # the legacy channel picks the variant through pytorch-cuda (CUDA) or cpuonly (CPU)
-        signals = sorted(n for n in names if n == "cuda-version" or n == "cudatoolkit" or n.startswith("cuda-")
-                         or n in ("cudnn", "nccl"))
+        signals = sorted(n for n in names
+                         if n in {"cuda-version", "cudatoolkit", "cudnn", "nccl"} or n.startswith("cuda-"))
         if "nvidia" in self.channel_names:
             signals.append("the nvidia channel")
         signals += self.cuda_signals()
@@ -159,7 +159,7 @@ class _CudaRules(_Linter):
                 continue
             if d.platforms is not None and not any(p.startswith(("linux", "win")) for p in d.platforms):
                 continue  # an "# [osx]" line: no CUDA there
-            if any(g.platforms is None or d.platforms is not None and set(d.platforms) <= set(g.platforms)
+            if any(g.platforms is None or (d.platforms is not None and set(d.platforms) <= set(g.platforms))
                    for g in guards):
                 continue
             cv = names.get("cuda-version")

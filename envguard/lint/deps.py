@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from envguard.model import Manager
+
 
 @dataclass
 class _Dep:
     name: str  # as written, lower case
-    manager: str  # conda | pip
+    manager: Manager
     spec: str  # as written (redacted)
     version: str | None
     build: str | None
@@ -26,7 +28,7 @@ def _parse_conda(req: Any, raw: str | None) -> _Dep | None:
     spec = raw or req.spec
     try:
         ms = MatchSpec(spec, strict=False)
-    except Exception:  # reported by spec.validate as EG121
+    except Exception:  # noqa: BLE001 - reported by spec.validate as EG121
         return None
     version = str(ms.version) if ms.version is not None else None
     build = str(ms.build) if ms.build is not None else None

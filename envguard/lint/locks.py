@@ -226,12 +226,12 @@ def _torch_rules(g: _Group, col: _Collector, c: compat.Compat) -> None:
                     "this lock cannot be installed later", "lock a released torch", g.label, p)
     torch = conda.get("pytorch")
     mkl = conda.get("mkl")
-    if torch and mkl and (torch.channel or "").lower() == "pytorch":
-        if conda_key(mkl.version) >= conda_key(c.pytorch_mkl_max):
-            col.add("EG154", Severity.ERROR,
-                    f"pytorch {torch.version} from the `pytorch` channel with mkl {mkl.version}: import torch fails "
-                    "with \"undefined symbol: iJIT_NotifyEvent\" (pytorch#123097)",
-                    f"pin `mkl<{c.pytorch_mkl_max}`, or move to conda-forge", g.label, mkl)
+    if (torch and mkl and (torch.channel or "").lower() == "pytorch"
+            and conda_key(mkl.version) >= conda_key(c.pytorch_mkl_max)):
+        col.add("EG154", Severity.ERROR,
+                f"pytorch {torch.version} from the `pytorch` channel with mkl {mkl.version}: import torch fails "
+                "with \"undefined symbol: iJIT_NotifyEvent\" (pytorch#123097)",
+                f"pin `mkl<{c.pytorch_mkl_max}`, or move to conda-forge", g.label, mkl)
 
 
 def _mixing_rules(g: _Group, col: _Collector) -> None:
@@ -309,4 +309,4 @@ def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
     return col.findings() + _credential_rule(shown, text)
 
 
-__all__ = ["lint_lock", "cuda_line_of_build", "credential_finding", "credential_lines"]
+__all__ = ["credential_finding", "credential_lines", "cuda_line_of_build", "lint_lock"]

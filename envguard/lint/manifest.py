@@ -39,7 +39,7 @@ def _dep(d: ManifestDep, env: Environment, subdir_of: dict[str, str]) -> _Dep | 
 
     try:
         ms = MatchSpec(d.spec, strict=False)
-    except Exception:  # reported as EG121 by the structure pass
+    except Exception:  # noqa: BLE001 - reported as EG121 by the structure pass
         return None
     version = str(ms.version) if ms.version is not None else None
     build = str(ms.build) if ms.build is not None else None
@@ -63,7 +63,8 @@ class _ManifestEnvLinter(_EnvLinter):
         return f'`{name} = {{ version = "{version}", build = "{build}" }}`'
 
     def per_platform_pin(self) -> str:
-        return 'pin each platform\'s line in its own table, e.g. `cuda-version = "12.9.*"` under [target.linux-64.dependencies]'
+        return ('pin each platform\'s line in its own table, e.g. `cuda-version = "12.9.*"` under '
+                "[target.linux-64.dependencies]")
 
     def _declared_cuda(self) -> list[tuple[str, str]]:
         """(platform name, cuda) of this environment's platforms whose table declares a CUDA driver."""
@@ -123,7 +124,8 @@ class _ManifestEnvLinter(_EnvLinter):
             return
         system = self.env.system.get("cuda")
         declared = ([(f'[system-requirements] cuda = "{system}"', system, self.env.system_line)] if system else [])
-        declared += [(f'cuda = "{c}" on platform {p}', c, self.manifest.workspace_line) for p, c in self._declared_cuda()]
+        declared += [(f'cuda = "{c}" on platform {p}', c, self.manifest.workspace_line)
+                     for p, c in self._declared_cuda()]
         for label, cuda, line in declared:
             lines = release_lines(cuda, "conda", _CUDA_UNIVERSE)
             have = min(lines, key=line_key) if lines else None
@@ -171,7 +173,7 @@ def _structure(m: Manifest, text: str) -> list[Finding]:
 
                 try:
                     VersionSpec(d.version, strict=False)
-                except Exception as e:  # rattler's own error family: what pixi itself would refuse
+                except Exception as e:  # noqa: BLE001 - rattler's own error family: what pixi itself would refuse
                     problem = str(e).splitlines()[0]
             if problem:
                 out.append(Finding("EG121", Severity.ERROR, f"{d.name} = \"{d.version}\": {problem}",
@@ -185,8 +187,8 @@ def lint_manifest(shown: str, text: str, data: Any) -> list[Finding]:
     findings = _structure(m, text)
     if any(f.code == "EG121" for f in findings):
         bad = {f.line for f in findings if f.code == "EG121"}
-        for f in m.features.values():
-            f.deps = [d for d in f.deps if d.line not in bad]
+        for feature in m.features.values():
+            feature.deps = [d for d in feature.deps if d.line not in bad]
     by_key: dict[tuple[str, str, int | None], tuple[Finding, list[str]]] = {}
     for env in m.environments.values():
         for f in _ManifestEnvLinter(m, env, text).run():
@@ -200,9 +202,11 @@ def lint_manifest(shown: str, text: str, data: Any) -> list[Finding]:
         if n_envs > 1 and len(envs) < n_envs:
             label = "environment" if len(envs) == 1 else "environments"
             shown_envs = ", ".join(envs[:4]) + (f" and {len(envs) - 4} more" if len(envs) > 4 else "")
-            f = Finding(f.code, f.severity, f"{f.message} ({label} {shown_envs})", f.fix, f.file, f.line, f.package)
-        findings.append(f)
+            findings.append(Finding(f.code, f.severity, f"{f.message} ({label} {shown_envs})", f.fix, f.file, f.line,
+                                    f.package))
+        else:
+            findings.append(f)
     return findings
 
 
-__all__ = ["lint_manifest", "RULES"]
+__all__ = ["RULES", "lint_manifest"]

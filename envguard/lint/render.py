@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import sys
+from typing import Any
 
 from envguard import render
 
 
-def show(result: "Any", fmt: str) -> None:
+def show(result: Any, fmt: str) -> None:
     from envguard.redact import redact
     from envguard.report import findings_to_json, findings_to_markdown
 

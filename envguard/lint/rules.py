@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from envguard.findings import Severity
 
-E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the severities by their letters
 
 
 @dataclass(frozen=True)

@@ -18,19 +18,27 @@ from pathlib import Path
 from typing import Any
 
 from envguard.errors import UserError, with_fix
-from envguard.redact import redact
+
+# host_records, pip_records and read_lock are re-exported: create, check and export read locks through envguard.lock
 from envguard.lock.lockfile import (
     META_CUDA,
     META_CUDA_FROM,
     META_FINGERPRINT,
     fast_path_possible,
     fingerprint,
-    host_records,
     input_digest,
-    pip_records,
-    read_lock,
     read_metadata,
 )
+from envguard.lock.lockfile import (
+    host_records as host_records,
+)
+from envguard.lock.lockfile import (
+    pip_records as pip_records,
+)
+from envguard.lock.lockfile import (
+    read_lock as read_lock,
+)
+from envguard.redact import redact
 from envguard.yamlio import load_fast, read_bytes
 
 # The wing's public API beyond the command itself: what other wings may use (docs/architecture.md).
@@ -284,7 +292,8 @@ def lock(
                       seconds=time.perf_counter() - started, cuda_why=assumption.why)
 
 
-def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str) -> tuple[dict[str, str], dict[str, str]]:
+def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str
+                  ) -> tuple[dict[str, str], dict[str, str]]:
     """conda-lock's content hashes and envguard's custom metadata (CUDA assumption, input fingerprints)."""
     from conda_lock.content_hash import compute_content_hashes
 
@@ -307,7 +316,7 @@ def _file_platforms(files: list[Path], texts: list[str]) -> list[str]:
     from envguard.lock.spec import LOCKABLE_PLATFORMS
 
     out: list[str] = []
-    for f, t in zip(files, texts):
+    for f, t in zip(files, texts, strict=False):
         data = load_fast(f, t)
         if isinstance(data, dict) and isinstance(data.get("platforms"), list):
             for p in data["platforms"]:

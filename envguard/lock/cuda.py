@@ -48,7 +48,7 @@ def _line_of(version: str | None) -> str | None:
 
     try:
         spec = VersionSpec(version.strip(), strict=False)
-    except Exception:  # rattler's parse errors: the spec reader reports them
+    except Exception:  # noqa: BLE001 - rattler's parse errors: the spec reader reports them
         return None
     for major in range(9, 20):
         for minor in range(0, 10):

@@ -160,7 +160,7 @@ def read_lock(path: str | Path) -> Lock:
     order: list[tuple[str, str, str]] = []
     for i, p in enumerate(data["package"] or []):
         try:
-            key = (p["manager"], p["name"], p["platform"])
+            entry_key = (p["manager"], p["name"], p["platform"])
             url, version_s = str(p["url"]), str(p["version"])
         except (KeyError, TypeError):
             raise _bad_lock(path, f"package[{i}]", "entry lacks name, version, manager, platform or url") from None
@@ -168,17 +168,17 @@ def read_lock(path: str | Path) -> Lock:
             if p.get(sub) is not None and not isinstance(p[sub], kind):
                 raise _bad_lock(path, f"package[{i}].{sub}", f"expected a mapping, found {type(p[sub]).__name__}")
         category = p.get("category", "main")
-        if key in merged:  # v1 repeats an entry once per category
-            merged[key]["categories"].append(category)
+        if entry_key in merged:  # v1 repeats an entry once per category
+            merged[entry_key]["categories"].append(category)
             continue
         h = p.get("hash") or {}
-        merged[key] = {
+        merged[entry_key] = {
             "name": p["name"], "version": version_s, "manager": p["manager"], "platform": p["platform"],
             "url": url, "md5": h.get("md5"), "sha256": h.get("sha256"),
             "dependencies": {str(k): str(v) for k, v in (p.get("dependencies") or {}).items()},
             "categories": [category], "optional": bool(p.get("optional", False)),
         }
-        order.append(key)
+        order.append(entry_key)
     packages = [LockEntry(**{**merged[k], "categories": tuple(sorted(set(merged[k]["categories"])))})
                 for k in order]
     return Lock(
@@ -263,7 +263,7 @@ def input_digest(files: list[Path], contents: list[bytes], cuda: str, mapping: b
     """The platform-independent part of the fingerprint."""
     h = hashlib.sha256()
     parts = [FINGERPRINT_TAG, conda_lock_version(), hashlib.sha256(mapping).hexdigest(), cuda]
-    parts += [f"{Path(f).name}:{hashlib.sha256(c).hexdigest()}" for f, c in zip(files, contents)]
+    parts += [f"{Path(f).name}:{hashlib.sha256(c).hexdigest()}" for f, c in zip(files, contents, strict=False)]
     h.update(json.dumps(parts).encode())
     return h.hexdigest()
 
@@ -283,7 +283,7 @@ def _merged_dependencies(depends: list[str]) -> dict[str, str]:
     for dep in depends:
         try:
             name = MatchSpec(dep, strict=False).name.normalized
-        except Exception:
+        except Exception:  # noqa: BLE001 - rattler's own error family: fall back to the text
             name = re.split(r"[\s=<>!~]", dep.strip(), maxsplit=1)[0]
         rest = dep.strip()[len(name):].strip() if dep.strip().lower().startswith(name) else ""
         version = rest.split()[0] if rest else ""
@@ -327,7 +327,7 @@ def relative_source(lockfile: Path, source: Path) -> str:
 
 def build_lockfile(*, packages: list[Any], lock_spec: Any, channels: list[Any], platforms: list[str],
                    content_hash: dict[str, str], sources: list[str], custom: dict[str, str]) -> Any:
-    from conda_lock.lockfile.v2prelim.models import LockMeta, Lockfile
+    from conda_lock.lockfile.v2prelim.models import Lockfile, LockMeta
 
     return Lockfile(
         package=packages,

@@ -47,8 +47,8 @@ _UNUSUAL = re.compile(r"[^\x20-\x7e\n]")
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
 
 # YAML 1.1's implicit types for plain scalars, as PyYAML's SafeLoader resolves them (yaml.org/type/):
-# booleans, nulls and plain decimal integers are read here; other integers, floats, timestamps, merge keys ("<<") and "=" send the file
-# to PyYAML. tests/test_lockscan.py compares this with PyYAML's resolver on a corpus of scalars.
+# booleans, nulls and plain decimal integers are read here; other integers, floats, timestamps, merge keys ("<<")
+# and "=" send the file to PyYAML. tests/test_lockscan.py compares this with PyYAML's resolver on a corpus of scalars.
 _BOOLS = {w: v for v, words in ((True, "yes Yes YES true True TRUE on On ON"),
                                 (False, "no No NO false False FALSE off Off OFF")) for w in words.split()}
 _NULLS = frozenset(("~", "null", "Null", "NULL"))
@@ -143,8 +143,8 @@ def _scan(block: str) -> list[dict[str, Any]]:
         elif value is _NEW_LIST:
             value = []
         if level == 2:  # "    key: value" inside an entry's mapping
-            if pending is not None:
-                nested = entry[pending] = {}  # type: ignore[index]
+            if pending is not None and entry is not None:  # pending is only set under an entry
+                nested = entry[pending] = {}
                 pending = None
             if nested is None or value is _EMPTY:  # not under a "key:"; or a deeper level
                 raise _Unsure

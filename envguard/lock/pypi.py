@@ -70,7 +70,7 @@ def solve_pip(
         )
     except BackendError:
         raise
-    except Exception as e:  # poetry's solver raises SolverProblemError, connection errors, ...
+    except Exception as e:  # noqa: BLE001 - poetry's solver raises SolverProblemError, connection errors, ...
         text = " ".join(str(e).split()) or type(e).__name__
         raise BackendError(redact(f"cannot resolve the pip: section for {platform}: {text}")) from None
     for dep in solved.values():

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import render
 from envguard.render import rich_console
 
-def lock_with_progress(lock: "object", files: "list[Path] | None", platforms: "list[str] | None",
-                        cuda: "str | bool | None", lockfile: "Path | None") -> "object":
+if TYPE_CHECKING:
+    from envguard.lock import LockResult, Progress
+
+
+def lock_with_progress(lock: Callable[..., LockResult], files: list[Path] | None, platforms: list[str] | None,
+                        cuda: str | bool | None, lockfile: Path | None) -> LockResult:
     """Run the lock with a rich status line on a terminal; silently otherwise."""
     if not render.err.is_terminal:
-        return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile)  # type: ignore[operator]
+        return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     labels = {"spec": "reading {detail}", "solve": "solving {platform}",
@@ -22,7 +27,7 @@ def lock_with_progress(lock: "object", files: "list[Path] | None", platforms: "l
     with Progress(*columns, console=rich_console(render.err), transient=True) as progress:
         task = progress.add_task("locking", total=None)
 
-        def reporter(p: "object") -> None:
+        def reporter(p: Progress) -> None:
             fields = vars(p)
             done = max(0, fields["index"] - 1) if fields["stage"] in ("solve", "pip") else None
             if fields["stage"] == "write":
@@ -31,11 +36,10 @@ def lock_with_progress(lock: "object", files: "list[Path] | None", platforms: "l
             progress.update(task, description=labels.get(fields["stage"], fields["stage"]).format(**fields),
                             total=fields["total"] or progress.tasks[0].total, completed=done, refresh=True)
 
-        return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile,  # type: ignore[operator]
-                    reporter=reporter)
+        return lock(files, platforms=platforms, cuda=cuda, lockfile=lockfile, reporter=reporter)
 
 
-def print_locked(result: "Any") -> None:
+def print_locked(result: Any) -> None:
     """The lock's warnings, then one line: what was written (or left unchanged), packages per platform."""
     r = result  # envguard.lock.LockResult
     for w in r.warnings:

@@ -23,16 +23,16 @@ from envguard.versions import conda_key
 DEFAULT_CUDA = "default"
 
 
-def cuda_arg(cuda: str | None | bool) -> str:
+def cuda_arg(cuda: str | bool | None) -> str:
     """envguard's ``cuda`` (None default, False none, "12.4") as conda-lock's ``cuda_version``."""
     if cuda is None or cuda is True:
         return DEFAULT_CUDA
-    if cuda is False or cuda == "" or cuda == "none":
+    if cuda is False or cuda in {"", "none"}:
         return ""
     return str(cuda)
 
 
-def virtual_package_repo(cuda: str | None | bool) -> Any:
+def virtual_package_repo(cuda: str | bool | None) -> Any:
     """conda-lock's FakeRepoData for the CUDA assumption (it writes a temp dir, removed at exit).
 
     Cached per assumption: conda-lock's hash functions copy it before changing anything.
@@ -119,7 +119,7 @@ def solve_platforms(
     carrying rattler's explanation.
     """
     import rattler
-    from rattler import Channel, ChannelPriority, Gateway, MatchSpec
+    from rattler import Channel, ChannelPriority, Gateway, MatchSpec, Subdir
 
     # Credentials go to rattler's client, never inside a URL its repodata cache would write (envguard.auth);
     # the solved records get them back so that the lock keeps the channel URL as written.
@@ -127,7 +127,8 @@ def solve_platforms(
 
     creds = Credentials()
     clean = [creds.strip(c) for c in channels]
-    restore = {c.rstrip("/") + "/": real.rstrip("/") + "/" for c, real in zip(clean, channels) if c != real}
+    restore = {c.rstrip("/") + "/": real.rstrip("/") + "/"
+               for c, real in zip(clean, channels, strict=True) if c != real}
 
     async def run() -> dict[str, list[Any]]:
         gateway = Gateway(cache_dir=settings.rattler_cache_dir(), client=creds.client())
@@ -143,14 +144,14 @@ def solve_platforms(
                     chans,
                     specs,
                     gateway=gateway,
-                    platforms=[platform, "noarch"],
+                    platforms=[Subdir(platform), Subdir("noarch")],
                     virtual_packages=virtual_packages[platform],
                     channel_priority=ChannelPriority.Strict,
                     strategy="highest",
                 )
                 for record in out[platform] if restore else ():
                     _restore_credentials(record, restore)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - rattler's solver errors have no common public base
                 kind = type(e).__name__
                 if kind == "SolverError":
                     hint = ""

@@ -156,7 +156,7 @@ def _conda_spec_error(spec: str) -> str | None:
         return problem
     try:
         MatchSpec(spec, strict=False)
-    except Exception as e:  # rattler raises its own InvalidMatchSpecError family
+    except Exception as e:  # noqa: BLE001 - rattler raises its own InvalidMatchSpecError family
         return str(e).splitlines()[0] or type(e).__name__
     return None
 
@@ -460,7 +460,7 @@ def read_spec(files: list[Path], platforms: list[str] | None = None) -> EnvSpec:
     pip_repos: list[str] = []
     allow_pypi = True
     selectors: dict[tuple[str, str], str] = {}
-    for path, data, pos, text in parsed:
+    for _path, data, pos, text in parsed:
         lines = text.splitlines()
         name = name or data.get("name")
         for ch in data.get("channels") or []:
@@ -534,7 +534,7 @@ def conda_lock_spec(files: list[Path], platforms: list[str], mapping_url: str | 
                                   mapping_url=mapping_url or str(mapping_path()))
     except UserError:
         raise
-    except Exception as e:  # conda-lock raises bare ValueError/RuntimeError/KeyError on bad specs
+    except Exception as e:  # noqa: BLE001 - conda-lock raises bare ValueError/RuntimeError/KeyError on bad specs
         detail = " ".join(str(e).split()) or type(e).__name__
         cause = e.__cause__
         if cause is not None and str(cause):

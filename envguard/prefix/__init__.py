@@ -45,8 +45,8 @@ def inspect_prefix(prefix: Path) -> PrefixInfo:
                 bad.append((f.name, f"{type(e).__name__}: {e}"))
     conda_files: dict[str, str] = {}
     for r in records:
-        for f in r.files:
-            conda_files[f] = r.name
+        for rel in r.files:
+            conda_files[rel] = r.name
     site_packages = find_site_packages(prefix)
     dists = _scan_dists(prefix, site_packages, conda_files, with_imports=is_conda)
     info = PrefixInfo(

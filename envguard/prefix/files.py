@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Literal
 
 from envguard.prefix.records import PrefixInfo
 
@@ -132,7 +133,8 @@ def verify_files(info: PrefixInfo, *, deep: bool = False, workers: int | None = 
                 return f"!{ex}"
 
         with ThreadPoolExecutor(max_workers=n) as pool:
-            for (full, rel, want), owner, got in zip(to_hash, owners, pool.map(one, to_hash, chunksize=16)):
+            hashed = pool.map(one, to_hash, chunksize=16)
+            for (_full, rel, want), owner, got in zip(to_hash, owners, hashed, strict=False):
                 if got.startswith("!"):
                     problems.append(FileProblem(rel, owner, "unreadable", actual=got[1:]))
                 elif got != want:

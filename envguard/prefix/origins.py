@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from envguard.errors import IntegrityError
 

@@ -161,8 +161,8 @@ def _pth_dirs(prefix: Path, site_packages: list[str], conda_files: dict[str, str
                 lines = (prefix / rel).read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
                 continue
-            for line in lines:
-                line = line.strip()
+            for raw in lines:
+                line = raw.strip()
                 if not line or line.startswith(("#", "import ", "import\t")):
                     continue
                 d = line if os.path.isabs(line) else os.path.normpath(os.path.join(prefix, sp, line))

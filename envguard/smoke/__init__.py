@@ -2,8 +2,8 @@
 
 The probe (``envguard/smoke/probe/smoke_probe.py``) runs by path in the target
 environment's own interpreter, in a session and process group of its own
-(envguard.procsession, as tune's probe runs), under a wall-clock limit. On timeout the whole group is stopped (SIGTERM, then
-SIGKILL) and nothing it started is left running. /dev/shm files that the
+(envguard.procsession, as tune's probe runs), under a wall-clock limit. On timeout the whole group is
+stopped (SIGTERM, then SIGKILL) and nothing it started is left running. /dev/shm files that the
 probe's own processes left behind are removed; anything else there is left
 alone. Failures are classified into the failure catalogue
 (``envguard/data/failures.yaml``) with its fix texts.
@@ -20,10 +20,11 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from envguard import catalog
 from envguard.envs import resolve_python as resolve_python  # public: what smoke probes
@@ -162,11 +163,13 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
     probe = None if timed_out else _parse_stdout(stdout)
     phase = next((e["phase"] for e in reversed(ev) if "phase" in e), None)
     tv = (probe or {}).get("torch") or {}
-    need_driver = require_cuda or bool(tv.get("cuda")) and not ((probe or {}).get("cuda") or {}).get("available")
+    need_driver = require_cuda or (bool(tv.get("cuda")) and not ((probe or {}).get("cuda") or {}).get("available"))
     driver = None
     if need_driver:
         if driver_info is None:
-            from envguard.driver import get_driver_info as driver_info
+            from envguard.driver import get_driver_info
+
+            driver_info = get_driver_info
         driver = driver_info()
     findings = classify(probe, stderr=stderr, returncode=proc.returncode, timed_out=timed_out, timeout=timeout,
                         phase=phase, require_cuda=require_cuda, driver=driver, driver_checked=need_driver)
@@ -211,7 +214,7 @@ def distributed_summary(probe: dict[str, Any] | None) -> dict[str, Any] | None:
     d = (probe or {}).get("distributed")
     if not isinstance(d, dict) or d.get("mode") != "launcher":
         return None
-    check = next((c for c in (probe or {}).get("checks") or [] if c.get("name") == "distributed"), {})
+    check: dict[str, Any] = next((c for c in (probe or {}).get("checks") or [] if c.get("name") == "distributed"), {})
     error = str(check.get("error") or "") or None
     return {
         "ok": check.get("status") == "pass", "launcher": d.get("launcher"), "backend": d.get("backend"),
@@ -334,7 +337,7 @@ def _check_failure(name: str, error: str, detail: dict[str, Any], stderr: str = 
     if name.startswith("dataloader"):
         method = name.split(":", 1)[1] if ":" in name else ""
         what = {"dataloader-fd-limit": "DataLoader with many live batches",
-                "dataloader-timeout": f"DataLoader timeout check ({method})"}.get(name.split(":")[0],
+                "dataloader-timeout": f"DataLoader timeout check ({method})"}.get(name.split(":", maxsplit=1)[0],
                                                                                    f"DataLoader round trip with "
                                                                                    f"{method} workers")
         return _f(case.id, Severity.ERROR, f"{what} failed: {head}")

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import render
 
-def smoke_title(result: "object", why: str = "") -> str:
+if TYPE_CHECKING:
+    from envguard.smoke import SmokeResult
+
+
+def smoke_title(result: SmokeResult, why: str = "") -> str:
     """``envguard smoke <python> · <why it was chosen> · torch ... · passed in 2.0 s``."""
     from envguard.redact import redact
 
-    r = result  # envguard.smoke.SmokeResult
+    r = result
     tv = r.probe.get("torch") or {}
     build = f"CUDA {tv['cuda']}" if tv.get("cuda") else "CPU build"
     what = f"torch {tv['version']} ({build})" if tv.get("version") else "torch not imported"
@@ -54,14 +58,14 @@ class SmokeProgress:
             render.err.print(f"[dim]·[/dim] {self.prefix}: {render.escape(label)} "
                              f"[dim]({time.monotonic() - self._t0:.1f} s)[/dim]", markup=True, highlight=False)
 
-    def __enter__(self) -> "SmokeProgress":
+    def __enter__(self) -> SmokeProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
         return None
 
 
-def print_smoke_checks(result: "object") -> None:
+def print_smoke_checks(result: SmokeResult) -> None:
     from rich.table import Table
 
     checks = result.probe.get("checks") or []
@@ -79,18 +83,19 @@ def print_smoke_checks(result: "object") -> None:
     render.out.print(table)
 
 
-def smoke_checks_markdown(result: "object") -> str:
+def smoke_checks_markdown(result: SmokeResult) -> str:
     checks = result.probe.get("checks") or []
     if not checks:
         return ""
     lines = ["", "| check | status | seconds |", "|---|---|---|"]
     for c in checks:
         secs = c.get("seconds")
-        lines.append(f"| {c.get('name')} | {c.get('status')} | {f'{secs:.2f}' if isinstance(secs, (int, float)) else ''} |")
+        took = f"{secs:.2f}" if isinstance(secs, (int, float)) else ""
+        lines.append(f"| {c.get('name')} | {c.get('status')} | {took} |")
     return "\n".join(lines) + "\n"
 
 
-def distributed_line(result: "object") -> str:
+def distributed_line(result: SmokeResult) -> str:
     """One line for a rank of a launcher's world: who, how fast it met the others, what it measured."""
     from envguard.smoke import distributed_summary
 
@@ -119,7 +124,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def show(result: "Any", fmt: str, why: str = "") -> None:
+def show(result: Any, fmt: str, why: str = "") -> None:
     """``envguard smoke``'s output: title, checks, the distributed line and the findings (text), the result as
     JSON, or markdown. ``why``: how the probed environment was chosen."""
     import json
@@ -128,7 +133,7 @@ def show(result: "Any", fmt: str, why: str = "") -> None:
     from envguard.redact import redact
     from envguard.report import findings_to_markdown
 
-    r = result  # envguard.smoke.SmokeResult
+    r = result
     if fmt == "json":
         sys.stdout.write(redact(json.dumps(r.to_dict(), indent=2, default=str)) + "\n")
     elif fmt == "markdown":

@@ -52,7 +52,7 @@ class RequestedSpec:
                 "platforms": list(self.platforms) if self.platforms is not None else None, "line": self.line}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RequestedSpec":
+    def from_dict(cls, d: dict[str, Any]) -> RequestedSpec:
         p = d.get("platforms")
         return cls(name=d["name"], spec=d["spec"], manager=d.get("manager", "conda"), channel=d.get("channel"),
                    platforms=tuple(p) if p is not None else None, line=d.get("line"))

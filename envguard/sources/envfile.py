@@ -14,12 +14,13 @@ from typing import Any
 
 from envguard.channels import normalise_channel
 from envguard.errors import UserError
-from envguard.sources import Description, RequestedSpec
-from envguard.sources._common import as_str
 from envguard.platforms import line_selector, selector_platforms
 from envguard.redact import redact
+from envguard.sources import Description, RequestedSpec
+from envguard.sources._common import as_str
 
-_CONDA_NAME = re.compile(r"^\s*(?:(?P<chan>[^\s:]+(?:/[^\s:]+)*)::)?(?P<name>[A-Za-z0-9_][A-Za-z0-9_.+-]*)(?P<rest>.*)$")
+_CONDA_NAME = re.compile(r"^\s*(?:(?P<chan>[^\s:]+(?:/[^\s:]+)*)::)?"
+                         r"(?P<name>[A-Za-z0-9_][A-Za-z0-9_.+-]*)(?P<rest>.*)$")
 _EGG = re.compile(r"[#&]egg=(?P<name>[A-Za-z0-9_.-]+)")
 
 

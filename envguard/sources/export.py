@@ -24,7 +24,8 @@ from envguard.model import Package
 from envguard.sources import Description
 from envguard.sources._common import as_str, parse_pypi_filename, redact_opt
 
-_PIN = re.compile(r"^(?:(?P<chan>[^\s:]+)::)?(?P<name>[A-Za-z0-9_.+-]+)==?(?P<ver>[^=<>!~*,|\s]+)(?:=(?P<build>[^=\s]+))?$")
+_PIN = re.compile(r"^(?:(?P<chan>[^\s:]+)::)?(?P<name>[A-Za-z0-9_.+-]+)"
+                  r"==?(?P<ver>[^=<>!~*,|\s]+)(?:=(?P<build>[^=\s]+))?$")
 _LOOSE = re.compile(r"^(?:(?P<chan>[^\s:]+)::)?(?P<name>[A-Za-z0-9_.+-]+)$")
 _PIP_PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*===?\s*(?P<ver>[^\s;#]+)")
 _EGG = re.compile(r"[#&]egg=(?P<name>[A-Za-z0-9_.-]+)")

@@ -26,7 +26,7 @@ from typing import Any
 
 from envguard.channels import channel_from_url
 from envguard.errors import PlatformNotLocked, UserError
-from envguard.model import Package
+from envguard.model import Manager, Package
 from envguard.sources import Description
 from envguard.sources._common import (
     as_str,
@@ -38,7 +38,7 @@ from envguard.sources._common import (
 SUPPORTED = (4, 5, 6, 7)
 
 
-def _locator(entry: dict[str, Any]) -> tuple[str, str] | None:
+def _locator(entry: dict[str, Any]) -> tuple[Manager, str] | None:
     """(manager, locator) of a packages entry or an environment entry."""
     if "conda" in entry:
         return "conda", as_str(entry["conda"])
@@ -70,7 +70,7 @@ def _pick(candidates: list[dict[str, Any]], ref: dict[str, Any], subdir: str) ->
     return picked
 
 
-def _package(entry: dict[str, Any], manager: str, loc: str, platform: str) -> Package:
+def _package(entry: dict[str, Any], manager: Manager, loc: str, platform: str) -> Package:
     url = as_str(entry.get("url") or loc)
     name, version, build = entry.get("name"), entry.get("version"), entry.get("build")
     source = _SOURCE_LOCATOR.match(as_str(entry.get("conda_source"))) if "conda_source" in entry else None
@@ -93,7 +93,7 @@ def _package(entry: dict[str, Any], manager: str, loc: str, platform: str) -> Pa
         channel, build = None, None
     if not name:
         raise ValueError(loc)
-    return Package(name=as_str(name), version=as_str(version), manager=manager,  # type: ignore[arg-type]
+    return Package(name=as_str(name), version=as_str(version), manager=manager,
                    build=as_str(build) if build else None, channel=channel,
                    sha256=entry.get("sha256") or None, md5=entry.get("md5") or None,
                    url=redact_opt(url), platform=platform, depends=depends)
@@ -140,8 +140,8 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
                         key=f"environments.{environment}.packages")
     out: dict[str | None, list[Package]] = {}
     notes: list[str] = []
-    for plat, refs in per_platform.items():
-        plat = str(plat)
+    for key, refs in per_platform.items():
+        plat = str(key)
         if platform is not None and plat != platform:
             continue
         subdir = subdir_of.get(plat, plat)

@@ -23,10 +23,12 @@ parser keeps none), so lint can name ``pixi.toml:LINE``.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from envguard.errors import UserError
+from envguard.model import Manager
 from envguard.platforms import SELECTOR_PLATFORMS
 from envguard.redact import redact
 from envguard.sources import Description, RequestedSpec
@@ -46,11 +48,16 @@ def looks_like_toml(text: str) -> bool:
     return False
 
 
+def _table(value: Any) -> dict[str, Any]:
+    """``value`` when it is a TOML table, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def parse_toml(text: str, shown: str) -> Any:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:
+        import tomli as tomllib
 
     try:
         return tomllib.loads(text.lstrip("\ufeff"))
@@ -135,7 +142,7 @@ def toml_lines(text: str) -> dict[tuple[str, ...], int]:
 @dataclass
 class ManifestDep:
     name: str
-    manager: str  # conda | pip
+    manager: Manager
     spec: str  # as a match spec / PEP 508 requirement: "pytorch >=2.5 cuda12*", "torch>=2.0"
     version: str | None  # the version constraint as written ("*" or None for any)
     build: str | None
@@ -255,7 +262,7 @@ class _Reader:
                                      line, feature, platforms, where + (table,)))
         return out
 
-    def _dep(self, name: str, value: Any, manager: str, line: int | None, feature: str,
+    def _dep(self, name: str, value: Any, manager: Manager, line: int | None, feature: str,
              platforms: tuple[str, ...] | None, where: tuple[str, ...]) -> ManifestDep:
         key = ".".join(self.prefix + where + (name,))
         version: str | None
@@ -280,10 +287,11 @@ class _Reader:
             parts = [name, version if not any_version else ("*" if build else "")]
             spec = " ".join(p for p in parts + [build or ""] if p)
         elif source:
-            src = value.get("git") or value.get("url") or value.get("path")  # type: ignore[union-attr]
+            src = value.get("git") or value.get("url") or value.get("path")
             spec = f"{name}{extras} @ {redact(str(src))}"
         else:
-            spec = f"{name}{extras}{'' if any_version else version if version[:1] in '<>=!~' else '==' + version}"
+            pin = "" if any_version or version is None else version if version[:1] in "<>=!~" else "==" + version
+            spec = f"{name}{extras}{pin}"
         return ManifestDep(name=name, manager=manager, spec=spec, version=None if any_version else version,
                            build=build, channel=channel, platforms=platforms, line=line, feature=feature,
                            source=source)
@@ -300,9 +308,9 @@ class _Reader:
         chans = body.get("channels")
         if isinstance(chans, list):
             f.channels = [c for c in (_channel_name(x) for x in chans) if c]
-        plats = body.get("platforms")
-        if isinstance(plats, list):
-            f.platforms = [str(p.get("name") or p.get("platform")) if isinstance(p, dict) else str(p) for p in plats]
+        listed = body.get("platforms")
+        if isinstance(listed, list):
+            f.platforms = [str(p.get("name") or p.get("platform")) if isinstance(p, dict) else str(p) for p in listed]
         sysreq = body.get("system-requirements")
         if isinstance(sysreq, dict):
             f.system = {str(k): str(v.get("version") if isinstance(v, dict) else v) for k, v in sysreq.items()}
@@ -312,7 +320,7 @@ class _Reader:
     def read(self) -> Manifest:
         t = self.table
         ws_key = "workspace" if isinstance(t.get("workspace"), dict) else "project"
-        ws = t.get(ws_key) if isinstance(t.get(ws_key), dict) else {}
+        ws = _table(t.get(ws_key))
         chans = ws.get("channels")
         if chans is not None and not isinstance(chans, list):
             raise _bad(self.shown, f"{ws_key}.channels", "expected a list of channels", self.line(ws_key, "channels"))
@@ -379,7 +387,7 @@ class _Reader:
 
     def _pyproject_deps(self) -> list[ManifestDep]:
         """PEP 621 ``dependencies`` (PyPI) and ``requires-python`` (python, unless pixi's tables name it)."""
-        project = self.data.get("project") if isinstance(self.data.get("project"), dict) else {}
+        project = _table(self.data.get("project"))
         out = [self._pep508(req, ("project", "dependencies"), DEFAULT) for req in project.get("dependencies") or []]
         pixi_deps = self.table.get("dependencies") or {}
         rp = project.get("requires-python")
@@ -390,7 +398,7 @@ class _Reader:
         return [d for d in out if d is not None]
 
     def _optional_groups(self) -> dict[str, list[ManifestDep]]:
-        project = self.data.get("project") if isinstance(self.data.get("project"), dict) else {}
+        project = _table(self.data.get("project"))
         groups: dict[str, list[ManifestDep]] = {}
         for table, where in ((project.get("optional-dependencies"), ("project", "optional-dependencies")),
                              (self.data.get("dependency-groups"), ("dependency-groups",))):
@@ -432,11 +440,22 @@ def read_manifest(text: str, data: Any, shown: str, *, environment: str | None =
     requested: list[RequestedSpec] = []
     for d in env.deps:
         plats = None if d.platforms is None else tuple(p for p in d.platforms if p in env.platforms)
-        requested.append(RequestedSpec(name=d.name, spec=redact(d.spec), manager=d.manager,  # type: ignore[arg-type]
+        requested.append(RequestedSpec(name=d.name, spec=redact(d.spec), manager=d.manager,
                                        channel=d.channel, platforms=plats, line=d.line))
     return Description(kind="pixi-manifest", path=shown, requested=requested, declared_platforms=env.platforms,
                        environments=names, environment=env_name, notes=list(m.notes), platform_info=m.platform_info)
 
 
-__all__ = ["Manifest", "ManifestDep", "Environment", "Feature", "is_manifest", "looks_like_toml", "parse_manifest",
-           "parse_toml", "pixi_table", "read_manifest", "toml_lines"]
+__all__ = [
+    "Environment",
+    "Feature",
+    "Manifest",
+    "ManifestDep",
+    "is_manifest",
+    "looks_like_toml",
+    "parse_manifest",
+    "parse_toml",
+    "pixi_table",
+    "read_manifest",
+    "toml_lines",
+]

@@ -8,7 +8,7 @@ the report's ``platform`` key, else the packages' own.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from envguard.channels import normalise_channel
 from envguard.errors import UserError
@@ -30,9 +30,10 @@ def read_report(data: Any, shown: str) -> Description:
         if not isinstance(d, dict) or not d.get("name") or "version" not in d:
             raise UserError("each package needs a name and a version", file=shown, key=f"packages[{i}]")
         kw = {k: v for k, v in d.items() if k in _FIELDS}
-        manager = kw.get("manager") or "conda"
-        if manager not in ("conda", "pip"):
-            raise UserError(f"unknown manager {manager!r}", file=shown, key=f"packages[{i}].manager")
+        given = kw.get("manager") or "conda"
+        if given not in ("conda", "pip"):
+            raise UserError(f"unknown manager {given!r}", file=shown, key=f"packages[{i}].manager")
+        manager: Literal["conda", "pip"] = "pip" if given == "pip" else "conda"
         plat = kw.get("platform") or top_platform
         pkg = Package(
             name=str(kw["name"]), version=as_str(kw["version"]), manager=manager,

@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from envguard.envs import resolve_python as interpreter_of
 from envguard.errors import ExitCode, UserError
@@ -122,14 +123,13 @@ def parse_current(text: str | None) -> Settings:
             if not (1 if key == "prefetch_factor" else 0) <= values[key] <= 256:
                 raise UserError(f"{key}={raw} is out of range", key="--current",
                                 fix="num_workers from 0 to 256, prefetch_factor from 1 to 256")
+        elif raw.lower() in ("none", "null", ""):
+            values[key] = None
+        elif raw not in ("fork", "forkserver", "spawn"):
+            raise UserError(f"{key}={raw!r} is not a start method", key="--current",
+                            fix="use fork, forkserver or spawn")
         else:
-            if raw.lower() in ("none", "null", ""):
-                values[key] = None
-            elif raw not in ("fork", "forkserver", "spawn"):
-                raise UserError(f"{key}={raw!r} is not a start method", key="--current",
-                                fix="use fork, forkserver or spawn")
-            else:
-                values[key] = raw
+            values[key] = raw
     workers = values.get("num_workers", 0)
     if not workers and ("prefetch_factor" in values or values.get("persistent_workers")):
         raise UserError("prefetch_factor and persistent_workers need num_workers > 0 (torch refuses them)",
@@ -150,7 +150,8 @@ def _validate(dataset: str | None, demo: bool, batch_size: int | None, step_ms: 
             raise UserError(f"{dataset!r} is not MODULE:FACTORY", key="--dataset",
                             fix="name a module (or a .py file) and a function in it, e.g. mypkg.data:make_dataset")
     if batch_size is not None and batch_size < 1:
-        raise UserError(f"batch size must be at least 1, got {batch_size}", key="--batch-size", fix="e.g. --batch-size 32")
+        raise UserError(f"batch size must be at least 1, got {batch_size}", key="--batch-size",
+                        fix="e.g. --batch-size 32")
     if not math.isfinite(step_ms) or step_ms < 0:
         raise UserError(f"step time must be 0 or more, got {step_ms:g}", key="--step-ms", fix="e.g. --step-ms 50")
     if not math.isfinite(budget) or budget <= 0:
@@ -172,8 +173,9 @@ def resolve_python(prefix: str | os.PathLike[str] | None, name: str | None) -> P
 
 def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathLike[str] | None = None,
          name: str | None = None, dataset: str | None = None, demo: bool = False, batch_size: int | None = None,
-         step_ms: float = 0.0, busy: bool = False, budget: float = DEFAULT_BUDGET, current: str | Settings | None = None,
-         max_workers: int | None = None, timeout: float | None = None, trial_timeout: float | None = None,
+         step_ms: float = 0.0, busy: bool = False, budget: float = DEFAULT_BUDGET,
+         current: str | Settings | None = None, max_workers: int | None = None, timeout: float | None = None,
+         trial_timeout: float | None = None,
          strategy: str = "adaptive", h2d: str = "auto", cwd: str | os.PathLike[str] | None = None,
          candidates: list[Settings] | None = None,
          on_trial: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:

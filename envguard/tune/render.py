@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from envguard import render
 
@@ -25,13 +26,13 @@ def progress(trial: dict[str, Any]) -> None:
 def _wide(width: int = 120) -> Iterator[None]:
     """A log or a pipe (80 columns to rich) gets whole rows rather than cells wrapped word by word."""
     console = render.rich_console(render.out)
-    old = console.width  # type: ignore[attr-defined]
+    old = console.width
     if not render.is_terminal(render.out) and old < width:
-        console.width = width  # type: ignore[attr-defined]
+        console.width = width
     try:
         yield
     finally:
-        console.width = old  # type: ignore[attr-defined]
+        console.width = old
 
 
 def tune_title(result: Any) -> str:
@@ -57,7 +58,7 @@ def print_tune(result: Any) -> None:
         for col in rows[0]:
             table.add_column(col, justify="left" if col in ("settings", "") else "right", no_wrap=True)
         style = {"ok": "green", "failed": "red", "timeout": "red", "crashed": "red", "budget": "yellow"}
-        for r, t in zip(rows, result.trials):
+        for r, t in zip(rows, result.trials, strict=False):
             cells = [render.escape(v) for v in r.values()]
             if t.get("status") != "ok":
                 cells[2] = f"[{style.get(str(t.get('status')), 'white')}]{cells[2]}[/]"
@@ -83,7 +84,7 @@ def print_tune(result: Any) -> None:
         render.print_findings(result.findings)
 
 
-def show(result: Any, fmt: str, plot: "Path | None" = None) -> None:
+def show(result: Any, fmt: str, plot: Path | None = None) -> None:
     """``envguard tune``'s output: the plot written when asked (and something worked), then the result as
     text, JSON or markdown on stdout."""
     import json

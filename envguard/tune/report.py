@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from envguard import catalog
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.redact import redact
-from envguard.smoke import SHM_WARN_BYTES, NOFILE_WARN, headline, human_bytes
+from envguard.smoke import NOFILE_WARN, SHM_WARN_BYTES, headline, human_bytes
 from envguard.tune.search import Settings, untried
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def label(t: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- derived figures
 
 
-def ideal(result: "TuneResult", s: Settings) -> float | None:
+def ideal(result: TuneResult, s: Settings) -> float | None:
     """What the pipeline could reach with these settings: the step's pace, or the workers' (no overheads).
 
     Workers: ``w`` items in parallel, capped by the usable CPUs for the CPU share of an item. In the main
@@ -81,7 +81,7 @@ def uss_growth(t: dict[str, Any]) -> tuple[int | None, int | None]:
     return (max(workers) if workers else None), grow(mem.get("main"))
 
 
-def derived(result: "TuneResult", t: dict[str, Any]) -> dict[str, Any]:
+def derived(result: TuneResult, t: dict[str, Any]) -> dict[str, Any]:
     s = Settings.from_dict(t["settings"])
     out: dict[str, Any] = {"label": s.label()}
     if t.get("status") != "ok":
@@ -101,7 +101,7 @@ def derived(result: "TuneResult", t: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- findings
 
 
-def findings(result: "TuneResult", *, probe_stderr: str = "", crashed: bool = False) -> list[Finding]:
+def findings(result: TuneResult, *, probe_stderr: str = "", crashed: bool = False) -> list[Finding]:
     out: list[Finding] = []
     insp = result.inspect
     if not insp:
@@ -119,7 +119,8 @@ def findings(result: "TuneResult", *, probe_stderr: str = "", crashed: bool = Fa
     out += _trial_failures(result)
     if crashed:
         case = catalog.classify(probe_stderr, default="tune-error")
-        out.append(_f(case.id, Severity.ERROR, f"{result.stopped}: {headline(probe_stderr.strip()[-3000:]) or 'no output'}"))
+        said = headline(probe_stderr.strip()[-3000:]) or "no output"
+        out.append(_f(case.id, Severity.ERROR, f"{result.stopped}: {said}"))
     elif result.timed_out:
         out.append(_f("hang", Severity.ERROR, f"{result.stopped}; its processes were stopped"))
     if result.trials and not result.ok_trials and not [f for f in out if f.severity is Severity.ERROR]:
@@ -160,7 +161,7 @@ def _inspect_error(err: dict[str, Any]) -> Finding:
     return _f(case.id, Severity.ERROR, f"the dataset factory failed: {head}")
 
 
-def _trial_failures(result: "TuneResult") -> list[Finding]:
+def _trial_failures(result: TuneResult) -> list[Finding]:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for t in result.trials:
         if t.get("status") not in ("failed", "timeout", "crashed"):
@@ -188,7 +189,7 @@ def _trial_failures(result: "TuneResult") -> list[Finding]:
     return out
 
 
-def warnings(result: "TuneResult") -> list[Finding]:
+def warnings(result: TuneResult) -> list[Finding]:
     """Numbers that will bite the recommended (or the current) settings in production."""
     out: list[Finding] = []
     insp = result.inspect
@@ -240,7 +241,7 @@ def warnings(result: "TuneResult") -> list[Finding]:
     return out
 
 
-def restart_cost(result: "TuneResult", t: dict[str, Any]) -> tuple[float, float, bool] | None:
+def restart_cost(result: TuneResult, t: dict[str, Any]) -> tuple[float, float, bool] | None:
     """(seconds, baseline, measured) that a setting without persistent workers pays again at each epoch's start.
 
     Time to the first batch is not all start-up: with persistent workers the first batch of an epoch still
@@ -261,7 +262,7 @@ def restart_cost(result: "TuneResult", t: dict[str, Any]) -> tuple[float, float,
     return max(0.0, float(t["epoch_start_s"]) - base), base, measured
 
 
-def _restart_warning(result: "TuneResult") -> list[Finding]:
+def _restart_warning(result: TuneResult) -> list[Finding]:
     """spawn/forkserver without persistent workers re-imports torch and the user's modules every epoch."""
     worst: tuple[float, dict[str, Any], float, float, bool] | None = None
     for t in result.ok_trials:
@@ -274,20 +275,20 @@ def _restart_warning(result: "TuneResult") -> list[Finding]:
             worst = (share, t, *cost)
     if worst is None:
         return []
-    share, t, cost, base, measured = worst
+    share, t, extra_s, base, measured = worst
     s = Settings.from_dict(t["settings"])
     cur = result.current_trial
-    sev = Severity.WARNING if cur is not None and cur["id"] == t["id"] or \
+    sev = Severity.WARNING if (cur is not None and cur["id"] == t["id"]) or \
         (result.recommended_trial or {}).get("id") == t["id"] else Severity.INFO
     imports = " (each one imports torch and the dataset's modules)" if s.multiprocessing_context != "fork" else ""
     than = "with persistent workers" if measured else "loading its first batch alone would"
     return [_f("worker-restart", sev,
                f"without persistent workers, {s.num_workers} {s.multiprocessing_context} workers start again every "
-               f"epoch{imports}: {cost:.2f} s more to the first batch than {than} ({t['epoch_start_s']:.2f} s "
+               f"epoch{imports}: {extra_s:.2f} s more to the first batch than {than} ({t['epoch_start_s']:.2f} s "
                f"against {base:.2f} s), {share:.0%} of the epoch (trial {t['id']})")]
 
 
-def _cap_note(result: "TuneResult") -> list[Finding]:
+def _cap_note(result: TuneResult) -> list[Finding]:
     space = result.space
     rec = result.recommended
     if space is None or rec is None or rec.num_workers != space.workers[-1] or result.options.get("max_workers"):
@@ -302,13 +303,13 @@ def _cap_note(result: "TuneResult") -> list[Finding]:
 # ---------------------------------------------------------------- the recommendation
 
 
-def mean_of(result: "TuneResult", t: dict[str, Any] | None) -> float | None:
+def mean_of(result: TuneResult, t: dict[str, Any] | None) -> float | None:
     """samples/s of the trial's setting: the mean of its measurements, the figure the recommendation is judged on
     (close winners are measured twice)."""
     return result.results().get(Settings.from_dict(t["settings"])) if t else None
 
 
-def gain(result: "TuneResult") -> float | None:
+def gain(result: TuneResult) -> float | None:
     rec, cur = result.recommended_trial, result.current_trial
     if not rec or not cur or cur.get("status") != "ok":
         return None
@@ -316,7 +317,7 @@ def gain(result: "TuneResult") -> float | None:
     return mine / theirs if mine and theirs else None
 
 
-def snippet(result: "TuneResult", indent: str = "") -> str | None:
+def snippet(result: TuneResult, indent: str = "") -> str | None:
     rec = result.recommended
     if rec is None:
         return None
@@ -332,7 +333,7 @@ def snippet(result: "TuneResult", indent: str = "") -> str | None:
     return "\n".join(indent + ln for ln in lines)
 
 
-def not_tried(result: "TuneResult") -> list[str]:
+def not_tried(result: TuneResult) -> list[str]:
     """What the run did not measure, and why."""
     out: list[str] = []
     insp = result.inspect
@@ -369,7 +370,7 @@ def not_tried(result: "TuneResult") -> list[str]:
 # ---------------------------------------------------------------- formats
 
 
-def to_json(result: "TuneResult") -> dict[str, Any]:
+def to_json(result: TuneResult) -> dict[str, Any]:
     rec = result.recommended
     rt, ct = result.recommended_trial, result.current_trial
     insp = result.inspect
@@ -420,7 +421,7 @@ def _num(v: Any, fmt: str = "{:.0f}") -> str:
     return fmt.format(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
 
 
-def trial_rows(result: "TuneResult") -> list[dict[str, str]]:
+def trial_rows(result: TuneResult) -> list[dict[str, str]]:
     """The trial table's cells, shared by the terminal and markdown renderings."""
     rec = result.recommended_trial
     rows = []
@@ -441,7 +442,7 @@ def trial_rows(result: "TuneResult") -> list[dict[str, str]]:
     return rows
 
 
-def summary_lines(result: "TuneResult") -> list[str]:
+def summary_lines(result: TuneResult) -> list[str]:
     insp = result.inspect
     out = []
     tv = insp.get("torch") or {}
@@ -467,13 +468,14 @@ def summary_lines(result: "TuneResult") -> list[str]:
                    f"{cpus.get('cpu_count')}); start methods {methods}{free}")
     if result.trials:
         n_ok = len(result.ok_trials)
-        out.append(f"{len(result.trials)} trial{'s' * (len(result.trials) != 1)} ({n_ok} worked) of {result.options.get('samples_per_trial')} "
-                   f"samples each, {result.strategy} search, {result.duration:.0f} s of a {result.options['budget_s']:g} s "
-                   "budget" + (f"; {result.stopped}" if result.stopped else ""))
+        out.append(f"{len(result.trials)} trial{'s' * (len(result.trials) != 1)} ({n_ok} worked) of "
+                   f"{result.options.get('samples_per_trial')} samples each, {result.strategy} search, "
+                   f"{result.duration:.0f} s of a {result.options['budget_s']:g} s budget"
+                   + (f"; {result.stopped}" if result.stopped else ""))
     return out
 
 
-def verdict_lines(result: "TuneResult") -> list[str]:
+def verdict_lines(result: TuneResult) -> list[str]:
     rec, cur = result.recommended_trial, result.current_trial
     out = []
     if rec is None:
@@ -512,7 +514,7 @@ def verdict_lines(result: "TuneResult") -> list[str]:
     return out
 
 
-def to_markdown(result: "TuneResult") -> str:
+def to_markdown(result: TuneResult) -> str:
     from envguard.report import findings_to_markdown
 
     lines = [f"### envguard tune {redact(result.python)}", ""]
@@ -537,7 +539,7 @@ def to_markdown(result: "TuneResult") -> str:
 MARKS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def series(result: "TuneResult") -> dict[str, list[tuple[int, float]]]:
+def series(result: TuneResult) -> dict[str, list[tuple[int, float]]]:
     """samples/s against num_workers, one line per other setting: the mean of a setting's measurements, the
     figure the recommendation is judged on."""
     lines: dict[str, dict[int, float]] = {}
@@ -547,7 +549,7 @@ def series(result: "TuneResult") -> dict[str, list[tuple[int, float]]]:
     return {k: sorted(v.items()) for k, v in lines.items()}
 
 
-def text_chart(result: "TuneResult", width: int = 60, height: int = 8) -> list[str]:
+def text_chart(result: TuneResult, width: int = 60, height: int = 8) -> list[str]:
     """samples/s against workers: one letter per setting, a legend below. Plain text, any terminal."""
     data = series(result)
     if not data:
@@ -562,20 +564,21 @@ def text_chart(result: "TuneResult", width: int = 60, height: int = 8) -> list[s
     grid = [[" "] * (col_w * len(xs)) for _ in range(height)]
     for n in names:
         for w, v in data[n]:
-            row = height - 1 - min(height - 1, int(round(v / top * (height - 1))))
+            row = height - 1 - min(height - 1, round(v / top * (height - 1)))
             mid = xs.index(w) * col_w + col_w // 2
             # Points that fall in one cell sit side by side; "*" only when the column is full.
-            free = [c for c in (mid, mid + 1, mid - 1, mid + 2, mid - 2) if 0 <= c < len(grid[row]) and grid[row][c] == " "]
+            free = [c for c in (mid, mid + 1, mid - 1, mid + 2, mid - 2)
+                    if 0 <= c < len(grid[row]) and grid[row][c] == " "]
             if free:
                 grid[row][free[0]] = marks[n]
             else:
                 grid[row][mid] = "*"
     label_w = max(len(f"{top:.0f}"), 4)
     out = ["samples/s"]
-    for i, row in enumerate(grid):
+    for i, cells in enumerate(grid):
         val = top * (height - 1 - i) / (height - 1)
         tick = f"{val:.0f}" if i in (0, height // 2, height - 1) else ""
-        out.append(f"{tick:>{label_w}} │{''.join(row).rstrip()}")
+        out.append(f"{tick:>{label_w}} │{''.join(cells).rstrip()}")
     out.append(" " * label_w + " └" + "─" * (col_w * len(xs)))
     axis = "".join(f"{w:^{col_w}}" for w in xs)
     out.append(" " * (label_w + 2) + axis + "  workers")

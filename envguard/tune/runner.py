@@ -62,7 +62,7 @@ class ProbeProcess:
         self._err: IO[bytes] | None = None
 
     def start(self) -> None:
-        self._err = open(self.work / "stderr", "wb")
+        self._err = open(self.work / "stderr", "wb")  # noqa: SIM115 - open while the session runs, closed by stop()
         self.proc = start_session(self.argv, cwd=self.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self._err)
         threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()

@@ -15,8 +15,9 @@ results so far, so the runner can stop at its budget after any trial:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 # Worker counts considered, about x1.5 apart: the search refines between them, never finer.
 WORKER_STEPS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -34,7 +35,7 @@ class Settings:
     pin_memory: bool = False
     multiprocessing_context: str | None = None
 
-    def normal(self) -> "Settings":
+    def normal(self) -> Settings:
         if self.num_workers == 0:
             return Settings(0, pin_memory=self.pin_memory)
         return replace(self, prefetch_factor=self.prefetch_factor or TORCH_DEFAULT_PREFETCH)
@@ -54,7 +55,7 @@ class Settings:
         return asdict(self.normal())
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Settings":
+    def from_dict(cls, d: Mapping[str, Any]) -> Settings:
         return cls(int(d["num_workers"]), d.get("prefetch_factor"), bool(d.get("persistent_workers")),
                    bool(d.get("pin_memory")), d.get("multiprocessing_context")).normal()
 
@@ -94,7 +95,7 @@ class Space:
 
     @classmethod
     def for_machine(cls, usable_cpus: float, methods: list[str], default_method: str | None, cuda: bool,
-                    max_workers: int | None = None) -> "Space":
+                    max_workers: int | None = None) -> Space:
         """Workers up to 4x the usable CPUs (at least 8): a loader that waits on I/O gains beyond the CPU count."""
         cap = max_workers if max_workers is not None else max(8, 4 * math.ceil(usable_cpus))
         workers = tuple(w for w in WORKER_STEPS if w <= cap)
@@ -169,8 +170,8 @@ class AdaptiveSearch:
     def __init__(self, space: Space, tolerance: float = 0.05) -> None:
         self.space, self.tol = space, tolerance
 
-    def propose(self, results: Mapping[Settings, float | None], skipped: frozenset[Settings] | set[Settings] = frozenset()
-                ) -> Settings | None:
+    def propose(self, results: Mapping[Settings, float | None],
+                skipped: frozenset[Settings] | set[Settings] = frozenset()) -> Settings | None:
         """The next setting to measure. ``results``: samples/s of every trial so far (None: it failed);
         ``skipped``: proposals the runner could not afford. None when the search is done."""
         tried = set(results) | set(skipped)
@@ -250,8 +251,8 @@ class GridSearch:
         self.space = space
         self.order = space.grid()
 
-    def propose(self, results: Mapping[Settings, float | None], skipped: frozenset[Settings] | set[Settings] = frozenset()
-                ) -> Settings | None:
+    def propose(self, results: Mapping[Settings, float | None],
+                skipped: frozenset[Settings] | set[Settings] = frozenset()) -> Settings | None:
         tried = set(results) | set(skipped)
         return next((s for s in self.order if s not in tried), None)
 
@@ -261,7 +262,8 @@ def untried(space: Space, tried: set[Settings]) -> dict[str, list[Any]]:
     with_workers = [s for s in tried if s.num_workers > 0]
     return {
         "num_workers": [w for w in space.workers if w not in {s.num_workers for s in tried}],
-        "multiprocessing_context": [m for m in space.methods if m not in {s.multiprocessing_context for s in with_workers}],
+        "multiprocessing_context": [m for m in space.methods
+                                    if m not in {s.multiprocessing_context for s in with_workers}],
         "prefetch_factor": [p for p in space.prefetch if p not in {s.prefetch_factor for s in with_workers}],
         "persistent_workers": [p for p in space.persistent if p not in {s.persistent_workers for s in with_workers}],
         "pin_memory": [p for p in space.pin if p not in {s.pin_memory for s in tried}],

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from envguard.tune.runner import ProbeProcess
 from envguard.tune.search import AdaptiveSearch, GridSearch, Settings, mean_results

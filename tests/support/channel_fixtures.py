@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from support import channels
-from support import metadata_channel
+from support import channels, metadata_channel
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from support.channels import HOST_PY
 from support import channels
+from support.channels import HOST_PY
 
 ENVGUARD = [sys.executable, "-m", "envguard"]
 

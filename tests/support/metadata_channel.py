@@ -254,5 +254,12 @@ def realworld_locks(realworld: str | os.PathLike[str]) -> list[Path]:
     return sorted(base.glob("pixi/*.lock")) + sorted(base.glob("conda-lock/*.yml"))
 
 
-__all__ = ["LockRecord", "MetadataChannel", "SampledEnvironment", "build_metadata_channel", "records_from_lock",
-           "realworld_locks", "sampled_environments"]
+__all__ = [
+    "LockRecord",
+    "MetadataChannel",
+    "SampledEnvironment",
+    "build_metadata_channel",
+    "realworld_locks",
+    "records_from_lock",
+    "sampled_environments",
+]

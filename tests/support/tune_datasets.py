@@ -51,7 +51,7 @@ def flaky() -> dict:
     # A lambda collate_fn cannot be pickled: spawn and forkserver must be skipped, with the reason.
     from torch.utils.data import default_collate
 
-    return {"dataset": Flaky(), "collate_fn": lambda items: default_collate(items), "batch_size": 8}
+    return {"dataset": Flaky(), "collate_fn": lambda items: default_collate(items), "batch_size": 8}  # noqa: PLW0108
 
 
 def broken() -> Tiny:

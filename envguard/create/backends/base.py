@@ -33,7 +33,8 @@ class InstallProgress(Protocol):
     every event.
     """
 
-    wants_events: bool
+    @property
+    def wants_events(self) -> bool: ...
 
     def install_start(self, total: int) -> None: ...
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from envguard.create.backends.base import InstallPlan, InstallProgress
 from envguard.create.backends.rattler_backend import os_error_or_backend
-from envguard.errors import BackendError
 from envguard.create.integrity import Artifact
+from envguard.errors import BackendError
 from envguard.redact import redact
 
 

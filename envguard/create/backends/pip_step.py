@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from envguard.errors import BackendError, EnvguardError, IntegrityError
 from envguard.create.integrity import mismatch_error
+from envguard.errors import BackendError, EnvguardError, IntegrityError
 from envguard.platforms import python_in_prefix
 from envguard.redact import redact
 

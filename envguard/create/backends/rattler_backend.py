@@ -15,10 +15,10 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from envguard.create.backends.base import InstallPlan, InstallProgress
-from envguard.errors import BackendError, EnvguardError
-from envguard.create.integrity import Artifact, mismatch_error, parse_rattler_mismatch, purge_cache_entry
 from envguard import settings
+from envguard.create.backends.base import InstallPlan, InstallProgress
+from envguard.create.integrity import Artifact, mismatch_error, parse_rattler_mismatch, purge_cache_entry
+from envguard.errors import BackendError, EnvguardError
 from envguard.redact import redact, shorten
 
 
@@ -33,7 +33,7 @@ def run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:
     def target() -> None:
         try:
             box["result"] = asyncio.run(coro)
-        except BaseException as e:  # re-raised in the caller's thread
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = e
 
     thread = threading.Thread(target=target, name="envguard-rattler")

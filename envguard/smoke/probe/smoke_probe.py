@@ -31,6 +31,7 @@ import os
 import sys
 import time
 import traceback
+from typing import Any
 
 PROBE_VERSION = 1
 INJECTIONS = (
@@ -193,7 +194,8 @@ class Probe:
             "limits": {},
             "distributed": None,
         }
-        self.torch = None
+        # torch once import-torch passed; Any: the probe runs against every torch release it may meet
+        self.torch: Any = None
 
     # -- bookkeeping --------------------------------------------------------
     def check(self, name: str, status: str, seconds: float | None = None, error: str | None = None,
@@ -221,7 +223,7 @@ class Probe:
             # torch initialises its NumPy bridge without numpy; numpy itself
             # imports fine afterwards: the "Numpy is not available" state of
             # an ABI mismatch.
-            sys.modules["numpy"] = None  # type: ignore[assignment]
+            sys.modules["numpy"] = None  # type: ignore[assignment]  # None blocks an import; typeshed omits it
         t = time.perf_counter()
         try:
             import torch
@@ -417,7 +419,7 @@ class Probe:
     def verify_epoch(self, batches: list, length: int, pin: bool) -> set:
         """Check every batch's contents; return the worker ids that produced them."""
         torch = self.torch
-        batch, numel = self.batch_shape()
+        _batch, numel = self.batch_shape()
         seen, wids = [], set()
         for b in batches:
             idx = b["idx"].tolist()
@@ -468,7 +470,7 @@ class Probe:
         inject = tuple(i for i in self.inject if i in ("killed", "shm-sigbus", "cuda-fork", "shm-big"))
         collate = None
         if "pickling" in self.inject and method == "spawn":
-            collate = lambda items: torch_default_collate(items)  # noqa: E731 - unpicklable on purpose
+            collate = lambda items: torch_default_collate(items)  # noqa: E731, PLW0108 - unpicklable on purpose
         try:
             loader = self.make_loader(method, inject, collate=collate)
             state["loader"] = loader
@@ -725,7 +727,7 @@ class Probe:
         method = "fork" if ("fork" in methods and not torch.cuda.is_initialized()
                             and sys.platform.startswith("linux")) else "spawn"
         info["start_method"] = method
-        ctx = multiprocessing.get_context(method)
+        ctx = multiprocessing.get_context("fork") if method == "fork" else multiprocessing.get_context("spawn")
         out = tempfile.mkdtemp(prefix="envguard-dist-")
         init = "file://" + os.path.join(out, "store").replace(os.sep, "/")
         if backend == "gloo" and sys.platform.startswith("linux"):
@@ -848,7 +850,8 @@ def _parse(argv: list[str]) -> dict:
         ap.error(f"--dist-sizes takes byte counts, got {ns.dist_sizes!r}")
     return {"quick": ns.quick, "distributed": ns.distributed, "dl_timeout": ns.dl_timeout,
             "events": ns.events, "inject": inject, "only_distributed": ns.only_distributed,
-            "join_timeout": ns.join_timeout, "join_deadline": ns.join_deadline, "dist_sizes": sizes, "backend": ns.backend}
+            "join_timeout": ns.join_timeout, "join_deadline": ns.join_deadline, "dist_sizes": sizes,
+            "backend": ns.backend}
 
 
 def main(argv: list[str] | None = None) -> int:

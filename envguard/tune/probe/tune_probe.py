@@ -31,7 +31,7 @@ _T0 = time.perf_counter()
 try:
     import torch  # at module level on purpose: see the module docstring
 except BaseException as _e:  # noqa: BLE001 - ImportError, OSError (undefined symbol), ...
-    torch = None  # type: ignore[assignment]
+    torch = None  # type: ignore[assignment]  # an optional import: _setup() reports it and stops
     TORCH_ERROR: str | None = f"{type(_e).__name__}: {_e}"
 else:
     TORCH_ERROR = None
@@ -101,7 +101,7 @@ class Indexed:
             raise ItemError(f"{type(e).__name__} in __getitem__({i}): {e}") from e
 
     @property
-    def __getitems__(self):  # noqa: PLW3201 - looked up by torch's fetcher as an attribute
+    def __getitems__(self):  # looked up by torch's fetcher as an attribute
         inner = getattr(self.dataset, "__getitems__", None)
         if not inner:
             return None
@@ -219,7 +219,8 @@ def _cgroup_dirs(root: str) -> list[tuple[str, str, str]]:
 def cgroup_cpu_quota(root: str = "") -> tuple[float | None, str | None]:
     """The tightest CPU quota (in CPUs) over this process's cgroup and its ancestors, and where it is set."""
     best: tuple[float | None, str | None] = (None, None)
-    for version, d, top in _cgroup_dirs(root):
+    for version, leaf, top in _cgroup_dirs(root):
+        d = leaf  # walks up from the process's own cgroup to the mount's top
         while True:
             quota = None
             if version == "v2":
@@ -427,7 +428,7 @@ def describe(user: dict) -> dict:
         def writable(self) -> bool:
             return True
 
-        def write(self, b) -> int:  # type: ignore[override]
+        def write(self, b) -> int:
             self.n += len(b)
             return len(b)
 
@@ -787,7 +788,8 @@ def sample_items(user: dict, info: dict, opts: dict, limit_s: float = 1.0) -> di
         out.update(status="failed", error=_err(e), traceback=_tb(e)[-3000:], index=idx)
         return out
     n = len(items)
-    out.update(items=n, item_s=(time.perf_counter() - t0) / max(n, 1), item_cpu_s=(time.process_time() - c0) / max(n, 1))
+    out.update(items=n, item_s=(time.perf_counter() - t0) / max(n, 1),
+               item_cpu_s=(time.process_time() - c0) / max(n, 1))
     try:
         batch = (user.get("collate_fn") or default_collate)(items)
         ts = tensors_in(batch, [])
@@ -931,7 +933,7 @@ def run_forked(fn, req: dict, workdir: str, protocol_fd: int | None) -> dict:
             os.dup2(null, 0)
             os.close(null)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            global _PROGRESS_FD
+            global _PROGRESS_FD  # noqa: PLW0603 - this forked child's progress pipe, read by the trial's code
             _PROGRESS_FD = w
             try:
                 res = fn()
@@ -1056,7 +1058,8 @@ def run_exec(req: dict, args: dict) -> dict:
                 except ValueError:
                     continue
     if res is None:
-        how = f"did not finish within {limit:g} s" if timed_out else f"ended with exit code {p.returncode} without a result"
+        how = (f"did not finish within {limit:g} s" if timed_out
+               else f"ended with exit code {p.returncode} without a result")
         res = {"type": "trial", "id": req.get("id"), "settings": req.get("settings"),
                "status": "timeout" if timed_out else "crashed", "error": f"the trial process {how}",
                "headline": f"the trial process {how}"}
@@ -1195,7 +1198,8 @@ def _serve(args: dict, workdir: str, out_fd: int, emit) -> int:
             continue
         event(phase=f"trial {req.get('id')}")
         if isolation == "fork":
-            res = run_forked(lambda: Trial(user, doc["dataset"], req, opts).run(), req, workdir, out_fd)
+            # run_forked calls it before this iteration ends, so it sees this iteration's req
+            res = run_forked(lambda: Trial(user, doc["dataset"], req, opts).run(), req, workdir, out_fd)  # noqa: B023
         else:
             res = run_exec(req, args)
         res.setdefault("settings", req.get("settings"))
