@@ -3,6 +3,7 @@ and a trial in a fresh interpreter (the isolation used where fork is not), run b
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -26,6 +27,29 @@ def probe():  # the probe file as a module, loaded by path the way its interpret
     return mod
 
 
+@pytest.fixture(scope="module")
+def host(probe):  # the probe's sibling with the host facts, imported the way the probe imports it
+    import tune_probe_host  # the probe put its own directory on sys.path
+
+    return tune_probe_host
+
+
+def test_the_probe_and_its_siblings_import_only_stdlib_and_torch() -> None:
+    """Every part of the probe runs in the target interpreter, where envguard is not installed."""
+    parts = sorted(probe_path().parent.glob("tune_probe*.py"))
+    siblings = {p.stem for p in parts}
+    allowed = set(sys.stdlib_module_names) | {"torch", "__future__"} | siblings
+    assert probe_path() in parts and len(parts) > 1
+    for path in parts:
+        seen = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                seen |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                seen.add(node.module.split(".")[0])
+        assert seen <= allowed, (path, seen - allowed)
+
+
 def _tree(root: Path, files: dict[str, str]) -> str:
     for rel, text in files.items():
         p = root / rel.lstrip("/")
@@ -34,7 +58,7 @@ def _tree(root: Path, files: dict[str, str]) -> str:
     return str(root)
 
 
-def test_cgroup_v2_quota_is_the_tightest_ancestor(probe, tmp_path: Path) -> None:
+def test_cgroup_v2_quota_is_the_tightest_ancestor(host, tmp_path: Path) -> None:
     root = _tree(tmp_path, {
         "/proc/self/cgroup": "0::/kubepods/pod1/ctr\n",
         "/proc/self/mountinfo": "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n",
@@ -42,13 +66,13 @@ def test_cgroup_v2_quota_is_the_tightest_ancestor(probe, tmp_path: Path) -> None
         "/sys/fs/cgroup/kubepods/pod1/cpu.max": "150000 100000\n",
         "/sys/fs/cgroup/kubepods/pod1/ctr/cpu.max": "max 100000\n",
     })
-    assert probe.cgroup_cpu_quota(root) == (1.5, "/sys/fs/cgroup/kubepods/pod1/cpu.max")
-    cpus = probe.usable_cpus(root)
+    assert host.cgroup_cpu_quota(root) == (1.5, "/sys/fs/cgroup/kubepods/pod1/cpu.max")
+    cpus = host.usable_cpus(root)
     assert cpus["cgroup_quota"] == 1.5
     assert cpus["usable"] == min(1.5, float(cpus["affinity"] or cpus["cpu_count"]))
 
 
-def test_cgroup_v1_in_a_container_with_its_own_mount_root(probe, tmp_path: Path) -> None:
+def test_cgroup_v1_in_a_container_with_its_own_mount_root(host, tmp_path: Path) -> None:
     root = _tree(tmp_path, {
         "/proc/self/cgroup": "11:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n",
         "/proc/self/mountinfo": "41 31 0:38 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro - cgroup cgroup rw,cpu,cpuacct\n"
@@ -56,11 +80,11 @@ def test_cgroup_v1_in_a_container_with_its_own_mount_root(probe, tmp_path: Path)
         "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "50000\n",
         "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
     })
-    assert probe.cgroup_cpu_quota(root) == (0.5, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us")
-    assert probe.usable_cpus(root)["usable"] == 0.5 and probe.usable_cpus(root)["limited_by"] == "cgroup"
+    assert host.cgroup_cpu_quota(root) == (0.5, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us")
+    assert host.usable_cpus(root)["usable"] == 0.5 and host.usable_cpus(root)["limited_by"] == "cgroup"
 
 
-def test_no_quota_means_affinity(probe, tmp_path: Path) -> None:
+def test_no_quota_means_affinity(host, tmp_path: Path) -> None:
     root = _tree(tmp_path, {
         "/proc/self/cgroup": "4:cpu,cpuacct:/\n0::/\n",
         "/proc/self/mountinfo": "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
@@ -68,8 +92,8 @@ def test_no_quota_means_affinity(probe, tmp_path: Path) -> None:
         "/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n",
         "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
     })
-    assert probe.cgroup_cpu_quota(root) == (None, None)
-    cpus = probe.usable_cpus(root)
+    assert host.cgroup_cpu_quota(root) == (None, None)
+    cpus = host.usable_cpus(root)
     if hasattr(os, "sched_getaffinity"):
         assert cpus["usable"] == len(os.sched_getaffinity(0)) and cpus["affinity"] == len(os.sched_getaffinity(0))
 

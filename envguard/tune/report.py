@@ -29,8 +29,9 @@ def _f(case_id: str, severity: Severity, message: str) -> Finding:
 
 
 def _clean(line: str) -> str:
-    """A worker's re-raised ItemError reads ``__main__.ItemError: ValueError in __getitem__(13): ...``."""
-    return re.sub(r"^(?:__main__\.|__mp_main__\.)?ItemError: ", "", line.strip())
+    """A worker's re-raised ItemError reads ``tune_probe_dataset.ItemError: ValueError in __getitem__(13): ...``
+    (``__main__.`` or ``__mp_main__.`` from a probe that defined it in its entry point)."""
+    return re.sub(r"^(?:__main__\.|__mp_main__\.|tune_probe_dataset\.)?ItemError: ", "", line.strip())
 
 
 def _index(text: str) -> int | None:
