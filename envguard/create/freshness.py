@@ -1,0 +1,110 @@
+"""Which lock ``envguard create`` installs from: the given or default one, made now when there is none, and
+re-locked first when the spec changed (refused with ``--locked``, not looked at with ``--frozen``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envguard.create.plan import LockPlan, read_plan
+from envguard.create.report import CreateReporter
+from envguard.create.staging import fault_hook
+from envguard.errors import EnvguardError, StaleLockError, UserError
+
+if TYPE_CHECKING:
+    from envguard.lock import Freshness
+
+
+def _freshness(files: Sequence[Path], lockfile: Path, platform: str) -> Freshness:
+    """`envguard lock --check`'s verdict, for this platform only."""
+    from envguard.lock import check_fresh
+
+    return check_fresh(list(files), lockfile, platforms=[platform])
+
+
+def spec_files_for(env_files: Sequence[Path], lockfile: Path | None, cwd: Path) -> list[Path]:
+    """The environment files this create reads: ``-f``, else ``environment.yml`` beside the lock (default:
+    in the working directory) when it exists. Their ``name:`` names the environment without -p/-n."""
+    if env_files:
+        return [Path(f) for f in env_files]
+    spec = (Path(lockfile).parent if lockfile is not None else cwd) / "environment.yml"
+    return [spec] if spec.is_file() else []
+
+
+def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: bool,
+                reporter: CreateReporter, cwd: Path, frozen: bool = False,
+                spec_files: Sequence[Path] | None = None) -> Path:
+    """The lock to install from: given, default, or made now from the spec (neither --locked nor --frozen)."""
+    from envguard.yamlio import special_file
+
+    files = [Path(f) for f in env_files]
+    for f in files:
+        if not f.is_file():
+            raise UserError("is a directory, expected an environment file" if f.is_dir() else
+                            special_file(f) or "environment file not found", file=str(f), key="-f",
+                            fix="pass an existing environment.yml")
+    specs = list(spec_files) if spec_files is not None else files
+    lockfile = Path(lockfile) if lockfile is not None else (files[0].parent if files else cwd) / "conda-lock.yml"
+    if lockfile.is_dir() or special_file(lockfile):  # never lock into a FIFO or a device either
+        raise UserError("is a directory, expected a lock file" if lockfile.is_dir() else str(special_file(lockfile)),
+                        file=str(lockfile), key="--lockfile", fix="pass the path of conda-lock.yml")
+    if lockfile.is_file():
+        return lockfile
+    if not specs or locked or frozen:
+        flag = "--frozen" if frozen else "--locked"
+        why = f"{flag} needs an existing lock" if (locked or frozen) else "nothing to install from"
+        raise StaleLockError(f"lock file not found: {lockfile} ({why})",
+                             fix="run `envguard lock` first" + ("" if specs else ", or pass -f environment.yml"),
+                             command="envguard lock")
+    reporter.stage(f"no lock yet: locking {', '.join(str(f) for f in specs)} into {lockfile}")
+    from envguard.lock import lock as do_lock
+
+    do_lock(specs, lockfile=lockfile)
+    return lockfile
+
+
+def _spec_declares_platforms(files: Sequence[Path]) -> bool:
+    from envguard.yamlio import load_fast
+
+    for f in files:
+        try:
+            data = load_fast(f)
+        except (EnvguardError, OSError):
+            continue
+        if isinstance(data, dict) and data.get("platforms"):
+            return True
+    return False
+
+
+def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool, frozen: bool = False,
+                     reporter: CreateReporter | None = None) -> tuple[LockPlan, list[str]]:
+    """Staleness as uv and pixi treat it: a stale lock is re-locked first (then installed), refused with
+    ``--locked`` (exit 4) and not looked at with ``--frozen``. Returns the plan to install and notes.
+    Sources named by the lock that no longer exist are not checked."""
+    if frozen:
+        return plan, []
+    files = [Path(f) for f in env_files] or [s for s in plan.sources if s.is_file()]
+    if not files or (not env_files and len(files) != len(plan.sources)):
+        return plan, []
+    verdict = _freshness(files, plan.lockfile, plan.platform)
+    if verdict.fresh:
+        return plan, []
+    if locked:
+        raise StaleLockError(f"--locked: {verdict.message}; `envguard create` without --locked re-locks it first, "
+                             "--frozen installs it as it is", command=verdict.command or None)
+    reason = verdict.reason
+    if reporter is not None:
+        reporter.stage(f"re-locking: {reason}")
+    from envguard.lock import lock as do_lock
+    from envguard.lock import read_lock
+
+    platforms = None if _spec_declares_platforms(files) else list(read_lock(plan.lockfile).platforms) or None
+    fault_hook("relock")
+    try:
+        do_lock(files, platforms=platforms, lockfile=plan.lockfile)
+    except EnvguardError as e:
+        raise EnvguardError(f"{reason}, and re-locking it failed: {e.message}",
+                            fix="correct that and rerun, or install the lock as it is with `envguard create --frozen`",
+                            exit_code=e.exit_code) from None
+    return read_plan(plan.lockfile, plan.platform), [f"{reason}: re-locked it first"]

@@ -1,0 +1,155 @@
+"""The lock as ``envguard create`` installs it: the host platform's conda artifacts and pip packages
+(LockPlan), with ``${VAR}`` credentials filled in and every URL and hash checked before anything runs."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envguard import __version__
+from envguard.create.backends.pip_step import PipArtifact
+from envguard.create.integrity import Artifact, strip_archive_suffix
+from envguard.errors import IntegrityError, StaleLockError, UserError
+from envguard.fingerprint import Fingerprint
+from envguard.model import pep503
+from envguard.redact import MASK, redact
+
+
+@dataclass
+class LockPlan:
+    lockfile: Path
+    platform: str
+    content_hash: str | None
+    conda: list[Artifact]
+    pip: list[PipArtifact]
+    sources: list[Path]
+
+    def fingerprint(self, backend: str) -> Fingerprint:
+        return Fingerprint(
+            platform=self.platform,
+            content_hash=self.content_hash,
+            conda={a.name: (a.sha256 or f"md5:{a.md5}") for a in self.conda},
+            pip={pep503(p.name): (p.sha256 or "") for p in self.pip},
+            lockfile=redact(str(self.lockfile)),
+            backend=backend,
+            envguard_version=__version__,
+        )
+
+
+_PLACEHOLDER = re.compile(r"\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_url(url: str, lockfile: Path, package: str) -> str:
+    """conda-lock writes credentials as ``${VAR}`` placeholders; fill them from the environment. A credential
+    the lock holds masked (``***``: it was written literally in the spec) can only fail: say so up front."""
+    if MASK in url:
+        from envguard.auth import split_credentials
+
+        parts = split_credentials(url)
+        if MASK in (parts.user, parts.password, parts.token):
+            raise UserError(f"{package}: the lock holds this URL's credential masked ({redact(url)}): the "
+                            "environment file named it literally, and envguard never writes a credential",
+                            file=str(lockfile), key="url",
+                            fix="write it as ${VAR} placeholders in the environment file (https://${USER}:${PASS}@"
+                                "host/..., /t/${TOKEN}/), run `envguard lock`, and export the variables")
+
+    def sub(m: re.Match[str]) -> str:
+        value = os.environ.get(m["var"])
+        if value is None:
+            raise UserError(f"{package}: the URL needs ${{{m['var']}}}, which is not set", file=str(lockfile),
+                            fix=f"export {m['var']}=... (the credential for that channel)")
+        return value
+
+    return _PLACEHOLDER.sub(sub, url) if "${" in url else url
+
+
+def _checked_url(url: str, locked: str, lockfile: Path, package: str) -> str:
+    """``url`` when it parses (host, port): a damaged lock is bad input, not an installer crash."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as e:
+        raise UserError(f"{package}: not a valid URL ({e}): {redact(locked)}", file=str(lockfile), key="url",
+                        fix="restore the lock from version control, or re-lock with `envguard lock`") from None
+    return url
+
+
+_HEX = {"sha256": re.compile(r"^[0-9a-fA-F]{64}$"), "md5": re.compile(r"^[0-9a-fA-F]{32}$")}
+
+
+def _hash_field(entry: Any, algorithm: str, lockfile: Path) -> str | None:
+    value = getattr(entry, algorithm)
+    if value is None or value == "":
+        return None
+    # YAML turns an all-digit "hash" into a number: that, like any non-hex value, is a damaged lock
+    if not isinstance(value, str) or not _HEX[algorithm].match(value):
+        raise IntegrityError(f"{lockfile}: {entry.name}: hash.{algorithm} is not a {algorithm} ({value!r})",
+                             fix="restore the lock from version control, or re-lock with `envguard lock`",
+                             command="envguard lock")
+    return value.lower()
+
+
+def _entry_fields(entry: Any, lockfile: Path) -> dict[str, Any]:
+    """The fields of an envguard.lock.lockfile.LockEntry that installing needs."""
+    return {
+        "name": entry.name,
+        "version": str(entry.version),
+        "url": entry.url,
+        "sha256": _hash_field(entry, "sha256", lockfile),
+        "md5": _hash_field(entry, "md5", lockfile),
+        "build": None,  # conda: from the file name, in _conda_artifact
+        "depends": tuple(entry.depends),
+        "platform": entry.platform,
+    }
+
+
+def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
+    path = url.split("?", 1)[0].split("#", 1)[0]
+    filename = path.rsplit("/", 1)[-1]
+    stem = strip_archive_suffix(filename)
+    if stem == filename:
+        raise UserError(f"{f['name']}: the URL is not a conda package (.conda or .tar.bz2): {redact(url)}",
+                        file=str(lockfile), fix="re-lock with `envguard lock`")
+    # the build string, as envguard.lock.lockfile.LockEntry.build reads it
+    head = f"{f['name']}-{f['version']}-"
+    build = stem[len(head):] if stem.startswith(head) else stem.rsplit("-", 1)[-1]
+    if not build:
+        parts = stem.rsplit("-", 2)
+        build = parts[2] if len(parts) == 3 else ""
+    if not build:
+        raise UserError(f"{f['name']}: cannot read the build string from {filename}", file=str(lockfile),
+                        fix="re-lock with `envguard lock`")
+    subdir = path.rsplit("/", 2)[-2] if path.count("/") >= 2 else (f["platform"] or "noarch")
+    return Artifact(name=f["name"], version=f["version"], build=build, url=url,
+                    sha256=(f["sha256"] or "").lower() or None, md5=(f["md5"] or "").lower() or None,
+                    subdir=subdir, depends=f["depends"], locked_url=f["url"] if f["url"] != url else None)
+
+
+def read_plan(lockfile: Path, platform: str) -> LockPlan:
+    """The host platform's conda artifacts and pip packages from a conda-lock file."""
+    from envguard.lock import host_records, pip_records, read_lock
+
+    lock = read_lock(lockfile)
+    if platform not in lock.platforms:
+        raise StaleLockError(f"{lockfile}: the lock has no packages for this machine's platform {platform} "
+                             f"(it covers {', '.join(lock.platforms) or 'none'})",
+                             fix=f"`envguard lock` with {platform} among the platforms")
+    conda: list[Artifact] = []
+    pip: list[PipArtifact] = []
+    for entry in host_records(lock, platform):
+        f = _entry_fields(entry, lockfile)
+        if not f["name"].startswith("__"):  # virtual packages are never installed
+            url = _checked_url(expand_url(f["url"], lockfile, f["name"]), f["url"], lockfile, f["name"])
+            conda.append(_conda_artifact(f, url, lockfile))
+    for entry in pip_records(lock, platform):
+        f = _entry_fields(entry, lockfile)
+        url = _checked_url(expand_url(f["url"], lockfile, f["name"]), f["url"], lockfile, f["name"])
+        pip.append(PipArtifact(f["name"], f["version"], url, (f["sha256"] or "").lower() or None,
+                               locked_url=f["url"] if url != f["url"] else None))
+    sources = [lockfile.parent / s for s in lock.sources]
+    return LockPlan(lockfile, platform, lock.content_hash.get(platform), conda, pip, sources)
