@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envguard.tune import TuneResult, tune  # noqa: E402
+from envguard.tune import TuneOptions, TuneResult, tune  # noqa: E402
 from envguard.tune.search import Settings  # noqa: E402
 
 
@@ -46,7 +46,7 @@ def _best(result: TuneResult) -> tuple[Settings, float]:
 
 
 def h2d(args: argparse.Namespace) -> int:
-    first = tune(args.python, demo=True, budget=args.budget, step_ms=args.step_ms)
+    first = tune(TuneOptions(python=args.python, demo=True, budget=args.budget, step_ms=args.step_ms))
     rec = first.recommended
     if rec is None:
         print("no configuration worked", file=sys.stderr)
@@ -55,8 +55,8 @@ def h2d(args: argparse.Namespace) -> int:
         print("no CUDA device: the pinned-memory gain needs a GPU", file=sys.stderr)
         return 2
     pageable, pinned = replace(rec, pin_memory=False), replace(rec, pin_memory=True)
-    again = tune(args.python, demo=True, budget=10_000, step_ms=args.step_ms, current=pageable,
-                 candidates=[pinned, pageable] * (args.repeats - 1) + [pinned])
+    again = tune(TuneOptions(python=args.python, demo=True, budget=10_000, step_ms=args.step_ms, current=pageable,
+                             candidates=[pinned, pageable] * (args.repeats - 1) + [pinned]))
     rows: dict[bool, list[dict]] = {False: [], True: []}
     for t in again.ok_trials:
         if t.get("h2d"):
@@ -88,14 +88,15 @@ def main() -> int:
         return h2d(args)
 
     print(f"cores {os.cpu_count()}, load {_load()} at start; demo dataset, step {args.step_ms:g} ms")
-    adaptive = tune(args.python, demo=True, budget=args.budget, step_ms=args.step_ms)
+    adaptive = tune(TuneOptions(python=args.python, demo=True, budget=args.budget, step_ms=args.step_ms))
     rec = adaptive.recommended
     if rec is None:
         print("the adaptive search found no working configuration", file=sys.stderr)
         return 1
     print(f"adaptive: {len(adaptive.trials)} trials in {adaptive.duration:.1f} s, recommends {rec.label()} "
           f"({adaptive.recommended_trial['samples_per_s']:.0f} samples/s as measured), load {_load()}")
-    grid = tune(args.python, demo=True, strategy="grid", budget=100_000, timeout=100_000, step_ms=args.step_ms)
+    grid = tune(TuneOptions(python=args.python, demo=True, strategy="grid", budget=100_000, timeout=100_000,
+                            step_ms=args.step_ms))
     best, best_v = _best(grid)
     print(f"grid:     {len(grid.trials)} trials ({len(grid.ok_trials)} worked) in {grid.duration:.1f} s, best "
           f"{best.label()} ({best_v:.0f} samples/s as measured), load {_load()}")
@@ -108,8 +109,8 @@ def main() -> int:
               f"({grid_of_rec / best_v:.0%} of its best)")
     # Both winners again, alternating, so that neither profits from a lucky measurement.
     others = [best, rec] * (args.repeats - 1) + [best]
-    again = tune(args.python, demo=True, budget=100_000, timeout=100_000, step_ms=args.step_ms, current=rec,
-                 candidates=others)
+    again = tune(TuneOptions(python=args.python, demo=True, budget=100_000, timeout=100_000, step_ms=args.step_ms,
+                             current=rec, candidates=others))
     meds = {s: statistics.median(v) for s, v in _median_by(again).items()}
     mine, theirs = meds.get(rec), meds.get(best)
     if mine is None or theirs is None:

@@ -6,16 +6,14 @@ graph has no cycle). The command layer (envguard/cli/) runs them in sequence thr
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from dataclasses import replace
 
-from envguard.create import CreateReporter, CreateResult, create
+from envguard.create import CreateOptions, CreateReporter, CreateResult, create
 from envguard.errors import Interrupted
 from envguard.leftovers import interrupt_report
 
 
-def create_and_check(prefix: str | os.PathLike[str] | None = None, *, check: bool = True,
-                     reporter: CreateReporter | None = None, **options: Any) -> CreateResult:
+def create_and_check(options: CreateOptions, *, check: bool = True) -> CreateResult:
     """:func:`envguard.create.create` with ``options``, then `envguard check` on the environment it built
     or rebuilt (``check``; an environment left unchanged is not checked again). The environment stays
     whatever the check says; its findings decide the exit code (:attr:`CreateResult.exit_code`).
@@ -23,16 +21,16 @@ def create_and_check(prefix: str | os.PathLike[str] | None = None, *, check: boo
     A Ctrl-C during the check says that the new environment is in place, as one during the create says
     what the target holds then.
     """
-    rep = reporter or CreateReporter()
-    result = create(prefix, reporter=rep, **options)
+    rep = options.reporter or CreateReporter()
+    result = create(replace(options, reporter=rep))
     if not check or result.status == "unchanged":
         return result
     # lazily: `envguard create --no-check` does not pay for check's imports (bench/create.py times it)
-    from envguard.check import run_check
+    from envguard.check import CheckOptions, run_check
 
     rep.stage(f"checking the new environment (envguard check -p {result.prefix})")
     try:
-        result.check = run_check(result.prefix, lockfile=result.lockfile)
+        result.check = run_check(CheckOptions(prefix=result.prefix, lockfile=result.lockfile))
     except Interrupted:
         raise
     except KeyboardInterrupt:

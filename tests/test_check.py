@@ -92,13 +92,13 @@ def test_pip_install_over_conda_pytorch(env: Path, tmp_path: Path) -> None:
 
 
 def test_import_resolves_to_pips_copy(env: Path, tmp_path: Path) -> None:
-    from envguard.check import run_check
+    from envguard.check import CheckOptions, run_check
 
-    clean = run_check(env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path)
+    clean = run_check(CheckOptions(prefix=env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path))
     f = next(f for f in clean.findings if f.code == "EG523" and f.package == "torch")
     assert f.severity.value == "info" and "conda package pytorch 2.13.0" in f.message
     check_envs.pip_install(env, channels.build_wheel(tmp_path / "wheels", "torch", "2.13.1"))
-    broken = run_check(env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path)
+    broken = run_check(CheckOptions(prefix=env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path))
     f = next(f for f in broken.findings if f.code == "EG523" and f.package == "torch")
     assert f.severity.value == "error" and "pip dist torch 2.13.1" in f.message
     assert f.file == str(env / f"lib/python{HOST_PY}/site-packages/torch/__init__.py")
@@ -472,12 +472,12 @@ def test_cuda_version_beside_a_cpu_torch_is_not_a_wish_for_cuda(channel_url: str
 
 def test_import_of_a_file_no_installer_recorded_is_an_error(env: Path, tmp_path: Path) -> None:
     """A stray torch/ package in site-packages, written by no installer, shadows conda's pytorch."""
-    from envguard.check import run_check
+    from envguard.check import CheckOptions, run_check
 
     stray = env / f"lib/python{HOST_PY}/site-packages/torch/__init__.py"
     stray.parent.mkdir(parents=True)
     stray.write_text("__version__ = 'stray'\n")
-    rep = run_check(env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path)
+    rep = run_check(CheckOptions(prefix=env, smoke=False, imports=True, driver_info_fn=lambda: None, cwd=tmp_path))
     f = next(f for f in rep.findings if f.code == "EG523" and f.package == "torch")
     assert f.severity.value == "error" and "a file no installer recorded" in f.message
     assert f.file == str(stray) and "conda's pytorch 2.13.0" in f.message

@@ -51,10 +51,10 @@ def report(channel_url: str, session_tmp: Path, tmp_path: Path) -> dict:
                                           tmp_path / "env", session_tmp / "check-pkgs")
     lock = check_envs.write_lock(tmp_path / "conda-lock.yml", records)
     check_envs.pip_install(prefix, channels.build_wheel(tmp_path / "w", "torch", "2.13.1"))
-    from envguard.check import run_check
+    from envguard.check import CheckOptions, run_check
 
-    rep = run_check(prefix, lockfile=lock, files=True, smoke=False, imports=True, driver_info_fn=lambda: None,
-                    cwd=tmp_path)
+    rep = run_check(CheckOptions(prefix=prefix, lockfile=lock, files=True, smoke=False, imports=True,
+                                 driver_info_fn=lambda: None, cwd=tmp_path))
     return json.loads(json.dumps(rep.to_json()))
 
 

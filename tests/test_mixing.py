@@ -248,9 +248,10 @@ def cuda_prefix(channel_factory, tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_check_reports_mixing_in_a_live_prefix(cuda_prefix: Path, tmp_path: Path) -> None:
-    from envguard.check import run_check
+    from envguard.check import CheckOptions, run_check
 
-    rep = run_check(cuda_prefix, smoke=False, imports=False, driver_info_fn=lambda: None, cwd=tmp_path)
+    rep = run_check(CheckOptions(prefix=cuda_prefix, smoke=False, imports=False, driver_info_fn=lambda: None,
+                                 cwd=tmp_path))
     (f,) = [f for f in rep.findings if f.code == "EG572"]
     assert "cudatoolkit 11.8.0" in f.message and "cuda-cccl 12.4.127" in f.message and f.severity is Severity.ERROR
     # the records of two of them as anaconda's defaults wrote them (conda-forge and defaults cannot be reached here)
@@ -259,7 +260,8 @@ def test_check_reports_mixing_in_a_live_prefix(cuda_prefix: Path, tmp_path: Path
         data["url"] = f"{MAIN}/{channels.host_platform()}/{data['fn']}"
         data["channel"] = MAIN
         rec.write_text(json.dumps(data))
-    rep = run_check(cuda_prefix, smoke=False, imports=False, driver_info_fn=lambda: None, cwd=tmp_path)
+    rep = run_check(CheckOptions(prefix=cuda_prefix, smoke=False, imports=False, driver_info_fn=lambda: None,
+                                 cwd=tmp_path))
     codes = {f.code for f in rep.findings}
     assert {"EG570", "EG571", "EG572"} <= codes and rep.exit_code == 1
     assert any("mkl 2021.4.0 comes from pkgs/main" in f.message for f in rep.findings if f.code == "EG571")

@@ -3,6 +3,7 @@ create's own tests build real environments; this is the sequence and what a Ctrl
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,8 @@ import pytest
 
 import envguard.check
 from envguard import workflow
-from envguard.create import CreateReporter, CreateResult
+from envguard.check import CheckOptions
+from envguard.create import CreateOptions, CreateReporter, CreateResult
 from envguard.errors import Interrupted
 from envguard.fingerprint import Fingerprint
 
@@ -24,11 +26,14 @@ class Stages(CreateReporter):
 
 
 def _create_gives(monkeypatch: pytest.MonkeyPatch, status: str, prefix: Path) -> list[dict[str, Any]]:
-    """Make create return a result of ``status`` for ``prefix``; returns the calls it got."""
+    """Make create return a result of ``status`` for ``prefix``; returns the calls it got (the options each
+    call set, those that differ from the defaults)."""
     calls: list[dict[str, Any]] = []
+    defaults = CreateOptions()
 
-    def create(target: Any, **options: Any) -> CreateResult:
-        calls.append({"prefix": target, **options})
+    def create(options: CreateOptions) -> CreateResult:
+        calls.append({f.name: getattr(options, f.name) for f in fields(options)
+                      if getattr(options, f.name) != getattr(defaults, f.name)})
         return CreateResult(prefix=prefix, status=status, backend="rattler", lockfile=prefix.parent / "conda-lock.yml",
                             fingerprint=Fingerprint(platform="linux-64", content_hash=None))
 
@@ -44,13 +49,13 @@ def test_a_built_environment_is_checked_against_its_lock(tmp_path: Path, monkeyp
     checked: list[tuple[Path, Path]] = []
     report = type("Report", (), {"exit_code": 1})()
 
-    def run_check(prefix: Path, *, lockfile: Path) -> Any:
-        checked.append((prefix, lockfile))
+    def run_check(options: CheckOptions) -> Any:
+        checked.append((options.prefix, options.lockfile))
         return report
 
     monkeypatch.setattr(envguard.check, "run_check", run_check)
     rep = Stages()
-    result = workflow.create_and_check(target, lockfile="x.yml", reporter=rep)
+    result = workflow.create_and_check(CreateOptions(prefix=target, lockfile="x.yml", reporter=rep))
     assert calls == [{"prefix": target, "lockfile": "x.yml", "reporter": rep}]
     assert checked == [(target, tmp_path / "conda-lock.yml")] and result.check is report and result.exit_code == 1
     assert rep.stages == [f"checking the new environment (envguard check -p {target})"]
@@ -61,7 +66,7 @@ def test_an_unchanged_environment_or_no_check_runs_no_check(tmp_path: Path, monk
                                                             status: str, check: bool) -> None:
     _create_gives(monkeypatch, status, tmp_path / "env")
     monkeypatch.setattr(envguard.check, "run_check", lambda *a, **k: pytest.fail("checked"))
-    result = workflow.create_and_check(tmp_path / "env", check=check)
+    result = workflow.create_and_check(CreateOptions(prefix=tmp_path / "env"), check=check)
     assert result.check is None and result.exit_code == 0
 
 
@@ -76,5 +81,5 @@ def test_ctrl_c_during_the_check_says_the_new_environment_is_in_place(tmp_path: 
 
     monkeypatch.setattr(envguard.check, "run_check", interrupted)
     with pytest.raises(Interrupted) as e:
-        workflow.create_and_check(target)
+        workflow.create_and_check(CreateOptions(prefix=target))
     assert str(e.value) == f"interrupted: the new environment is in place at {target}"

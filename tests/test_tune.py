@@ -20,7 +20,7 @@ from support.require import importorskip
 
 from envguard.errors import UserError
 from envguard.findings import Severity
-from envguard.tune import TuneResult, check_plot, parse_current, tune, write_plot
+from envguard.tune import TuneOptions, TuneResult, check_plot, parse_current, tune, write_plot
 from envguard.tune.report import not_tried, snippet, text_chart, to_json, to_markdown
 from envguard.tune.search import Settings
 
@@ -47,8 +47,8 @@ def tiny_run() -> TuneResult:
     The host-to-device copy path runs in its CPU fallback (no GPU here). The budget counts from the start,
     torch's import in the probe included (seconds on a loaded machine); on an idle one the search of this
     small space ends by itself in about 9 s."""
-    return tune(sys.executable, dataset="tune_datasets:tiny", cwd=DATASETS, batch_size=8, step_ms=2, budget=15,
-                max_workers=2, current="num_workers=0,pin_memory=False", h2d="cpu")
+    return tune(TuneOptions(python=sys.executable, dataset="tune_datasets:tiny", cwd=DATASETS, batch_size=8,
+                            step_ms=2, budget=15, max_workers=2, current="num_workers=0,pin_memory=False", h2d="cpu"))
 
 
 def test_a_real_run_measures_trials_and_recommends_dataloader_kwargs(tiny_run: TuneResult) -> None:
@@ -133,8 +133,8 @@ def test_failing_configurations_are_classified_and_the_run_goes_on() -> None:
     """1 worker: __getitem__(13) raises; 2 workers hang; 3 workers (the current settings) are SIGKILLed;
     0 and 4 workers work, so the run exits 0. The lambda collate_fn cannot be pickled: spawn and
     forkserver are skipped with the reason. The dataset is given as a path."""
-    r = tune(sys.executable, dataset="tune_datasets.py:flaky", cwd=DATASETS, budget=25, max_workers=4,
-             current="num_workers=3,persistent_workers=True", trial_timeout=20)
+    r = tune(TuneOptions(python=sys.executable, dataset="tune_datasets.py:flaky", cwd=DATASETS, budget=25,
+                         max_workers=4, current="num_workers=3,persistent_workers=True", trial_timeout=20))
     assert r.exit_code == 0 and r.ok_trials, r.findings
     by_workers = {t["settings"]["num_workers"]: t for t in r.trials}
     assert by_workers[3]["role"] == "current" and by_workers[3]["status"] == "failed"
@@ -158,7 +158,8 @@ def test_failing_configurations_are_classified_and_the_run_goes_on() -> None:
 def test_the_factory_may_return_a_tuple_with_a_sampler() -> None:
     """(dataset, collate_fn, sampler): a trial's epoch is the user's sampler's (24 samples, not the dataset's 48),
     and the snippet passes the sampler on. Only the current settings are measured (no search)."""
-    r = tune(sys.executable, dataset="tune_datasets:with_sampler", cwd=DATASETS, batch_size=8, budget=10, candidates=[])
+    r = tune(TuneOptions(python=sys.executable, dataset="tune_datasets:with_sampler", cwd=DATASETS, batch_size=8,
+                         budget=10, candidates=[]))
     [t] = r.trials
     assert t["status"] == "ok" and t["samples"] == 24 and t["epoch_samples"] == 24 and t["batches"] == 3, t
     assert r.inspect["dataset"]["sampler"] and "    sampler=sampler," in (snippet(r) or "")
@@ -183,7 +184,7 @@ def test_the_demo_through_the_command_line() -> None:
 
 @pytest.mark.slow
 def test_a_factory_that_raises_is_one_finding_and_exit_7() -> None:
-    r = tune(sys.executable, dataset="tune_datasets:broken", cwd=DATASETS, budget=5)
+    r = tune(TuneOptions(python=sys.executable, dataset="tune_datasets:broken", cwd=DATASETS, budget=5))
     assert r.exit_code == 7 and not r.trials
     assert [f.code for f in r.findings] == ["dataset-factory"]
     assert "cannot open /data/train.tar" in r.findings[0].message
@@ -204,7 +205,8 @@ def test_a_module_that_does_not_import_via_the_cli(tmp_path: Path) -> None:
 def test_the_overall_timeout_stops_everything_and_exits_124() -> None:
     # The factory never returns; the timeout leaves the probe's import of torch (1-2 s, several on a loaded
     # machine) far behind, so the run is stopped while loading the dataset.
-    r = tune(sys.executable, dataset="tune_datasets:never_returns", cwd=DATASETS, budget=2, timeout=12)
+    r = tune(TuneOptions(python=sys.executable, dataset="tune_datasets:never_returns", cwd=DATASETS, budget=2,
+                         timeout=12))
     assert r.exit_code == 124 and r.timed_out
     assert [f.code for f in r.findings] == ["hang"]
     assert "loading the dataset" in r.findings[0].message

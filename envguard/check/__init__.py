@@ -17,6 +17,7 @@ from typing import Any
 
 from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
 from envguard.check.hook import watched_changed as watched_changed  # public: the envguard-check git hook's trigger
+from envguard.check.options import CheckOptions
 from envguard.errors import ExitCode, PlatformNotLocked, UserError
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.fingerprint import read_fingerprint
@@ -312,36 +313,16 @@ def mixing_findings(installed: Sequence[Package], already: Sequence[Finding] = (
 # --------------------------------------------------------------------------- the command
 
 
-def run_check(
-    prefix: Path | None = None,
-    *,
-    name: str | None = None,
-    lockfile: Path | None = None,
-    files: bool = False,
-    deep: bool = False,
-    smoke: bool = True,
-    imports: bool | None = None,
-    env: Mapping[str, str] | None = None,
-    driver_info_fn: Callable[[], Any] | None = None,
-    core: Sequence[str] | None = None,
-    strict: bool = False,
-    smoke_timeout: float = 300.0,
-    cwd: Path | None = None,
-    workers: int | None = None,
-    progress: Callable[[str], None] | None = None,
-    distributed: bool = False,
-) -> CheckReport:
-    """Check one environment. Raises UserError for bad input; everything else is a finding.
-
-    ``smoke`` runs the smoke probe in the environment's interpreter; ``imports`` (default: same as
-    ``smoke``) runs envguard/in_process/import_origin.py there. With both off, no process is started.
-    ``env`` replaces os.environ for the environment rules; ``driver_info_fn`` replaces the NVML /
-    nvidia-smi query (envguard.driver.get_driver_info). Which environment: envguard.envs.resolve_target
-    (``-p``, ``-n``, the active conda environment, the one ``environment.yml`` names; never envguard's own).
-    ``progress(phase)`` follows the smoke probe (envguard.smoke.run_smoke). ``distributed`` runs the probe's
-    torch.distributed check as well (one rank of the launcher's world when RANK/WORLD_SIZE are set); with
-    ``smoke`` off, only that.
+def run_check(options: CheckOptions) -> CheckReport:
+    """Check one environment (what to check and how: CheckOptions). Raises UserError for bad input;
+    everything else is a finding. With neither ``smoke`` nor ``imports`` no process is started. Which
+    environment: envguard.envs.resolve_target (``-p``, ``-n``, the active conda environment, the one
+    ``environment.yml`` names; never envguard's own); ``progress`` follows envguard.smoke.run_smoke.
     """
+    o = options
+    prefix, name, lockfile, files, deep, smoke = o.prefix, o.name, o.lockfile, o.files, o.deep, o.smoke
+    imports, env, driver_info_fn, core, strict = o.imports, o.env, o.driver_info_fn, o.core, o.strict
+    smoke_timeout, cwd, workers, progress, distributed = o.smoke_timeout, o.cwd, o.workers, o.progress, o.distributed
     from envguard.check import checks
     from envguard.platforms import host_platform, python_in_prefix
     from envguard.prefix import inspect_prefix, verify_files

@@ -51,14 +51,15 @@ def create_cmd(
     no_check: Annotated[bool, flag("--no-check", help="Do not run `envguard check` on the new environment.")] = False,
 ) -> None:
     """Make an environment exactly the lock: create it, rebuild it if it drifted, atomic, every hash verified."""
+    from envguard.create import CreateOptions
     from envguard.create.render import CreateRenderer, print_created
     from envguard.workflow import create_and_check
 
     reporter = CreateRenderer(quiet=quiet, live=not quiet and is_terminal(render.out))
     try:
-        result = create_and_check(prefix, name=name, lockfile=lockfile, env_files=files or (), force=force,
-                                  locked=locked, frozen=frozen, backend=backend, timeout=timeout,
-                                  check=not no_check, reporter=reporter)
+        result = create_and_check(CreateOptions(prefix=prefix, name=name, lockfile=lockfile, env_files=files or (),
+                                                force=force, locked=locked, frozen=frozen, backend=backend,
+                                                timeout=timeout, reporter=reporter), check=not no_check)
     except KeyboardInterrupt as e:  # typer would turn it into a silent exit 130; say what the target holds
         run_state["interrupt_reported"] = True
         raise typer.Exit(say_interrupted(str(e) or "interrupted")) from None
@@ -135,7 +136,7 @@ def check_cmd(
              "MASTER_PORT; torchrun or srun); the result goes into the report.")] = False,
 ) -> None:
     """Verify an installed environment against its lock, its policy and its hardware."""
-    from envguard.check import run_check
+    from envguard.check import CheckOptions, run_check
     from envguard.check.render import show
     from envguard.envs import NoTargetError
     from envguard.errors import UserError
@@ -157,9 +158,10 @@ def check_cmd(
 
     try:
         with SmokeProgress(enabled=fmt == "text" and not no_smoke and is_terminal(render.err)) as progress:
-            report = run_check(prefix, name=name, lockfile=lockfile, files=files, deep=deep, smoke=not no_smoke,
-                               core=core_list, strict=strict, smoke_timeout=smoke_timeout, distributed=distributed,
-                               progress=progress.phase if progress.enabled else None)
+            report = run_check(CheckOptions(prefix=prefix, name=name, lockfile=lockfile, files=files, deep=deep,
+                                            smoke=not no_smoke, core=core_list, strict=strict,
+                                            smoke_timeout=smoke_timeout, distributed=distributed,
+                                            progress=progress.phase if progress.enabled else None))
     except NoTargetError as e:
         if not skip_missing:
             raise

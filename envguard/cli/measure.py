@@ -63,14 +63,14 @@ def tune_cmd(
         help="Write throughput against workers as PNG or SVG (needs matplotlib: the plot extra).")] = None,
 ) -> None:
     """Measure your DataLoader inside the environment and recommend its settings, with evidence."""
-    from envguard.tune import check_plot, tune
+    from envguard.tune import TuneOptions, check_plot, tune
     from envguard.tune.render import progress, show
 
     check_format(fmt)
     plot_path = check_plot(plot) if plot is not None else None  # before any trial runs
-    result = tune(prefix=prefix, name=name, dataset=dataset, demo=demo, batch_size=batch_size, step_ms=step_ms,
-                  busy=busy, budget=budget, current=current, max_workers=max_workers, timeout=timeout,
-                  on_trial=progress if fmt == "text" else None)
+    result = tune(TuneOptions(prefix=prefix, name=name, dataset=dataset, demo=demo, batch_size=batch_size,
+                              step_ms=step_ms, busy=busy, budget=budget, current=current, max_workers=max_workers,
+                              timeout=timeout, on_trial=progress if fmt == "text" else None))
     show(result, fmt, plot_path)
     raise typer.Exit(result.exit_code)
 

@@ -24,7 +24,6 @@ staging.py, prefixlock.py and backends/ do the work they call.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from envguard import settings
 from envguard.create.backends import get_backend
 from envguard.create.build import _create_locked, _identity, json_str, scrub_credentials
 from envguard.create.freshness import check_lock_fresh, ensure_lock, spec_files_for
+from envguard.create.options import CreateOptions
 from envguard.create.plan import LockPlan, expand_url, read_plan
 from envguard.create.report import CreateReporter, CreateResult
 from envguard.errors import Interrupted, UserError
@@ -40,30 +40,15 @@ from envguard.fingerprint import Fingerprint, read_fingerprint
 from envguard.leftovers import interrupt_report
 from envguard.platforms import host_platform
 
-__all__ = ["CreateReporter", "CreateResult", "LockPlan", "check_lock_fresh", "create", "ensure_lock", "expand_url",
-           "json_str", "read_plan", "scrub_credentials", "spec_files_for", "summarise_drift"]
+__all__ = ["CreateOptions", "CreateReporter", "CreateResult", "LockPlan", "check_lock_fresh", "create", "ensure_lock",
+           "expand_url", "json_str", "read_plan", "scrub_credentials", "spec_files_for", "summarise_drift"]
 
 
 # --------------------------------------------------------------------------- create
 
 
-def create(
-    prefix: str | os.PathLike[str] | None = None,
-    *,
-    name: str | None = None,
-    lockfile: str | os.PathLike[str] | None = None,
-    env_files: Sequence[str | os.PathLike[str]] = (),
-    force: bool = False,
-    locked: bool = False,
-    frozen: bool = False,
-    backend: str | None = None,
-    timeout: float | None = None,
-    reporter: CreateReporter | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    platform: str | None = None,
-) -> CreateResult:
-    """Make the environment at ``prefix`` (or ``-n name``, else the spec's ``name:``) exactly the lock.
+def create(options: CreateOptions) -> CreateResult:
+    """Make the environment at ``options.prefix`` (or ``name``, else the spec's ``name:``) exactly the lock.
 
     A sync: a missing environment is created, one that drifted from the lock is rebuilt (see
     envguard.create.drift), one that matches is left alone unless ``force``. A stale lock is re-locked first;
@@ -74,6 +59,11 @@ def create(
     (3), StaleLockError (4: lock missing, stale under --locked, or without this platform), BusyError (5),
     BackendError (6: installer, permissions, disk full, a failed re-lock).
     """
+    o = options
+    prefix, name, lockfile, env_files, force, locked, frozen = (o.prefix, o.name, o.lockfile, o.env_files, o.force,
+                                                                o.locked, o.frozen)
+    backend, timeout, reporter, cache_dir, cwd, platform = (o.backend, o.timeout, o.reporter, o.cache_dir, o.cwd,
+                                                            o.platform)
     started = time.monotonic()
     rep = reporter or CreateReporter()
     from envguard.envs import resolve_target

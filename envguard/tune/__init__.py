@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,9 @@ from typing import Any
 from envguard.envs import resolve_python as interpreter_of
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding
+from envguard.tune.options import DEFAULT_BUDGET, TuneOptions
 from envguard.tune.search import AdaptiveSearch, GridSearch, Settings, Space, best_of, mean_results
 
-DEFAULT_BUDGET = 60.0
 RECOMMEND_TOLERANCE = 0.03  # within this of the best, the simplest setting is recommended
 _CURRENT_KEYS = {"num_workers": int, "prefetch_factor": int, "persistent_workers": bool, "pin_memory": bool,
                  "multiprocessing_context": str}
@@ -34,7 +33,7 @@ _ALIASES = {"start_method": "multiprocessing_context", "context": "multiprocessi
             "workers": "num_workers", "prefetch": "prefetch_factor", "persistent": "persistent_workers",
             "pin": "pin_memory"}
 
-__all__ = ["DEFAULT_BUDGET", "Settings", "Space", "TuneResult", "parse_current", "tune"]
+__all__ = ["DEFAULT_BUDGET", "Settings", "Space", "TuneOptions", "TuneResult", "parse_current", "tune"]
 
 
 @dataclass
@@ -171,24 +170,15 @@ def resolve_python(prefix: str | os.PathLike[str] | None, name: str | None) -> P
     return interpreter_of(prefix=Path(prefix) if prefix is not None else None, name=name)
 
 
-def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathLike[str] | None = None,
-         name: str | None = None, dataset: str | None = None, demo: bool = False, batch_size: int | None = None,
-         step_ms: float = 0.0, busy: bool = False, budget: float = DEFAULT_BUDGET,
-         current: str | Settings | None = None, max_workers: int | None = None, timeout: float | None = None,
-         trial_timeout: float | None = None,
-         strategy: str = "adaptive", h2d: str = "auto", cwd: str | os.PathLike[str] | None = None,
-         candidates: list[Settings] | None = None,
-         on_trial: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:
-    """Measure DataLoader settings for ``dataset`` in the target interpreter and return the evidence.
-
-    ``python`` (else ``prefix``/``name``, else the active environment) is the interpreter to tune in.
-    ``budget`` bounds the search (seconds, from the start); ``timeout`` (default: budget + 120 s, at least
-    twice the budget) is the hard limit after which everything is stopped (exit 124). ``trial_timeout``
-    (default 60 s) is the longest one trial may take before it counts as hung. ``h2d``: ``auto`` copies
-    batches to the GPU when CUDA is available, ``cpu`` runs the same path into host memory (no GPU),
-    ``off`` never. ``strategy="grid"`` measures the whole space (the benchmark's peer); ``candidates``
-    measures exactly those settings after the current ones, in order and repeats included, with no search.
-    """
+def tune(options: TuneOptions) -> TuneResult:
+    """Measure DataLoader settings for ``options.dataset`` in the target interpreter and return the evidence
+    (what each option means: TuneOptions)."""
+    o = options
+    python, prefix, name, dataset, demo, batch_size = o.python, o.prefix, o.name, o.dataset, o.demo, o.batch_size
+    step_ms, busy, budget, current, max_workers, timeout = (o.step_ms, o.busy, o.budget, o.current, o.max_workers,
+                                                            o.timeout)
+    trial_timeout, strategy, h2d, cwd, candidates, on_trial = (o.trial_timeout, o.strategy, o.h2d, o.cwd, o.candidates,
+                                                               o.on_trial)
     from envguard.tune import report
     from envguard.tune.runner import ProbeGone, ProbeProcess
     from envguard.tune.session import Session, samples_per_trial
@@ -204,7 +194,7 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
     work_dir = Path(cwd) if cwd is not None else Path.cwd()
     timeout = timeout if timeout is not None else max(2 * budget, budget + 120.0)
     trial_timeout = trial_timeout if trial_timeout is not None else 60.0
-    options: dict[str, Any] = {"batch_size": batch_size, "step_ms": step_ms, "busy": busy, "budget_s": budget,
+    recorded: dict[str, Any] = {"batch_size": batch_size, "step_ms": step_ms, "busy": busy, "budget_s": budget,
                                "timeout_s": timeout, "trial_timeout_s": trial_timeout, "max_workers": max_workers,
                                "h2d": h2d, "dataset": dataset or "--demo", "current_given": current is not None}
     args = ["--demo"] if demo else ["--dataset", str(dataset)]
@@ -218,7 +208,7 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
     try:
         probe.start()
         loaded = session.load()
-        options["batch_size"] = session.inspect.get("batch_size") or batch_size  # the factory's, when it gave one
+        recorded["batch_size"] = session.inspect.get("batch_size") or batch_size  # the factory's, when it gave one
         if loaded:
             insp = session.inspect
             space = Space.for_machine(float(insp["cpus"]["usable"]), insp["methods"]["usable"],
@@ -226,8 +216,8 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
             if cur.num_workers and not cur.multiprocessing_context:  # torch's default: the platform's
                 cur = replace(cur, multiprocessing_context=insp["methods"]["default"])
             cur = cur.normal()
-            samples = samples_per_trial(insp, int(options["batch_size"]))
-            options["samples_per_trial"] = samples
+            samples = samples_per_trial(insp, int(recorded["batch_size"]))
+            recorded["samples_per_trial"] = samples
             search = None if candidates is not None else \
                 AdaptiveSearch(space) if strategy == "adaptive" else GridSearch(space)
             session.run([(cur, "current")] + [(c.normal(), "given") for c in candidates or ()], search, samples)
@@ -238,7 +228,7 @@ def tune(python: str | os.PathLike[str] | None = None, *, prefix: str | os.PathL
         run = probe.stop(finished=finished)
     if session.crashed:
         session.stopped = f"the probe process ended unexpectedly ({_how(run.returncode)})"
-    result = TuneResult(python=str(exe), inspect=session.inspect, options=options, space=space,
+    result = TuneResult(python=str(exe), inspect=session.inspect, options=recorded, space=space,
                         trials=session.trials, current=cur, findings=[], exit_code=0, timed_out=session.timed_out,
                         duration=time.monotonic() - session.t0,
                         strategy=strategy if candidates is None else "given", skipped=session.skipped,
