@@ -1,5 +1,5 @@
 """What one ``envguard tune`` is asked to do: every option of :func:`envguard.tune.tune`, with its default,
-in one frozen value that cli.py, bench/ and the tests build."""
+in one frozen value that the command layer (envguard/cli/), bench/ and the tests build."""
 
 from __future__ import annotations
 
