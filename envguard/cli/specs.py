@@ -42,6 +42,13 @@ def lock_cmd(
         help="Lock file (default: conda-lock.yml beside the first file).")] = None,
     check: Annotated[bool, flag("--check",
         help="Only test freshness: exit 0 if fresh, 4 if stale or missing. Read-only.")] = False,
+    update: Annotated[list[str] | None, option("--update", metavar="NAME",
+        help="Move this package (conda or pip; repeatable, or comma-separated) to the newest the spec allows. "
+             "Everything else keeps its locked version unless the spec forces a move.")] = None,
+    update_all: Annotated[bool, flag("--update-all",
+        help="Re-solve everything from scratch, ignoring the existing lock's versions.")] = False,
+    fmt: Annotated[str, format_option(
+        help="text, or json (the change report, schema envguard.lock-changes/1).")] = "text",
 ) -> None:
     """Solve environment.yml for several platforms into a conda-lock.yml (no conda needed)."""
     import re
@@ -54,6 +61,12 @@ def lock_cmd(
     if cuda is not None and not re.fullmatch(r"\d+(\.\d+){0,2}", cuda):
         raise UserError(f"invalid CUDA version {cuda!r}", key="--cuda", fix="pass a version such as 12.4")
     cuda_opt: str | bool | None = False if no_cuda else cuda
+    if fmt not in ("text", "json"):
+        raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text or json")
+    names = [n.strip() for item in update or [] for n in item.split(",") if n.strip()]
+    if check and (names or update_all):
+        raise UserError("--check is read-only and moves nothing", key="--update" if names else "--update-all",
+                        fix="run `envguard lock --check` alone, or the update without --check")
     if check:
         from envguard.lock import check_fresh
 
@@ -64,9 +77,10 @@ def lock_cmd(
         raise fail(fresh.message, ExitCode.STALE)
 
     from envguard.lock import lock
-    from envguard.lock.render import lock_with_progress, print_locked
+    from envguard.lock.render import lock_with_progress, show
 
-    print_locked(lock_with_progress(lock, files or None, platforms or None, cuda_opt, lockfile))
+    show(lock_with_progress(lock, files or None, platforms or None, cuda_opt, lockfile, update=names,
+                            update_all=update_all), fmt)
 
 # ---------------------------------------------------------------- diff
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,7 @@ class LockResult:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     cuda_why: str = ""  # where the assumption came from: "cuda-version=12.9 in environment.yml"
+    changes: Any = None  # envguard.lock.changes.ChangeReport: what moved since the old lock, and why
 
     @property
     def cuda_note(self) -> str:
@@ -180,8 +181,17 @@ def lock(
     cuda: CudaArg = None,
     lockfile: Path | None = None,
     reporter: Reporter | None = None,
+    update: Sequence[str] = (),
+    update_all: bool = False,
 ) -> LockResult:
-    """Solve and write ``lockfile``; raise UserError (2) / BackendError (6), leaving any old lock untouched."""
+    """Solve and write ``lockfile``; raise UserError (2) / BackendError (6), leaving any old lock untouched.
+
+    An existing lock is the starting point (envguard.lock.relock): its records are kept wherever the spec
+    still allows them, ``update`` names move to the newest the spec allows, ``update_all`` solves from
+    scratch. ``LockResult.changes`` says what moved and why.
+    """
+    from envguard.lock import changes as change_report
+    from envguard.lock import relock
     from envguard.lock.lockfile import (
         build_lockfile,
         locked_conda_dependency,
@@ -211,6 +221,7 @@ def lock(
                         fix="pass a path inside an existing directory")
     report(Progress("spec", detail=", ".join(str(f) for f in files)))
     spec = read_spec(files, platforms)
+    plan = relock.plan(lockfile, update=update, update_all=update_all)
     mapping = str(mapping_path())
     lock_spec = spec.lock_spec(mapping)
     plats = list(lock_spec.platforms)
@@ -245,12 +256,13 @@ def lock(
     solved = solve_platforms(channels=real_channels, dependencies=deps, virtual_packages=vps,
                              on_platform=on_platform,
                              cuda_note=("no __cuda" if cuda_rec == "none" else f"__cuda={cuda_rec}")
-                             + f", {assumption.why}")
+                             + f", {assumption.why}", preferred=plan.preferred(plats, cuda_rec))
 
     packages: list[Any] = []
     counts: dict[str, int] = {}
+    moved: list[Any] = []
     for i, p in enumerate(plats, start=1):
-        planned = {r.name.normalized: locked_conda_dependency(r, p, lock_spec.channels) for r in solved[p]}
+        planned = {r.name.normalized: locked_conda_dependency(r, p, lock_spec.channels) for r in solved.records[p]}
         requested = {d.name: d for d in deps[p] if d.manager == "conda" and not d.name.startswith("__")}
         missing = [n for n in requested if n not in planned]
         if missing:  # cannot happen after a successful solve; guard conda-lock's KeyError anyway
@@ -261,11 +273,19 @@ def lock(
         pip_planned: dict[str, Any] = {}
         if any(d.manager == "pip" for d in deps[p]):
             report(Progress("pip", p, i, total))
+            pip_locked, use_latest = plan.pip_locked(p)
             pip_planned = solve_pip(lock_spec=lock_spec, platform=p, conda_locked=planned,
                                     platform_virtual_packages=platform_virtual_packages(vpr, p),
-                                    mapping_url=mapping)
+                                    mapping_url=mapping, pip_locked=pip_locked, use_latest=use_latest)
         packages += list(planned.values()) + list(pip_planned.values())
         counts[p] = len(planned) + len(pip_planned)
+        constrains = {r.name.normalized: list(r.constrains) for r in solved.records[p]}
+        moved.append(change_report.platform_changes(
+            platform=p, plan=plan, old=[change_report.node_of(e) for e in plan.entries(p)],
+            new=[change_report.node_of_locked(d, constrains.get(d.name, ())) for d in planned.values()]
+            + [change_report.node_of_locked(d) for d in pip_planned.values()],
+            requested=change_report.requested_of(deps[p], spec.origins),
+            unavailable=solved.unavailable.get(p, set()), cuda_after=cuda_rec))
 
     report(Progress("write", detail=str(lockfile)))
     content_hash, custom = lock_metadata(files, lock_spec, vpr, cuda_rec)
@@ -289,7 +309,9 @@ def lock(
     report(Progress("done", detail=str(lockfile)))
     return LockResult(lockfile=lockfile, platforms=plats, packages=counts, cuda=cuda_rec, changed=changed,
                       content_hash={p: content_hash[p] for p in plats}, warnings=list(spec.warnings),
-                      seconds=time.perf_counter() - started, cuda_why=assumption.why)
+                      seconds=time.perf_counter() - started, cuda_why=assumption.why,
+                      changes=change_report.build_report(lockfile=str(lockfile), written=changed, plan=plan,
+                                                         cuda_after=cuda_rec, platforms=moved))
 
 
 def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str

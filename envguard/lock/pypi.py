@@ -38,12 +38,16 @@ def solve_pip(
     conda_locked: dict[str, Any],
     platform_virtual_packages: dict[str, Any] | None,
     mapping_url: str | None = None,
+    pip_locked: dict[str, Any] | None = None,
+    use_latest: list[str] | None = None,
 ) -> dict[str, Any]:
     """Lock the pip requirements of ``lock_spec`` for ``platform``; return name -> LockedDependency.
 
     ``conda_locked`` maps conda names to the LockedDependency records of the
     conda solution; conda packages that provide a PyPI distribution count as
-    installed, so pip does not reinstall them.
+    installed, so pip does not reinstall them. ``pip_locked`` (the old lock's
+    pip records) are kept where the requirements allow, except the names in
+    ``use_latest`` (conda-lock's own ``--update`` mechanism).
     """
     from conda_lock.pypi_solver import solve_pypi
 
@@ -57,8 +61,8 @@ def solve_pip(
     try:
         solved = solve_pypi(
             pip_specs=pip_specs,
-            use_latest=[],
-            pip_locked={},
+            use_latest=list(use_latest or []),
+            pip_locked=dict(pip_locked or {}),
             conda_locked=conda_locked,
             python_version=python.version,
             platform=platform,

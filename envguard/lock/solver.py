@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -76,7 +77,7 @@ def cuda_version_of(vpr: Any, platform: str) -> str | None:
     return None
 
 
-def _match_spec(dep: Any) -> str:
+def match_spec_of(dep: Any) -> str:
     """A conda-lock VersionedDependency as a matchspec string."""
     version = (dep.version or "").replace(" ", "")
     build = dep.build or ""
@@ -104,6 +105,46 @@ def _explain(e: BaseException) -> str:
     return redact(text)
 
 
+@dataclass(frozen=True)
+class Preferred:
+    """A record of the existing lock the solve should keep when the spec still allows it."""
+
+    name: str
+    subdir: str
+    filename: str
+    sha256: str | None = None
+
+
+@dataclass
+class Solution:
+    records: dict[str, list[Any]]  # platform -> RepoDataRecords
+    # platform -> names of preferred records the channels no longer serve (the solve could not keep them)
+    unavailable: dict[str, set[str]] = field(default_factory=dict)
+
+
+async def _preferred_records(gateway: Any, chans: list[Any], platform: str, wanted: Sequence[Preferred]) -> tuple[
+        list[Any], set[str]]:
+    """The channels' own RepoDataRecords for ``wanted`` (rattler prefers a locked record only if it is the
+    channel's record), and the names whose locked file the channels no longer have."""
+    if not wanted:
+        return [], set()
+    result = await gateway.query(chans, [platform, "noarch"], sorted({w.name for w in wanted}), recursive=False)
+    by_file: dict[tuple[str, str], list[Any]] = {}
+    for records in result:
+        for r in records:
+            by_file.setdefault((str(r.subdir), str(r.file_name)), []).append(r)
+    found: list[Any] = []
+    missing: set[str] = set()
+    for w in wanted:
+        candidates = by_file.get((w.subdir, w.filename), [])
+        same = [r for r in candidates if w.sha256 and r.sha256 and r.sha256.hex() == w.sha256]
+        if same or candidates:  # a same-named file with another hash is a rebuild: keep the name, report it
+            found.append((same or candidates)[0])
+        else:
+            missing.add(w.name)
+    return found, missing
+
+
 def solve_platforms(
     *,
     channels: Sequence[str],
@@ -111,12 +152,15 @@ def solve_platforms(
     virtual_packages: dict[str, list[Any]],
     on_platform: Callable[[str, int], None] | None = None,
     cuda_note: str = "",
-) -> dict[str, list[Any]]:
+    preferred: dict[str, list[Preferred]] | None = None,
+) -> Solution:
     """Solve each platform (key of ``dependencies``); return platform -> RepoDataRecords.
 
-    ``channels`` are real URLs/names (``${VAR}`` already expanded): they are
-    never printed unredacted. Unsatisfiable specs raise BackendError (exit 6)
-    carrying rattler's explanation.
+    ``preferred`` (platform -> records of the existing lock) become rattler's ``locked_packages``: the
+    solver keeps each one unless the specs, or what the other packages need, exclude it. That is what makes
+    an edit move only what it must. ``channels`` are real URLs/names (``${VAR}`` already expanded): they
+    are never printed unredacted. Unsatisfiable specs raise BackendError (exit 6) carrying rattler's
+    explanation.
     """
     import rattler
     from rattler import Channel, ChannelPriority, Gateway, MatchSpec, Subdir
@@ -130,26 +174,29 @@ def solve_platforms(
     restore = {c.rstrip("/") + "/": real.rstrip("/") + "/"
                for c, real in zip(clean, channels, strict=True) if c != real}
 
-    async def run() -> dict[str, list[Any]]:
+    async def run() -> Solution:
         gateway = Gateway(cache_dir=settings.rattler_cache_dir(), client=creds.client())
         chans = [Channel(c) for c in clean]
-        out: dict[str, list[Any]] = {}
+        out = Solution(records={})
         for i, (platform, deps) in enumerate(dependencies.items(), start=1):
             if on_platform:
                 on_platform(platform, i)
-            specs = [MatchSpec(_match_spec(d), strict=False) for d in deps
+            specs = [MatchSpec(match_spec_of(d), strict=False) for d in deps
                      if d.manager == "conda" and getattr(d, "version", None) is not None]
             try:
-                out[platform] = await rattler.solve(
+                locked, out.unavailable[platform] = await _preferred_records(
+                    gateway, chans, platform, (preferred or {}).get(platform, []))
+                out.records[platform] = await rattler.solve(
                     chans,
                     specs,
                     gateway=gateway,
                     platforms=[Subdir(platform), Subdir("noarch")],
+                    locked_packages=locked or None,
                     virtual_packages=virtual_packages[platform],
                     channel_priority=ChannelPriority.Strict,
                     strategy="highest",
                 )
-                for record in out[platform] if restore else ():
+                for record in out.records[platform] if restore else ():
                     _restore_credentials(record, restore)
             except Exception as e:  # noqa: BLE001 - rattler's solver errors have no common public base
                 kind = type(e).__name__

@@ -102,6 +102,8 @@ class EnvSpec:
     allow_pypi_requests: bool = True
     # per dependency string: the selector written after it (``linux`` for ``# [linux]``)
     selectors: dict[tuple[str, str], str] = field(default_factory=dict)
+    # per dependency string (keyed as ``selectors``): the file and line it is written on, for the change report
+    origins: dict[tuple[str, str], tuple[str, int | None]] = field(default_factory=dict)
     _lock_spec: Any = field(default=None, repr=False)
 
     def dependencies_for(self, platform: str) -> tuple[list[str], list[str]]:
@@ -460,7 +462,8 @@ def read_spec(files: list[Path], platforms: list[str] | None = None) -> EnvSpec:
     pip_repos: list[str] = []
     allow_pypi = True
     selectors: dict[tuple[str, str], str] = {}
-    for _path, data, pos, text in parsed:
+    origins: dict[tuple[str, str], tuple[str, int | None]] = {}
+    for path, data, pos, text in parsed:
         lines = text.splitlines()
         name = name or data.get("name")
         for ch in data.get("channels") or []:
@@ -477,12 +480,14 @@ def read_spec(files: list[Path], platforms: list[str] | None = None) -> EnvSpec:
         for i, dep in enumerate(data["dependencies"]):
             if isinstance(dep, str):
                 conda.append(dep.strip())
+                origins.setdefault(("conda", dep.strip()), (str(path), pos.line("dependencies", i)))
                 sel = _selector(lines, pos.line("dependencies", i))
                 if sel:
                     selectors[("conda", dep.strip())] = sel
             elif isinstance(dep, dict):
                 for j, req in enumerate(dep.get("pip") or []):
                     pip.append(req.strip())
+                    origins.setdefault(("pip", redact(req.strip())), (str(path), pos.line("dependencies", i, "pip", j)))
                     sel = _selector(lines, pos.line("dependencies", i, "pip", j))
                     if sel:  # keyed as dependencies_for sees it: pip_dependencies are redacted
                         selectors[("pip", redact(req.strip()))] = sel
@@ -510,6 +515,7 @@ def read_spec(files: list[Path], platforms: list[str] | None = None) -> EnvSpec:
         pip_repositories=[redact(r) for r in pip_repos],
         allow_pypi_requests=allow_pypi,
         selectors=selectors,
+        origins=origins,
     )
 
 
