@@ -243,7 +243,7 @@ def test_the_cli_prints_the_report_and_says_when_the_lock_is_current(tmp_path: P
                     platforms=PLATS)
     proc = envguard(["lock", "--no-cuda"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "linux-64: new lock, solved fresh (2 packages)" in proc.stdout
+    assert "new lock, solved fresh: linux-64 (2 packages), osx-arm64 (2 packages)" in proc.stdout
     proc = envguard(["lock", "--no-cuda"], cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == (
         "conda-lock.yml was already current: no package changed on linux-64, osx-arm64"), proc.stdout
@@ -255,7 +255,9 @@ def test_the_cli_prints_the_report_and_says_when_the_lock_is_current(tmp_path: P
     lines = proc.stdout.splitlines()
     # identical changes on both platforms: one heading for both
     assert "linux-64, osx-arm64: 4 added" in lines, lines
-    assert "  + added      rich 13.7.0 pyhd8ed1ab_0: environment.yml:7 asks for `rich`" in lines, lines
+    # the line that asked comes first, then what it brought along
+    assert lines[lines.index("linux-64, osx-arm64: 4 added") + 1] == (
+        "  + added      rich 13.7.0 pyhd8ed1ab_0: environment.yml:7 asks for `rich`"), lines
     proc = envguard(["lock", "--no-cuda", "--update", "filelock", "--format", "json"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)

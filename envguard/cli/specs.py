@@ -1,5 +1,6 @@
-"""The commands about files: init and lint (an environment file), lock (a file into a lock) and diff (any two
-descriptions). Registered on the app, in the order --help lists them, by envguard/cli/__init__.py."""
+"""The commands about files: init and lint (an environment file), lock (a file into a lock), why (a package
+of a lock, traced to the spec) and diff (any two descriptions). Registered on the app, in the order --help
+lists them, by envguard/cli/__init__.py."""
 
 import sys
 from pathlib import Path
@@ -81,6 +82,32 @@ def lock_cmd(
 
     show(lock_with_progress(lock, files or None, platforms or None, cuda_opt, lockfile, update=names,
                             update_all=update_all), fmt)
+
+# ---------------------------------------------------------------- why
+
+
+def why_cmd(
+    name: Annotated[str, typer.Argument(metavar="NAME",
+        help="A locked package, conda or pip (pytorch, cudatoolkit...).")],
+    files: Annotated[list[Path] | None, env_files_option(
+        help="Environment file whose lines start the paths (default: the lock's own sources).")] = None,
+    lockfile: Annotated[Path | None, lockfile_option(
+        help="Lock to read (default: conda-lock.yml beside the first file).")] = None,
+    platforms: Annotated[list[str] | None, platforms_option(
+        help="Platform to answer for, repeatable (default: every locked one).")] = None,
+    misused_p: Annotated[str | None, misused_prefix_option()] = None,
+    fmt: Annotated[str, format_option(help="text, or json (schema envguard.why/1).")] = "text",
+) -> None:
+    """Why a package is in the lock: the path from each spec line to it, per platform (no solve)."""
+    from envguard.errors import UserError
+
+    no_prefix_here("why", misused_p)
+    if fmt not in ("text", "json"):
+        raise UserError(f"unknown format {fmt!r}", key="--format", fix="use text or json")
+    from envguard.lock import why_locked
+    from envguard.lock.render import show_why
+
+    show_why(why_locked(name, lockfile=lockfile, files=files or None, platforms=platforms or None), fmt)
 
 # ---------------------------------------------------------------- diff
 

@@ -47,6 +47,8 @@ _LAZY = {"read_spec": "spec", "validate": "spec", "SpecIssue": "spec", "EnvSpec"
          "match_spec_problem": "matchspec", "version_problem": "matchspec"}
 # export writes a lock for what a prefix already holds, with the same models, writer and content hash.
 _LAZY.update({"write_adopted": "adopted", "AdoptedPackage": "adopted", "AdoptedLock": "adopted"})
+# `envguard why`: dependency paths read from a lock (the command's function, for cli.py)
+_LAZY.update({"why_locked": "why", "WhyResult": "why"})
 
 
 def __getattr__(name: str) -> Any:

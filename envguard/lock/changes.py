@@ -29,6 +29,7 @@ from envguard.lock.relock import MODE_NEW, MODE_UPDATE_ALL, RelockPlan, canonica
 
 SCHEMA = "envguard.lock-changes/1"
 KINDS = ("added", "removed", "upgraded", "downgraded", "rebuilt")
+_CAUSES = frozenset({"update-all", "update", "spec", "requested", "not-requested", "cuda", "unavailable"})
 _TORCH = re.compile(r"^(pytorch|torch|libtorch|torchvision|torchaudio|pytorch-.*|torch-.*)$")
 
 
@@ -328,7 +329,8 @@ def platform_changes(*, platform: str, plan: RelockPlan, old: Iterable[Node], ne
         else:
             out.append(Change(key[1], key[0], _kind(before, after) or "rebuilt", _label(before), _label(after),
                               ctx.moved(key, before)))
-    out.sort(key=lambda c: (rank(c.name), c.name, c.manager))
+    # what a reviewer looks for first, then the causes (the lines and flags) before what they brought along
+    out.sort(key=lambda c: (rank(c.name), c.reason.kind not in _CAUSES, c.name, c.manager))
     return PlatformChanges(platform, False, len(new_nodes), out)
 
 
@@ -348,7 +350,7 @@ def requested_of(dependencies: Iterable[Any], origins: Mapping[tuple[str, str], 
     """The spec lines of one platform (conda-lock's parsed dependencies), each with the line it came from."""
     where: dict[tuple[str, str], tuple[str, str, int | None]] = {}
     for (manager, text), (file, line) in origins.items():
-        name = _name_of(manager, text)
+        name = name_of(manager, text)
         if name:
             where.setdefault((manager, name), (text, file, line))
     out = []
@@ -361,7 +363,8 @@ def requested_of(dependencies: Iterable[Any], origins: Mapping[tuple[str, str], 
     return out
 
 
-def _name_of(manager: str, text: str) -> str | None:
+def name_of(manager: str, text: str) -> str | None:
+    """The package a spec line names (conda's match-spec or a PEP 508 requirement), None if unreadable."""
     try:
         if manager == "pip":
             from packaging.requirements import Requirement

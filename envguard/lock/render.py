@@ -1,4 +1,5 @@
-"""``envguard lock`` on a terminal: a progress line fed by the lock's reporter."""
+"""How ``envguard lock`` and ``envguard why`` look: the progress line fed by the lock's reporter, the
+summary, the change report (text or JSON), and the dependency paths ``why`` found."""
 
 from __future__ import annotations
 
@@ -89,11 +90,12 @@ def change_lines(report: Any) -> list[str]:
         what = "no package changed" if not report.written else "no package changed (metadata rewritten)"
         return [f"{report.lockfile} was already current: {what} on {plats}"]
     lines: list[str] = [f"note: {report.note}"] if report.note else []
+    fresh = [f"{p.platform} ({p.packages} packages)" for p in report.platforms if p.new_platform]
+    if fresh:
+        lines.append(f"{'new lock' if report.mode == 'new' else 'new platform'}, solved fresh: {', '.join(fresh)}")
     groups: list[tuple[list[str], Any]] = []
     for p in report.platforms:
         if p.new_platform:
-            what = "new lock" if report.mode == "new" else "new platform"
-            lines.append(f"{p.platform}: {what}, solved fresh ({p.packages} packages)")
             continue
         body = [_change_text(c) for c in p.changes]
         for names, other in groups:
@@ -106,13 +108,75 @@ def change_lines(report: Any) -> list[str]:
         if not body:
             lines.append(f"{', '.join(names)}: unchanged")
             continue
-        counts: dict[str, int] = {}
-        for text in body:
-            kind = text.split()[1]
-            counts[kind] = counts.get(kind, 0) + 1
-        summary = ", ".join(f"{n} {k}" for k, n in counts.items())
+        kinds = [text.split()[1] for text in body]
+        summary = ", ".join(f"{kinds.count(k)} {k}" for k in ("added", "removed", "upgraded", "downgraded", "rebuilt")
+                            if k in kinds)
         lines.append(f"{', '.join(names)}: {summary}")
         lines += body
     for p in report.removed_platforms:
         lines.append(f"{p}: no longer locked (not among the platforms any more)")
     return lines
+
+
+def _hop(s: Any, first: bool) -> str:
+    from envguard.lock.changes import rank
+
+    label = f"{s.name} {s.version}"
+    if s.build and rank(s.name) < 2:  # which build of pytorch or a CUDA library is the point of asking
+        label += f" {s.build}"
+    if s.manager == "pip":
+        label += " (pip)"
+    return label if first or not s.constraint else f"{label} [{s.constraint}]"
+
+
+def why_lines(result: Any) -> list[str]:
+    """``envguard why`` as plain lines; platforms with the same answer share one heading."""
+    lines: list[str] = []
+    if not result.spec_files:
+        lines.append(f"no spec beside {result.lockfile}: the paths start at the lock's top-level packages")
+    groups: list[tuple[list[str], list[str]]] = []
+    for p in result.platforms:
+        if p.found is None:
+            body = [f"  not in the lock on this platform"]
+        else:
+            f = p.found
+            body = [f"  {f.name} {f.version} {f.build}".rstrip() + (" (pip)" if f.manager == "pip" else "")]
+            for path in p.paths:
+                chain = " -> ".join(_hop(s, i == 0) for i, s in enumerate(path.steps))
+                if path.request is None:
+                    body.append(f"  top-level {chain}")
+                elif len(path.steps) == 1:
+                    body.append(f"  `{path.request}` ({_where(path)}) asks for it directly")
+                else:
+                    body.append(f"  `{path.request}` ({_where(path)}): {chain}")
+            if not p.paths:
+                body.append("  no spec line leads to it (the lock and the spec disagree: re-lock)")
+        for names, other in groups:
+            if other == body:
+                names.append(p.platform)
+                break
+        else:
+            groups.append(([p.platform], body))
+    for names, body in groups:
+        lines.append(f"{result.name} on {', '.join(names)}:")
+        lines += body
+    from envguard.lock.changes import rank
+
+    if result.cuda and rank(result.name) < 2:  # the assumption is what picked a CPU or a CUDA build
+        lines.append(f"the lock assumed {'no __cuda' if result.cuda == 'none' else '__cuda=' + result.cuda} "
+                     "when it was solved (envguard lock --cuda X.Y changes it)")
+    return lines
+
+
+def _where(path: Any) -> str:
+    return f"{path.file}:{path.line}" if path.file and path.line else (path.file or "the spec")
+
+
+def show_why(result: Any, fmt: str) -> None:
+    if fmt == "json":
+        import json
+
+        render.print_plain(render.out, json.dumps(result.to_json(), indent=2))
+        return
+    for line in why_lines(result):
+        render.print_plain(render.out, line)
