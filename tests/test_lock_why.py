@@ -12,8 +12,8 @@ from test_lock_support import envguard, write_env
 
 from envguard.errors import UserError
 from envguard.lock import lock
-from envguard.lock.render import why_lines
 from envguard.lock import why_locked as why
+from envguard.lock.render import why_lines
 
 CLAY_LOCK = "conda-lock/Clay-foundation__model__conda-lock@32518ce.yml"
 CLAY_ENV = "environment/Clay-foundation__model__environment@32518ce.yml"

@@ -137,7 +137,7 @@ def why_lines(result: Any) -> list[str]:
     groups: list[tuple[list[str], list[str]]] = []
     for p in result.platforms:
         if p.found is None:
-            body = [f"  not in the lock on this platform"]
+            body = ["  not in the lock on this platform"]
         else:
             f = p.found
             body = [f"  {f.name} {f.version} {f.build}".rstrip() + (" (pip)" if f.manager == "pip" else "")]
