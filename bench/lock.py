@@ -3,6 +3,8 @@
 Prints, in one run:
 * lock time for a generated 500-package channel on 3 platforms, against the bare rattler solves it contains;
 * lock time for a generated 30,000-record repodata (linux-64), against the bare rattler solve;
+* on the same repodata, after the channel gains a newer build of every locked package and the spec one line:
+  a minimal re-lock (the default) against a from-scratch lock (--update-all), time and packages moved;
 * whole-process wall time of `envguard lock --check` against `conda-lock lock --check-input-hash`
   (real CLI, stub conda) on the same files and lock. Target: envguard <= 0.5x conda-lock.
 
@@ -61,6 +63,57 @@ def _rattler_only(channel: str, specs: list[str], platforms: list[str]) -> float
     return time.perf_counter() - t
 
 
+def _moved(result: object) -> int:
+    """Packages of the old lock the new one changed or dropped (from the lock's own change report)."""
+    changes = result.changes  # type: ignore[attr-defined]
+    return sum(c.change != "added" for p in changes.platforms for c in p.changes)
+
+
+def _relock_30k(root: Path, big: Path, env: Path, url: str, names: list[str], lock: object) -> None:
+    """A minimal re-lock against a from-scratch lock of the same edit, on the 30,000-record repodata.
+
+    The channel first gains a newer build of every package the lock holds (a conda-forge rebuild week), then
+    the spec gains one line. Both locks start from the same lock each round (restored between runs)."""
+    import json
+    import shutil
+
+    from envguard.lock.lockfile import read_lock
+
+    lockfile = env.parent / "conda-lock.yml"
+    locked = {(e.name, e.version) for e in read_lock(lockfile).packages}
+    repodata = big / "linux-64" / "repodata.json"
+    data = json.loads(repodata.read_text())
+    for fn, rec in list(data["packages"].items()):
+        if (rec["name"], rec["version"]) in locked:
+            newer = dict(rec, version=rec["version"] + ".post1", sha256="1" + rec["sha256"][1:])
+            data["packages"][fn.replace(f"-{rec['version']}-", f"-{newer['version']}-")] = newer
+    repodata.write_text(json.dumps(data))
+    extra = next(f"synth-{i:05d}" for i in range(600, 690) if f"synth-{i:05d}" not in {n for n, _ in locked})
+    _write_env(env, url, names + [extra], ["linux-64"])
+    saved = lockfile.with_suffix(".saved")
+    shutil.copy(lockfile, saved)
+
+    def timed(**options: object) -> tuple[float, float, int, int]:
+        times, cpu, moved, total = [], [], 0, 0
+        for _ in range(5):
+            shutil.copy(saved, lockfile)
+            t, c = time.perf_counter(), time.process_time()
+            r = lock([env], cuda=False, **options)  # type: ignore[operator]
+            times.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+            moved, total = _moved(r), r.packages["linux-64"]
+        return statistics.median(times), statistics.median(cpu), moved, total
+
+    timed()  # warm: both variants below then read the same repodata from the same caches
+    minimal, minimal_cpu, moved_min, total = timed()
+    scratch, scratch_cpu, moved_scratch, _ = timed(update_all=True)
+    print(f"  30,000 records, one line added after a rebuild week ({len(locked)} locked, newer build of each), "
+          f"median of 5: minimal re-lock {minimal:.3f} s ({minimal_cpu:.3f} s CPU), {moved_min} of the old packages "
+          f"moved; from scratch (--update-all) {scratch:.3f} s ({scratch_cpu:.3f} s CPU), {moved_scratch} moved "
+          f"({total} locked after); minimal/scratch = {minimal / scratch:.2f}x wall, "
+          f"{minimal_cpu / scratch_cpu:.2f}x CPU")
+
+
 def _write_env(path: Path, channel: str, specs: list[str], platforms: list[str]) -> Path:
     lines = ["name: bench", "channels:", f"  - {channel}", "dependencies:"] + [f"  - {s}" for s in specs]
     lines += ["platforms:"] + [f"  - {p}" for p in platforms]
@@ -108,11 +161,12 @@ def main() -> None:
     r = lock([env30k], cuda=False)
     cold = time.perf_counter() - t
     t = time.perf_counter()
-    lock([env30k], cuda=False)
+    lock([env30k], cuda=False, update_all=True)  # today's "again": a solve from scratch
     warm = time.perf_counter() - t
     bare = _rattler_only(big_url, names, ["linux-64"])
-    print(f"  30,000 records, linux-64: lock {cold:.3f} s first, {warm:.3f} s again "
+    print(f"  30,000 records, linux-64: lock {cold:.3f} s first, {warm:.3f} s again from scratch "
           f"({r.packages['linux-64']} locked); bare rattler solve {bare:.3f} s; again/bare = {warm / bare:.1f}x")
+    _relock_30k(root, big, env30k, big_url, names, lock)
 
     # 3. --check, whole process, against conda-lock's own check on the same files
     stub = root / "stub-conda"

@@ -265,3 +265,27 @@ def test_the_cli_prints_the_report_and_says_when_the_lock_is_current(tmp_path: P
     change = doc["platforms"][0]["changes"][0]
     assert change["name"] == "filelock" and change["reason"] == {
         "kind": "update", "text": "--update filelock", "package": None, "spec": None, "file": None, "line": None}
+
+
+def test_create_relocks_a_stale_lock_minimally(tmp_path: Path, channel_factory) -> None:
+    """`envguard create` re-locks a stale lock through the lock wing's default: the environment keeps egbase 1.0
+    when the spec gains a line and the channel gained egbase 1.1."""
+    def generic(name: str, version: str, depends: tuple[str, ...] = ()) -> channels.PackageSpec:
+        return P(name, version, "h0_0", depends=list(depends), noarch="generic",
+                 files={f"share/{name}/version.txt": version + "\n"})
+
+    ch = channel_factory([generic("egbase", "1.0"), generic("egextra", "1.0", ("egbase >=1.0",))], name="gen")
+    url = channels.channel_url(ch)
+    proj = tmp_path / "proj"
+    env = write_env(proj / "environment.yml", channels=[url], deps=["egbase"], platforms=["linux-64"])
+    proc = envguard(["lock", "--no-cuda"], cwd=proj)
+    assert proc.returncode == 0, proc.stderr
+    _publish(ch, generic("egbase", "1.1"))
+    write_env(env, channels=[url], deps=["egbase", "egextra"], platforms=["linux-64"])
+    target = tmp_path / "env"
+    proc = envguard(["create", "-p", str(target), "--no-check"], cwd=proj)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "re-locked it first" in proc.stderr, proc.stderr
+    assert _versions(proj / "conda-lock.yml") == {"egbase": "1.0", "egextra": "1.0"}
+    assert (target / "share" / "egbase" / "version.txt").read_text() == "1.0\n"
+    assert (target / "share" / "egextra" / "version.txt").is_file()
