@@ -289,3 +289,39 @@ def test_create_relocks_a_stale_lock_minimally(tmp_path: Path, channel_factory) 
     assert _versions(proj / "conda-lock.yml") == {"egbase": "1.0", "egextra": "1.0"}
     assert (target / "share" / "egbase" / "version.txt").read_text() == "1.0\n"
     assert (target / "share" / "egextra" / "version.txt").is_file()
+
+
+def test_real_conda_forge_records_a_year_later(tmp_path: Path, realworld: Path) -> None:
+    """Real conda-forge repodata (the py39 subset): lock against the records published before mid-2023, then
+    the channel gains a year of real builds and the spec one line. The re-lock keeps every locked record; a
+    from-scratch lock of the same spec moves most of them."""
+    from test_lock_support import realworld_channel
+
+    channel = realworld_channel(realworld, tmp_path / "channels", "py39")
+    full = {sub: (channel / sub / "repodata.json").read_text() for sub in ("linux-64", "noarch")}
+    cutoff = 1_685_577_600_000  # 2023-06-01
+    for sub, text in full.items():
+        doc = json.loads(text)
+        for key in ("packages", "packages.conda"):
+            doc[key] = {fn: r for fn, r in doc[key].items() if r.get("timestamp", 0) < cutoff}
+        (channel / sub / "repodata.json").write_text(json.dumps(doc))
+    env = write_env(tmp_path / "proj" / "environment.yml", channels=[channel.as_uri()], deps=["python=3.9", "pip"],
+                    platforms=["linux-64"])
+    first = lock([env], cuda=False)
+    before = _versions(first.lockfile)
+    assert len(before) >= 15
+
+    for sub, text in full.items():  # a year of conda-forge builds later
+        (channel / sub / "repodata.json").write_text(text)
+    write_env(env, channels=[channel.as_uri()], deps=["python=3.9", "pip", "libffi"], platforms=["linux-64"])
+    result = lock([env], cuda=False)
+    after = _versions(result.lockfile)
+    assert {n: v for n, v in after.items() if n in before} == before
+    assert [c.change for c in result.changes.platforms[0].changes] in ([], ["added"])  # libffi is python's already
+    scratch = lock([env], cuda=False, lockfile=tmp_path / "proj" / "scratch.yml")
+    moved = [n for n, v in _versions(scratch.lockfile).items() if before.get(n, v) != v]
+    assert len(moved) >= 5 and "python" in moved, moved  # what every re-lock did before
+    upd = lock([env], cuda=False, update=["python"])
+    py = _change(upd, "python")
+    assert py.change == "upgraded" and py.reason.kind == "update"
+    assert _versions(upd.lockfile)["python"] == _versions(scratch.lockfile)["python"]
