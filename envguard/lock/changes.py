@@ -26,6 +26,7 @@ from typing import Any
 
 from envguard.lock.lockfile import LockEntry
 from envguard.lock.relock import MODE_NEW, MODE_UPDATE_ALL, RelockPlan, canonical
+from envguard.redact import redact
 
 SCHEMA = "envguard.lock-changes/1"
 KINDS = ("added", "removed", "upgraded", "downgraded", "rebuilt")
@@ -348,7 +349,7 @@ def node_of_locked(dep: Any, constrains: Iterable[str] = ()) -> Node:
 def requested_of(dependencies: Iterable[Any], origins: Mapping[tuple[str, str], tuple[str, int | None]]
                  ) -> list[Requested]:
     """The spec lines of one platform (conda-lock's parsed dependencies), each with the line it came from."""
-    where: dict[tuple[str, str], tuple[str, str, int | None]] = {}
+    where: dict[tuple[str, str], tuple[str, str | None, int | None]] = {}
     for (manager, text), (file, line) in origins.items():
         name = name_of(manager, text)
         if name:
@@ -359,7 +360,7 @@ def requested_of(dependencies: Iterable[Any], origins: Mapping[tuple[str, str], 
             continue
         name = canonical(d.name) if d.manager == "pip" else d.name
         text, file, line = where.get((d.manager, name), (d.name, None, None))
-        out.append(Requested(name, d.manager, text, d, file, line))
+        out.append(Requested(name, d.manager, redact(text), d, file, line))  # a `https://u:p@host/ch::pkg` line
     return out
 
 

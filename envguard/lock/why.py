@@ -19,6 +19,7 @@ from typing import Any
 from envguard.errors import UserError
 from envguard.lock.lockfile import Lock, LockEntry, read_lock
 from envguard.lock.relock import canonical
+from envguard.redact import redact
 
 SCHEMA = "envguard.why/1"
 
@@ -79,20 +80,20 @@ def _step(e: LockEntry, constraint: str = "") -> Step:
     return Step(e.name, e.version, e.build if e.manager == "conda" else "", e.manager, constraint)
 
 
-def _spec_roots(files: list[Path], platform: str) -> list[tuple[str, str, str, int | None]]:
+def _spec_roots(files: list[Path], platform: str) -> list[tuple[str, str, str | None, int | None]]:
     """(canonical name, line as written, file, line number) of every spec line that applies to ``platform``."""
     from envguard.lock.changes import name_of
     from envguard.lock.spec import read_spec
 
     spec = read_spec(files, [platform])
     conda, pip = spec.dependencies_for(platform)
-    out = []
+    out: list[tuple[str, str, str | None, int | None]] = []
     for manager, lines in (("conda", conda), ("pip", pip)):
         for text in lines:
             name = name_of(manager, text)
             if name:
                 file, line = spec.origins.get((manager, text), (None, None))
-                out.append((canonical(name), text, file or "", line))
+                out.append((canonical(name), redact(text), file, line))  # a `https://u:p@host/ch::pkg` line
     return out
 
 
