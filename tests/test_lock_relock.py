@@ -229,7 +229,10 @@ def test_update_names_a_package_of_the_lock(tmp_path: Path, channel: Path) -> No
     assert "filelok" in e.value.message and e.value.key == "--update"
     with pytest.raises(UserError):
         lock([env], cuda=False, update=["filelock"], update_all=True)
-    for args, needle in ((["lock", "--update", "filelok"], "no such package in the lock"),
+    # a name the edited spec asks for is accepted: it is locked at its newest anyway
+    write_env(env, channels=[url], deps=["python 3.11.*", "filelock", "rich"], platforms=["linux-64"])
+    assert _versions(lock([env], cuda=False, update=["rich"]).lockfile)["rich"] == "13.7.0"
+    for args, needle in ((["lock", "--update", "filelok"], "no such package in the lock or the spec"),
                          (["lock", "--check", "--update", "filelock"], "read-only"),
                          (["lock", "--format", "yaml"], "unknown format")):
         proc = envguard(args, cwd=tmp_path)

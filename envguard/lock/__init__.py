@@ -223,7 +223,8 @@ def lock(
                         fix="pass a path inside an existing directory")
     report(Progress("spec", detail=", ".join(str(f) for f in files)))
     spec = read_spec(files, platforms)
-    plan = relock.plan(lockfile, update=update, update_all=update_all)
+    plan = relock.plan(lockfile, update=update, update_all=update_all,
+                       requested=[n for kind, line in spec.origins if (n := change_report.name_of(kind, line))])
     mapping = str(mapping_path())
     lock_spec = spec.lock_spec(mapping)
     plats = list(lock_spec.platforms)

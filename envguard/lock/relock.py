@@ -94,11 +94,13 @@ class RelockPlan:
         return locked, use_latest
 
 
-def plan(lockfile: Path, *, update: Sequence[str] = (), update_all: bool = False) -> RelockPlan:
+def plan(lockfile: Path, *, update: Sequence[str] = (), update_all: bool = False,
+         requested: Iterable[str] = ()) -> RelockPlan:
     """Read the lock already at ``lockfile`` (if any) and decide how the next solve uses it.
 
-    ``update`` names must be in that lock (any platform, conda or pip): a typo would otherwise move nothing
-    and say nothing. A lock that cannot be read is solved from scratch, and the report says so.
+    ``update`` names must be in that lock (any platform, conda or pip) or among the ``requested`` names of
+    the spec: a typo would otherwise move nothing and say nothing. A lock that cannot be read is solved
+    from scratch, and the report says so.
     """
     if update and update_all:
         raise UserError("--update NAME and --update-all exclude each other", key="--update",
@@ -111,11 +113,11 @@ def plan(lockfile: Path, *, update: Sequence[str] = (), update_all: bool = False
     except UserError as e:
         return RelockPlan(MODE_NEW, None, names, unreadable=e.message)
     if names:
-        known = {canonical(e.name) for e in old.packages}
+        known = {canonical(e.name) for e in old.packages} | {canonical(n) for n in requested}
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise UserError(f"--update {unknown[0]}: no such package in the lock", file=str(lockfile),
-                            key="--update", fix="name a package the lock holds (see `envguard why NAME`), or add "
-                            "it to the spec, which locks it at its newest")
+            raise UserError(f"--update {unknown[0]}: no such package in the lock or the spec", file=str(lockfile),
+                            key="--update", fix="name a package the lock or the spec holds (`envguard why NAME` "
+                            "shows a locked one)")
     mode = MODE_UPDATE_ALL if update_all else MODE_UPDATE if names else MODE_MINIMAL
     return RelockPlan(mode, old, names, old_cuda=old.cuda)
