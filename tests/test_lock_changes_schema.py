@@ -72,10 +72,10 @@ def _validate_lock_report(doc: dict) -> list[dict]:
 
 
 def test_the_documented_tables_are_what_the_test_reads() -> None:
-    """The parser above must see the tables: four for the report, the eleven reason kinds."""
+    """The parser above must see the tables: four for the report, the twelve reason kinds."""
     tables = _tables(_section(LOCK_DOC, "JSON change report"))
     assert len(tables) == 4 and "schema" in tables[0] and tables[2]["before"] == (dict, type(None))
-    assert {"spec", "dependency", "update", "requested", "solver"} <= _reason_kinds() and len(_reason_kinds()) == 11
+    assert {"spec", "dependency", "update", "requested", "solver"} <= _reason_kinds() and len(_reason_kinds()) == 12
 
 
 def test_lock_json_report_matches_the_documented_shape(tmp_path: Path, channel_factory) -> None:

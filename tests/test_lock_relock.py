@@ -189,6 +189,25 @@ def test_a_vanished_build_moves_and_says_so(tmp_path: Path, channel_factory) -> 
     assert (c.change, c.after["version"], c.reason.kind) == ("upgraded", "3.16.2", "unavailable")
 
 
+def test_a_republished_file_is_reported(tmp_path: Path, channel_factory) -> None:
+    """Same name, version and build, other bytes: the lock takes the channel's file and the report says so."""
+    ch = channel_factory(_base_packages(), name="cf")
+    url = channels.channel_url(ch)
+    env = write_env(tmp_path / "environment.yml", channels=[url], deps=["python 3.11.*", "filelock"],
+                    platforms=["linux-64"])
+    before = {e.name: e.sha256 for e in read_lock(lock([env], cuda=False).lockfile).packages}
+    channels.tamper_package(ch / "noarch" / "filelock-3.16.1-pyhd8ed1ab_0.tar.bz2")
+    channels.index_channel(ch)
+    channels.strip_indexed_timestamps(ch)
+    result = lock([env], cuda=False)
+    after = {e.name: e.sha256 for e in read_lock(result.lockfile).packages}
+    assert after["filelock"] != before["filelock"] and after["python"] == before["python"]
+    c = _change(result, "filelock")
+    assert (c.change, c.before, c.after) == ("rebuilt", {"version": "3.16.1", "build": "pyhd8ed1ab_0"},
+                                             {"version": "3.16.1", "build": "pyhd8ed1ab_0"})
+    assert c.reason.kind == "republished" and "another sha256" in c.reason.text
+
+
 def test_a_pip_package_stays_locked_across_a_conda_edit(tmp_path: Path, channel: Path) -> None:
     root = tmp_path / "pypi"
     index = channels.build_pypi_index(root, [("egdemo-a", "1.0"), ("egdemo-b", "1.0", ["egdemo-a>=1.0"])])

@@ -5,6 +5,7 @@ inputs show, tried in this order (the first that holds wins):
 
 * ``update-all`` / ``update``: ``--update-all`` or ``--update NAME`` asked for it;
 * ``spec``: a spec line names the package and its locked build no longer matches that line;
+* ``republished``: the channel's file of the same name has other bytes (sha256) than the locked one;
 * ``unavailable``: the locked file is no longer in the channels;
 * ``cuda``: the ``__cuda`` assumption changed and the locked build depends on ``__cuda``;
 * ``dependency``: a package of the new solution depends on it with a range the locked version is outside
@@ -245,13 +246,16 @@ class _Platform:
         # the packages that themselves moved are the likelier cause; then the order a reviewer reads in
         return sorted(out, key=lambda n: ((n.manager, n.name) not in self.changed, rank(n.name), n.name))
 
-    def moved(self, key: tuple[str, str], old: Node) -> Reason:
-        """Why ``old`` (locked) gave way to another record of the same name."""
+    def moved(self, key: tuple[str, str], old: Node, new: Node) -> Reason:
+        """Why ``old`` (locked) gave way to ``new``, another record of the same name."""
         plan, manager, name = self.plan, key[0], key[1]
         if plan.mode == MODE_UPDATE_ALL:
             return Reason("update-all", "--update-all: solved from scratch")
         if plan.is_updated(name):
             return Reason("update", f"--update {canonical(name)}")
+        if (old.version, old.build) == (new.version, new.build):  # same file name, other bytes
+            return Reason("republished", f"the channel's {name} {old.version} {old.build} has another sha256 than "
+                          "the locked one (republished, or tampered with)".replace("  ", " "))
         req = self.requested.get(key)
         if req is not None and not _requested_matches(req, old, self.platform):
             return Reason("spec", f"{req.where} asks for `{req.text}`, which {old.version} {old.build} does not "
@@ -329,7 +333,7 @@ def platform_changes(*, platform: str, plan: RelockPlan, old: Iterable[Node], ne
             out.append(Change(key[1], key[0], "removed", _label(before), None, ctx.removed(key)))
         else:
             out.append(Change(key[1], key[0], _kind(before, after) or "rebuilt", _label(before), _label(after),
-                              ctx.moved(key, before)))
+                              ctx.moved(key, before, after)))
     # what a reviewer looks for first, then the causes (the lines and flags) before what they brought along
     out.sort(key=lambda c: (rank(c.name), c.reason.kind not in _CAUSES, c.name, c.manager))
     return PlatformChanges(platform, False, len(new_nodes), out)
