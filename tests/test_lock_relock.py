@@ -347,3 +347,13 @@ def test_real_conda_forge_records_a_year_later(tmp_path: Path, realworld: Path) 
     py = _change(upd, "python")
     assert py.change == "upgraded" and py.reason.kind == "update"
     assert _versions(upd.lockfile)["python"] == _versions(scratch.lockfile)["python"]
+
+
+def test_an_unreadable_old_lock_is_solved_from_scratch_and_said_so(tmp_path: Path, channel: Path) -> None:
+    url = channels.channel_url(channel)
+    env = write_env(tmp_path / "environment.yml", channels=[url], deps=["python 3.11.*", "filelock"],
+                    platforms=["linux-64"])
+    (tmp_path / "conda-lock.yml").write_text("metadata: {}\npackage: 7\n")  # damaged by hand
+    result = lock([env], cuda=False)
+    assert result.changes.mode == "new" and "could not be read" in result.changes.note
+    assert result.changes.platforms[0].new_platform and _versions(result.lockfile)["filelock"] == "3.16.1"
