@@ -357,3 +357,23 @@ def test_an_unreadable_old_lock_is_solved_from_scratch_and_said_so(tmp_path: Pat
     result = lock([env], cuda=False)
     assert result.changes.mode == "new" and "could not be read" in result.changes.note
     assert result.changes.platforms[0].new_platform and _versions(result.lockfile)["filelock"] == "3.16.1"
+
+
+def test_update_reaches_the_newest_even_when_a_locked_dependency_is_settled_first(tmp_path: Path,
+                                                                                  channel_factory) -> None:
+    """bb (deep under dd) gets a 2.0 that needs cc >=2; cc is also aa's, and the solver settles aa's first. Only
+    unlocking bb would keep bb 1.0 with the locked cc 1.0: `--update bb` must still reach bb 2.0."""
+    def g(name: str, version: str, depends: tuple[str, ...] = ()) -> channels.PackageSpec:
+        return P(name, version, "h0_0", depends=list(depends), noarch="generic")
+
+    ch = channel_factory([g("aa", "1.0", ("cc",)), g("dd", "1.0", ("ee",)), g("ee", "1.0", ("bb",)),
+                          g("bb", "1.0", ("cc",)), g("cc", "1.0")], name="deep")
+    env = write_env(tmp_path / "environment.yml", channels=[channels.channel_url(ch)], deps=["aa", "dd"],
+                    platforms=["linux-64"])
+    lock([env], cuda=False)
+    _publish(ch, g("bb", "2.0", ("cc >=2",)), g("cc", "2.0"))
+    assert lock([env], cuda=False).changes.current  # nothing asked bb to move
+    result = lock([env], cuda=False, update=["bb"])
+    assert _versions(result.lockfile) == {"aa": "1.0", "dd": "1.0", "ee": "1.0", "bb": "2.0", "cc": "2.0"}
+    cc = _change(result, "cc")
+    assert cc.reason.kind == "dependency" and cc.reason.package == "bb"

@@ -259,7 +259,8 @@ def lock(
     solved = solve_platforms(channels=real_channels, dependencies=deps, virtual_packages=vps,
                              on_platform=on_platform,
                              cuda_note=("no __cuda" if cuda_rec == "none" else f"__cuda={cuda_rec}")
-                             + f", {assumption.why}", preferred=plan.preferred(plats, cuda_rec))
+                             + f", {assumption.why}", preferred=plan.preferred(plats, cuda_rec),
+                             update=plan.is_updated if plan.update else None)
 
     packages: list[Any] = []
     counts: dict[str, int] = {}

@@ -153,6 +153,7 @@ def solve_platforms(
     on_platform: Callable[[str, int], None] | None = None,
     cuda_note: str = "",
     preferred: dict[str, list[Preferred]] | None = None,
+    update: Callable[[str], bool] | None = None,
 ) -> Solution:
     """Solve each platform (key of ``dependencies``); return platform -> RepoDataRecords.
 
@@ -161,6 +162,11 @@ def solve_platforms(
     an edit move only what it must. ``channels`` are real URLs/names (``${VAR}`` already expanded): they
     are never printed unredacted. Unsatisfiable specs raise BackendError (exit 6) carrying rattler's
     explanation.
+
+    ``update`` says which package names move on purpose (``--update NAME``). Leaving them out of the
+    preferred records is not enough: the solver may settle a locked dependency of theirs first and then keep
+    the old version of the named package. So the named packages are constrained to the records a solve from
+    scratch picks for them (that solution satisfies every spec, so the constrained solve has one too).
     """
     import rattler
     from rattler import Channel, ChannelPriority, Gateway, MatchSpec, Subdir
@@ -186,16 +192,17 @@ def solve_platforms(
             try:
                 locked, out.unavailable[platform] = await _preferred_records(
                     gateway, chans, platform, (preferred or {}).get(platform, []))
+                common: dict[str, Any] = {
+                    "gateway": gateway, "platforms": [Subdir(platform), Subdir("noarch")],
+                    "virtual_packages": virtual_packages[platform], "channel_priority": ChannelPriority.Strict,
+                    "strategy": "highest"}
+                constraints = []
+                if locked and update is not None:
+                    scratch = await rattler.solve(chans, specs, **common)
+                    constraints = [MatchSpec(f"{r.name.normalized} =={r.version} {r.build}", strict=False)
+                                   for r in scratch if update(r.name.normalized)]
                 out.records[platform] = await rattler.solve(
-                    chans,
-                    specs,
-                    gateway=gateway,
-                    platforms=[Subdir(platform), Subdir("noarch")],
-                    locked_packages=locked or None,
-                    virtual_packages=virtual_packages[platform],
-                    channel_priority=ChannelPriority.Strict,
-                    strategy="highest",
-                )
+                    chans, specs, locked_packages=locked or None, constraints=constraints or None, **common)
                 for record in out.records[platform] if restore else ():
                     _restore_credentials(record, restore)
             except Exception as e:  # noqa: BLE001 - rattler's solver errors have no common public base
