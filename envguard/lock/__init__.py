@@ -3,7 +3,9 @@
 ``lock`` reads the spec (our validation, then conda-lock's parser), solves
 each platform with rattler using conda-lock's virtual packages, resolves the
 ``pip:`` section with conda-lock's PyPI solver, and writes conda-lock.yml with
-conda-lock's models and writer, atomically. ``check_fresh`` is read-only and,
+conda-lock's models and writer, atomically. An existing lock's records are
+preferred by both solvers (relock.py), so an edit moves only what it forces,
+and the result says what moved and why (changes.py). ``check_fresh`` is read-only and,
 for locks envguard wrote, never imports conda-lock (see lockfile.py).
 """
 
