@@ -94,3 +94,16 @@ def test_unknown_names_and_platforms_are_usage_errors(tmp_path: Path, channel_fa
     assert proc.stdout.splitlines() == [
         "mdurl on linux-64:", "  mdurl 0.1.2 pyhd8ed1ab_0",
         "  `rich` (environment.yml:6): rich 13.7.0 -> markdown-it-py 3.0.0 [>=2.2] -> mdurl 0.1.2 [>=0.1,<1]"]
+
+
+def test_a_pip_package_reaches_conda_through_the_name_mapping(realworld: Path) -> None:
+    """01-ai/Yi's real lock (no spec beside it): pip's flash-attn depends on `torch`, which conda calls pytorch."""
+    result = why("pytorch", lockfile=realworld / "conda-lock/01-ai__Yi__conda-lock.yml")
+    assert result.spec_files == []
+    (plat,) = result.platforms
+    assert plat.found is not None and "cuda11.8" in plat.found.build
+    chains = {tuple((s.name, s.manager) for s in p.steps) for p in plat.paths}
+    assert (("flash-attn", "pip"), ("pytorch", "conda")) in chains, chains
+    assert all(p.request is None for p in plat.paths)  # roots are the lock's top-level packages
+    lines = why_lines(result)
+    assert "  top-level flash-attn 2.3.6 (pip) -> pytorch 2.0.1 py3.10_cuda11.8_cudnn8.7.0_0" in lines, lines

@@ -126,7 +126,7 @@ def _hop(s: Any, first: bool) -> str:
         label += f" {s.build}"
     if s.manager == "pip":
         label += " (pip)"
-    return label if first or not s.constraint else f"{label} [{s.constraint}]"
+    return label if first or s.constraint in ("", "*") else f"{label} [{s.constraint}]"
 
 
 def why_lines(result: Any) -> list[str]:

@@ -80,14 +80,14 @@ def _step(e: LockEntry, constraint: str = "") -> Step:
     return Step(e.name, e.version, e.build if e.manager == "conda" else "", e.manager, constraint)
 
 
-def _spec_roots(files: list[Path], platform: str) -> list[tuple[str, str, str | None, int | None]]:
+def _spec_roots(files: list[Path], platform: str) -> list[tuple[str, str | None, str | None, int | None]]:
     """(canonical name, line as written, file, line number) of every spec line that applies to ``platform``."""
     from envguard.lock.changes import name_of
     from envguard.lock.spec import read_spec
 
     spec = read_spec(files, [platform])
     conda, pip = spec.dependencies_for(platform)
-    out: list[tuple[str, str, str | None, int | None]] = []
+    out: list[tuple[str, str | None, str | None, int | None]] = []
     for manager, lines in (("conda", conda), ("pip", pip)):
         for text in lines:
             name = name_of(manager, text)
@@ -97,16 +97,21 @@ def _spec_roots(files: list[Path], platform: str) -> list[tuple[str, str, str | 
     return out
 
 
-def _paths(entries: list[LockEntry], target: str, roots: list[tuple[str, str, str | None, int | None]]
+def _paths(entries: list[LockEntry], target: str, roots: list[tuple[str, str | None, str | None, int | None]]
            ) -> list[Path_]:
     """The shortest path from each root to ``target``: one breadth-first walk backwards from the target."""
     by_key: dict[str, LockEntry] = {}
     for e in entries:
         by_key.setdefault(_key(e), e)  # a conda and a pip record of one name: the conda one (pip's is on top)
     dependents: dict[str, list[tuple[str, str]]] = {}
+    aliases: dict[str, str] | None = None
     for e in entries:
         for dep, rng in e.dependencies.items():
-            dependents.setdefault(canonical(dep), []).append((_key(e), rng))
+            key = canonical(dep)
+            if key not in by_key and e.manager == "pip":  # a PyPI name conda spells otherwise
+                aliases = _pypi_to_conda() if aliases is None else aliases
+                key = aliases.get(key, key)
+            dependents.setdefault(key, []).append((_key(e), rng))
     # next_hop[k] = (the package k depends on, on the way to the target, and the range k puts on it)
     next_hop: dict[str, tuple[str, str] | None] = {target: None}
     queue = deque([target])
@@ -117,7 +122,7 @@ def _paths(entries: list[LockEntry], target: str, roots: list[tuple[str, str, st
                 next_hop[parent] = (k, rng)
                 queue.append(parent)
     out: list[Path_] = []
-    seen: set[tuple[str, tuple[str, ...]]] = set()
+    seen: set[tuple[str | None, tuple[str, ...]]] = set()
     for name, text, file, line in roots:
         if name not in next_hop or name not in by_key:
             continue
@@ -128,17 +133,28 @@ def _paths(entries: list[LockEntry], target: str, roots: list[tuple[str, str, st
             k, rng = hop
             steps.append(_step(by_key[k], rng))
             hop = next_hop[k]
-        key = tuple(s.name for s in steps)
-        if (text, key) in seen:
+        chain = tuple(s.name for s in steps)
+        if (text, chain) in seen:
             continue
-        seen.add((text, key))
+        seen.add((text, chain))
         out.append(Path_(text, file, line, tuple(steps)))
     return sorted(out, key=lambda p: (len(p.steps), p.file or "", p.line or 0))
 
 
-def _top_level(entries: list[LockEntry]) -> list[tuple[str, str, str | None, int | None]]:
+def _top_level(entries: list[LockEntry]) -> list[tuple[str, str | None, str | None, int | None]]:
     needed = {canonical(d) for e in entries for d in e.dependencies}
-    return [(_key(e), e.name, None, None) for e in entries if _key(e) not in needed]
+    return [(_key(e), None, None, None) for e in entries if _key(e) not in needed]
+
+
+def _pypi_to_conda() -> dict[str, str]:
+    """PyPI name -> conda name where they differ (torch -> pytorch): a pip package's dependency on torch is
+    satisfied by conda's pytorch. The same mapping the lock used (envguard/data/conda-pypi-mapping.json)."""
+    import json
+
+    from envguard.lock.pypi import mapping_path
+
+    data = json.loads(mapping_path().read_text(encoding="utf-8"))
+    return {canonical(k): canonical(str(v.get("conda_name") or k)) for k, v in data.items() if isinstance(v, dict)}
 
 
 def _spec_files(lock: Lock, files: list[Path] | None) -> list[Path]:
