@@ -377,3 +377,29 @@ def test_update_reaches_the_newest_even_when_a_locked_dependency_is_settled_firs
     assert _versions(result.lockfile) == {"aa": "1.0", "dd": "1.0", "ee": "1.0", "bb": "2.0", "cc": "2.0"}
     cc = _change(result, "cc")
     assert cc.reason.kind == "dependency" and cc.reason.package == "bb"
+
+
+def test_a_changed_cuda_assumption_frees_the_pytorch_build(tmp_path: Path, channel_factory) -> None:
+    """The __cuda assumption picks pytorch's build: --no-cuda -> CPU, --cuda 12.6 -> the CUDA build, each way,
+    although the locked build would still solve; the report gives the assumption as the reason."""
+    torch = ("python >=3.11,<3.12.0a0",)
+    ch = channel_factory(_base_packages() + [
+        P("pytorch", "2.13.0", "cpu_generic_py311_0", depends=list(torch), subdir="linux-64"),
+        P("pytorch", "2.13.0", "cuda126_generic_py311_200", build_number=200, subdir="linux-64",
+          depends=[*torch, "__cuda"])], name="torch")
+    env = write_env(tmp_path / "environment.yml", channels=[channels.channel_url(ch)],
+                    deps=["python 3.11.*", "pytorch 2.13.*", "filelock"], platforms=["linux-64"])
+
+    def build() -> str:
+        return next(e.build for e in read_lock(tmp_path / "conda-lock.yml").packages if e.name == "pytorch")
+
+    lock([env], cuda="12.6")
+    assert build().startswith("cuda126")
+    _publish(ch, _noarch("filelock", "3.17.0"))
+    cpu = lock([env], cuda=False)
+    assert build().startswith("cpu_") and _versions(cpu.lockfile)["filelock"] == "3.16.1"
+    c = _change(cpu, "pytorch")
+    assert (c.change, c.reason.kind) == ("rebuilt", "cuda") and "12.6 -> none" in c.reason.text
+    gpu = lock([env], cuda="12.6")
+    assert build().startswith("cuda126") and _change(gpu, "pytorch").reason.kind == "cuda"
+    assert _change(gpu, "filelock") is None

@@ -7,7 +7,8 @@ inputs show, tried in this order (the first that holds wins):
 * ``spec``: a spec line names the package and its locked build no longer matches that line;
 * ``republished``: the channel's file of the same name has other bytes (sha256) than the locked one;
 * ``unavailable``: the locked file is no longer in the channels;
-* ``cuda``: the ``__cuda`` assumption changed and the locked build depends on ``__cuda``;
+* ``cuda``: the ``__cuda`` assumption changed and the package's build is what it picks (the old or the new
+  build depends on ``__cuda``, or it is pytorch's or a CUDA library);
 * ``dependency``: a package of the new solution depends on it with a range the locked version is outside
   (or, for a new package, needs it at all); ``constraint``: a package's run constraint excludes it;
 * ``requested``: a spec line asks for a package that was not locked;
@@ -20,19 +21,17 @@ pytorch, the CUDA libraries and python are listed first: they are what a reviewe
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from envguard.lock.lockfile import LockEntry
-from envguard.lock.relock import MODE_NEW, MODE_UPDATE_ALL, RelockPlan, canonical
+from envguard.lock.relock import MODE_NEW, MODE_UPDATE_ALL, RelockPlan, canonical, rank
 from envguard.redact import redact
 
 SCHEMA = "envguard.lock-changes/1"
 KINDS = ("added", "removed", "upgraded", "downgraded", "rebuilt")
 _CAUSES = frozenset({"update-all", "update", "spec", "requested", "not-requested", "cuda", "unavailable"})
-_TORCH = re.compile(r"^(pytorch|torch|libtorch|torchvision|torchaudio|pytorch-.*|torch-.*)$")
 
 
 @dataclass(frozen=True)
@@ -96,18 +95,6 @@ class ChangeReport:
             "removed_platforms": list(self.removed_platforms),
             "note": self.note,
         }
-
-
-def rank(name: str) -> int:
-    """0 pytorch and its family, 1 the CUDA libraries, 2 python, 3 everything else."""
-    from envguard.mixing import conda_cuda_library
-
-    n = name.lower()
-    if _TORCH.match(n):
-        return 0
-    if conda_cuda_library(n) or n == "cuda-version" or n.startswith("nvidia-"):
-        return 1
-    return 2 if n == "python" else 3
 
 
 # ------------------------------------------------------------------ one package, as both sides see it
@@ -263,9 +250,10 @@ class _Platform:
         if manager == "conda" and name in self.unavailable:
             return Reason("unavailable", f"the locked {name} {old.version} {old.build} is no longer in the "
                           "channels")
-        if manager == "conda" and "__cuda" in old.depends and self.cuda_before not in (None, self.cuda_after):
-            return Reason("cuda", f"the __cuda assumption changed ({self.cuda_before} -> {self.cuda_after}) and "
-                          f"this build depends on __cuda")
+        if manager == "conda" and self.cuda_before not in (None, self.cuda_after) and (
+                "__cuda" in old.depends or "__cuda" in new.depends or rank(name) < 2):
+            return Reason("cuda", f"the __cuda assumption changed ({self.cuda_before} -> {self.cuda_after}), which "
+                          "picks this build")
         for parent in self.dependents(key, self.new):
             rng = parent.depends.get(name, "")
             if not _version_in(rng, old):

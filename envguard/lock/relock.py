@@ -8,7 +8,8 @@ builds wait for ``--update NAME`` or ``--update-all``.
 
 Three things are never preferred: the packages named by ``--update`` (they go to the newest the spec
 allows), everything with ``--update-all`` (a solve from scratch), and, when the ``__cuda`` assumption
-changed, the records that depend on ``__cuda`` (their build *is* the choice the assumption makes).
+changed, the records that depend on ``__cuda``, pytorch's family and the CUDA libraries (their build *is*
+the choice the assumption makes: a CPU pytorch locked without ``__cuda`` must be free to become a CUDA one).
 A platform the lock does not have yet is solved fresh.
 """
 
@@ -28,6 +29,22 @@ MODE_NEW = "new"  # no lock yet: every platform is solved fresh
 MODE_MINIMAL = "minimal"  # the default: keep what the lock has unless the spec forces a move
 MODE_UPDATE = "update"  # --update NAME: those names move to the newest the spec allows
 MODE_UPDATE_ALL = "update-all"  # --update-all: from scratch, as if there were no lock
+
+
+_TORCH = re.compile(r"^(pytorch|torch|libtorch|torchvision|torchaudio|pytorch-.*|torch-.*)$")
+
+
+def rank(name: str) -> int:
+    """0 pytorch and its family, 1 the CUDA libraries, 2 python, 3 everything else: the order a reviewer reads
+    a change in, and the packages whose build a ``__cuda`` assumption decides (rank < 2)."""
+    from envguard.mixing import conda_cuda_library
+
+    n = name.lower()
+    if _TORCH.match(n):
+        return 0
+    if conda_cuda_library(n) or n == "cuda-version" or n.startswith("nvidia-"):
+        return 1
+    return 2 if n == "python" else 3
 
 
 def canonical(name: str) -> str:
@@ -70,7 +87,7 @@ class RelockPlan:
             for e in self.entries(p):
                 if e.manager != "conda" or self.is_updated(e.name):
                     continue
-                if cuda_moved and "__cuda" in e.dependencies:
+                if cuda_moved and ("__cuda" in e.dependencies or rank(e.name) < 2):  # a CPU build too
                     continue
                 keep.append(Preferred(name=e.name, subdir=e.subdir, filename=e.filename, sha256=e.sha256))
             out[p] = keep

@@ -119,7 +119,7 @@ def change_lines(report: Any) -> list[str]:
 
 
 def _hop(s: Any, first: bool) -> str:
-    from envguard.lock.changes import rank
+    from envguard.lock.relock import rank
 
     label = f"{s.name} {s.version}"
     if s.build and rank(s.name) < 2:  # which build of pytorch or a CUDA library is the point of asking
@@ -160,7 +160,7 @@ def why_lines(result: Any) -> list[str]:
     for names, body in groups:
         lines.append(f"{result.name} on {', '.join(names)}:")
         lines += body
-    from envguard.lock.changes import rank
+    from envguard.lock.relock import rank
 
     if result.cuda and rank(result.name) < 2:  # the assumption is what picked a CPU or a CUDA build
         lines.append(f"the lock assumed {'no __cuda' if result.cuda == 'none' else '__cuda=' + result.cuda} "
