@@ -15,10 +15,10 @@ from envguard.cli.app import app, fail
 from envguard.cli.entry import main, run
 
 for _name, _command in (
-    ("lock", specs.lock_cmd), ("why", specs.why_cmd), ("create", environments.create_cmd), ("smoke", environments.smoke_cmd),
-    ("check", environments.check_cmd), ("diff", specs.diff_cmd), ("init", specs.init_cmd),
-    ("lint", specs.lint_cmd), ("export", environments.export_cmd), ("fleet", measure.fleet_cmd),
-    ("tune", measure.tune_cmd),
+    ("lock", specs.lock_cmd), ("why", specs.why_cmd), ("create", environments.create_cmd),
+    ("smoke", environments.smoke_cmd), ("check", environments.check_cmd), ("diff", specs.diff_cmd),
+    ("init", specs.init_cmd), ("lint", specs.lint_cmd), ("export", environments.export_cmd),
+    ("fleet", measure.fleet_cmd), ("tune", measure.tune_cmd),
 ):
     app.command(_name)(_command)
 
