@@ -7,9 +7,9 @@ import json
 import re
 from pathlib import Path
 
-import channels
-from test_lock_relock import _base_packages, _noarch, _publish
-from test_lock_support import envguard, write_env
+from support import channels
+from support.lock_support import envguard, write_env
+from support.relock_channel import base_packages, noarch, publish
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK_DOC = REPO / "docs" / "commands" / "lock.md"
@@ -79,7 +79,7 @@ def test_the_documented_tables_are_what_the_test_reads() -> None:
 
 
 def test_lock_json_report_matches_the_documented_shape(tmp_path: Path, channel_factory) -> None:
-    ch = channel_factory(_base_packages(), name="cf")
+    ch = channel_factory(base_packages(), name="cf")
     url = channels.channel_url(ch)
     write_env(tmp_path / "environment.yml", channels=[url], deps=["python 3.11.*", "filelock", "ipython"],
               platforms=["linux-64", "osx-arm64"])
@@ -90,7 +90,7 @@ def test_lock_json_report_matches_the_documented_shape(tmp_path: Path, channel_f
 
     pygments_rebuild = channels.PackageSpec("pygments", "2.18.0", "pyhd8ed1ab_1", build_number=1,
                                             depends=["python >=3.8"], noarch="python")
-    _publish(ch, _noarch("filelock", "3.17.0"), pygments_rebuild)
+    publish(ch, noarch("filelock", "3.17.0"), pygments_rebuild)
     write_env(tmp_path / "environment.yml", channels=[url], deps=["python 3.11.*", "filelock", "rich"],
               platforms=["linux-64", "osx-arm64"])
     proc = envguard(["lock", "--no-cuda", "--format", "json", "--update", "filelock,pygments"], cwd=tmp_path)
@@ -116,7 +116,7 @@ def test_lock_json_report_matches_the_documented_shape(tmp_path: Path, channel_f
 
 
 def test_why_json_matches_the_documented_shape(tmp_path: Path, channel_factory) -> None:
-    ch = channel_factory(_base_packages(), name="cf")
+    ch = channel_factory(base_packages(), name="cf")
     write_env(tmp_path / "environment.yml", channels=[channels.channel_url(ch)], deps=["python 3.11.*", "rich"],
               platforms=["linux-64"])
     assert envguard(["lock", "--no-cuda"], cwd=tmp_path).returncode == 0

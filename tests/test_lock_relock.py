@@ -9,48 +9,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import channels
 import pytest
-from test_lock_support import envguard, write_env
+from support import channels
+from support.lock_support import envguard, write_env
+from support.relock_channel import PLATS, base_packages, noarch, publish
 
 from envguard.errors import UserError
 from envguard.lock import lock
 from envguard.lock.lockfile import host_records, pip_records, read_lock
 
 P = channels.PackageSpec
-PLATS = ["linux-64", "osx-arm64"]
-
-
-def _noarch(name: str, version: str, depends: tuple[str, ...] = ("python >=3.8",)) -> channels.PackageSpec:
-    return P(name, version, "pyhd8ed1ab_0", depends=list(depends), noarch="python")
-
-
-def _base_packages() -> list[channels.PackageSpec]:
-    pkgs = []
-    for sub in PLATS:
-        pkgs += [P("python", "3.11.9", "h0_0_cpython", subdir=sub), P("python", "3.12.1", "h0_0_cpython", subdir=sub)]
-    return pkgs + [
-        _noarch("filelock", "3.16.1"),
-        _noarch("pip", "24.0"),
-        _noarch("rich", "13.7.0", ("python >=3.8", "pygments >=2.13,<3", "markdown-it-py >=2.2")),
-        _noarch("markdown-it-py", "3.0.0", ("python >=3.8", "mdurl >=0.1,<1")),
-        _noarch("mdurl", "0.1.2"),
-        _noarch("pygments", "2.18.0"),
-        _noarch("ipython", "8.20.0", ("python >=3.10", "pygments >=2.4")),
-    ]
 
 
 @pytest.fixture
 def channel(channel_factory) -> Path:
-    return channel_factory(_base_packages(), name="cf")
-
-
-def _publish(channel: Path, *pkgs: channels.PackageSpec) -> None:
-    """The channel gains newer builds, as a weekly conda-forge rebuild does."""
-    for p in pkgs:
-        p.build_in(channel)
-    channels.index_channel(channel)
-    channels.strip_indexed_timestamps(channel)
+    return channel_factory(base_packages(), name="cf")
 
 
 def _versions(lockfile: Path, platform: str = "linux-64") -> dict[str, str]:
@@ -73,7 +46,7 @@ def test_an_unrelated_edit_keeps_every_locked_version(tmp_path: Path, channel: P
     assert _versions(first.lockfile)["filelock"] == "3.16.1"
     assert all(p.new_platform for p in first.changes.platforms) and first.changes.mode == "new"
 
-    _publish(channel, _noarch("filelock", "3.17.0"), _noarch("pygments", "2.19.1"))
+    publish(channel, noarch("filelock", "3.17.0"), noarch("pygments", "2.19.1"))
     write_env(env, channels=[url], deps=["python 3.11.*", "filelock", "rich"], platforms=PLATS)
     second = lock([env], cuda=False)
     for p in PLATS:
@@ -114,7 +87,7 @@ def test_removing_a_dependency_drops_only_what_it_alone_needed(tmp_path: Path, c
     before = _versions(tmp_path / "conda-lock.yml")
     assert {"rich", "markdown-it-py", "mdurl", "pygments", "ipython"} <= set(before)
 
-    _publish(channel, _noarch("pygments", "2.19.1"), _noarch("ipython", "8.30.0", ("python >=3.10", "pygments >=2.4")))
+    publish(channel, noarch("pygments", "2.19.1"), noarch("ipython", "8.30.0", ("python >=3.10", "pygments >=2.4")))
     write_env(env, channels=[url], deps=["python 3.11.*", "ipython"], platforms=["linux-64"])
     result = lock([env], cuda=False)
     after = _versions(result.lockfile)
@@ -135,8 +108,8 @@ def test_a_spec_edit_and_a_forced_dependency_are_explained(tmp_path: Path, chann
                     platforms=["linux-64"])
     lock([env], cuda=False)
     # a newer rich needs a newer pygments than the one locked; filelock also has a newer build now
-    _publish(channel, _noarch("rich", "14.0.0", ("python >=3.8", "pygments >=2.19,<3", "markdown-it-py >=2.2")),
-             _noarch("pygments", "2.19.1"), _noarch("filelock", "3.17.0"))
+    publish(channel, noarch("rich", "14.0.0", ("python >=3.8", "pygments >=2.19,<3", "markdown-it-py >=2.2")),
+             noarch("pygments", "2.19.1"), noarch("filelock", "3.17.0"))
     result = lock([env], cuda=False, update=["rich"])
     v = _versions(result.lockfile)
     assert (v["rich"], v["pygments"], v["filelock"]) == ("14.0.0", "2.19.1", "3.16.1")
@@ -165,7 +138,7 @@ def test_a_new_platform_is_solved_fresh_and_the_rest_kept(tmp_path: Path, channe
     env = write_env(tmp_path / "environment.yml", channels=[url], deps=["python 3.11.*", "filelock"],
                     platforms=["linux-64"])
     lock([env], cuda=False)
-    _publish(channel, _noarch("filelock", "3.17.0"))
+    publish(channel, noarch("filelock", "3.17.0"))
     write_env(env, channels=[url], deps=["python 3.11.*", "filelock"], platforms=PLATS)
     result = lock([env], cuda=False)
     assert _versions(result.lockfile, "linux-64")["filelock"] == "3.16.1"
@@ -177,13 +150,13 @@ def test_a_new_platform_is_solved_fresh_and_the_rest_kept(tmp_path: Path, channe
 
 
 def test_a_vanished_build_moves_and_says_so(tmp_path: Path, channel_factory) -> None:
-    ch = channel_factory(_base_packages(), name="cf")
+    ch = channel_factory(base_packages(), name="cf")
     url = channels.channel_url(ch)
     env = write_env(tmp_path / "environment.yml", channels=[url], deps=["python 3.11.*", "filelock"],
                     platforms=["linux-64"])
     lock([env], cuda=False)
     (ch / "noarch" / "filelock-3.16.1-pyhd8ed1ab_0.tar.bz2").unlink()  # yanked from the channel
-    _publish(ch, _noarch("filelock", "3.16.2"))
+    publish(ch, noarch("filelock", "3.16.2"))
     result = lock([env], cuda=False)
     c = _change(result, "filelock")
     assert (c.change, c.after["version"], c.reason.kind) == ("upgraded", "3.16.2", "unavailable")
@@ -191,7 +164,7 @@ def test_a_vanished_build_moves_and_says_so(tmp_path: Path, channel_factory) -> 
 
 def test_a_republished_file_is_reported(tmp_path: Path, channel_factory) -> None:
     """Same name, version and build, other bytes: the lock takes the channel's file and the report says so."""
-    ch = channel_factory(_base_packages(), name="cf")
+    ch = channel_factory(base_packages(), name="cf")
     url = channels.channel_url(ch)
     env = write_env(tmp_path / "environment.yml", channels=[url], deps=["python 3.11.*", "filelock"],
                     platforms=["linux-64"])
@@ -270,7 +243,7 @@ def test_the_cli_prints_the_report_and_says_when_the_lock_is_current(tmp_path: P
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == (
         "conda-lock.yml was already current: no package changed on linux-64, osx-arm64"), proc.stdout
 
-    _publish(channel, _noarch("filelock", "3.17.0"))
+    publish(channel, noarch("filelock", "3.17.0"))
     write_env(env, channels=[url], deps=["python 3.11.*", "filelock", "rich"], platforms=PLATS)
     proc = envguard(["lock", "--no-cuda"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -302,7 +275,7 @@ def test_create_relocks_a_stale_lock_minimally(tmp_path: Path, channel_factory) 
     env = write_env(proj / "environment.yml", channels=[url], deps=["egbase"], platforms=["linux-64"])
     proc = envguard(["lock", "--no-cuda"], cwd=proj)
     assert proc.returncode == 0, proc.stderr
-    _publish(ch, generic("egbase", "1.1"))
+    publish(ch, generic("egbase", "1.1"))
     write_env(env, channels=[url], deps=["egbase", "egextra"], platforms=["linux-64"])
     target = tmp_path / "env"
     proc = envguard(["create", "-p", str(target), "--no-check"], cwd=proj)
@@ -317,7 +290,7 @@ def test_real_conda_forge_records_a_year_later(tmp_path: Path, realworld: Path) 
     """Real conda-forge repodata (the py39 subset): lock against the records published before mid-2023, then
     the channel gains a year of real builds and the spec one line. The re-lock keeps every locked record; a
     from-scratch lock of the same spec moves most of them."""
-    from test_lock_support import realworld_channel
+    from support.lock_support import realworld_channel
 
     channel = realworld_channel(realworld, tmp_path / "channels", "py39")
     full = {sub: (channel / sub / "repodata.json").read_text() for sub in ("linux-64", "noarch")}
@@ -371,7 +344,7 @@ def test_update_reaches_the_newest_even_when_a_locked_dependency_is_settled_firs
     env = write_env(tmp_path / "environment.yml", channels=[channels.channel_url(ch)], deps=["aa", "dd"],
                     platforms=["linux-64"])
     lock([env], cuda=False)
-    _publish(ch, g("bb", "2.0", ("cc >=2",)), g("cc", "2.0"))
+    publish(ch, g("bb", "2.0", ("cc >=2",)), g("cc", "2.0"))
     assert lock([env], cuda=False).changes.current  # nothing asked bb to move
     result = lock([env], cuda=False, update=["bb"])
     assert _versions(result.lockfile) == {"aa": "1.0", "dd": "1.0", "ee": "1.0", "bb": "2.0", "cc": "2.0"}
@@ -383,7 +356,7 @@ def test_a_changed_cuda_assumption_frees_the_pytorch_build(tmp_path: Path, chann
     """The __cuda assumption picks pytorch's build: --no-cuda -> CPU, --cuda 12.6 -> the CUDA build, each way,
     although the locked build would still solve; the report gives the assumption as the reason."""
     torch = ("python >=3.11,<3.12.0a0",)
-    ch = channel_factory(_base_packages() + [
+    ch = channel_factory(base_packages() + [
         P("pytorch", "2.13.0", "cpu_generic_py311_0", depends=list(torch), subdir="linux-64"),
         P("pytorch", "2.13.0", "cuda126_generic_py311_200", build_number=200, subdir="linux-64",
           depends=[*torch, "__cuda"])], name="torch")
@@ -395,7 +368,7 @@ def test_a_changed_cuda_assumption_frees_the_pytorch_build(tmp_path: Path, chann
 
     lock([env], cuda="12.6")
     assert build().startswith("cuda126")
-    _publish(ch, _noarch("filelock", "3.17.0"))
+    publish(ch, noarch("filelock", "3.17.0"))
     cpu = lock([env], cuda=False)
     assert build().startswith("cpu_") and _versions(cpu.lockfile)["filelock"] == "3.16.1"
     c = _change(cpu, "pytorch")

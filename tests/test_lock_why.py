@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import channels
 import pytest
-from test_lock_relock import _base_packages
-from test_lock_support import envguard, write_env
+from support import channels
+from support.lock_support import envguard, write_env
+from support.relock_channel import base_packages
 
 from envguard.errors import UserError
 from envguard.lock import lock
@@ -56,7 +56,7 @@ def test_a_cpu_build_of_pytorch_is_traced_to_its_line(clay: Path) -> None:
 
 
 def test_paths_on_a_fresh_lock_and_without_the_spec(tmp_path: Path, channel_factory) -> None:
-    ch = channel_factory(_base_packages(), name="cf")
+    ch = channel_factory(base_packages(), name="cf")
     env = write_env(tmp_path / "environment.yml", channels=[channels.channel_url(ch)],
                     deps=["python 3.11.*", "rich", "ipython"], platforms=["linux-64"])
     lock([env], cuda=False)
@@ -76,7 +76,7 @@ def test_paths_on_a_fresh_lock_and_without_the_spec(tmp_path: Path, channel_fact
 
 
 def test_unknown_names_and_platforms_are_usage_errors(tmp_path: Path, channel_factory) -> None:
-    ch = channel_factory(_base_packages(), name="cf")
+    ch = channel_factory(base_packages(), name="cf")
     write_env(tmp_path / "environment.yml", channels=[channels.channel_url(ch)], deps=["python 3.11.*", "rich"],
               platforms=["linux-64"])
     assert envguard(["lock", "--no-cuda"], cwd=tmp_path).returncode == 0
