@@ -102,9 +102,11 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
     platforms = None if _spec_declares_platforms(files) else list(read_lock(plan.lockfile).platforms) or None
     fault_hook("relock")
     try:
-        do_lock(files, platforms=platforms, lockfile=plan.lockfile)
+        relocked = do_lock(files, platforms=platforms, lockfile=plan.lockfile)
     except EnvguardError as e:
         raise EnvguardError(f"{reason}, and re-locking it failed: {e.message}",
                             fix="correct that and rerun, or install the lock as it is with `envguard create --frozen`",
                             exit_code=e.exit_code) from None
-    return read_plan(plan.lockfile, plan.platform), [f"{reason}: re-locked it first"]
+    moved = relocked.changes.summary(plan.platform) if relocked.changes is not None else ""
+    note = f"{reason}: re-locked it first" + (f" ({moved})" if moved else "")
+    return read_plan(plan.lockfile, plan.platform), [note]

@@ -79,6 +79,25 @@ class ChangeReport:
         """Nothing moved: no package, no platform."""
         return not self.removed_platforms and all(not p.new_platform and not p.changes for p in self.platforms)
 
+    def summary(self, platform: str, limit: int = 4) -> str:
+        """One platform's changes in a few words, for a line that is not the lock's own report (create's
+        re-lock): ``2 changed: rich added, filelock 3.16.1 -> 3.17.0``; ``nothing moved``."""
+        mine = next((p for p in self.platforms if p.platform == platform), None)
+        if mine is None:
+            return "nothing moved"
+        if mine.new_platform:
+            return f"{platform} solved fresh ({mine.packages} packages)"
+        if not mine.changes:
+            return "nothing moved"
+        words = []
+        for c in mine.changes[:limit]:
+            if c.before and c.after and c.change in ("upgraded", "downgraded"):
+                words.append(f"{c.name} {c.before.get('version')} -> {c.after.get('version')}")
+            else:
+                words.append(f"{c.name} {c.change}")
+        more = f", {len(mine.changes) - limit} more" if len(mine.changes) > limit else ""
+        return f"{len(mine.changes)} changed: {', '.join(words)}{more}"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
