@@ -40,10 +40,24 @@ class Release:
     cuda_by_platform: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cpu: tuple[str, ...] = ()  # platforms with CPU builds (conda routes)
     versions: tuple[str, ...] = ()
+    glibc: tuple[tuple[str, str], ...] = ()  # build kind ("cpu", "13.0") -> the glibc floor of its Linux builds
+    variants: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (platform, CUDA line, variant names)
+
+    def variants_of(self, platform: str, cuda: str) -> tuple[str, ...]:
+        """Build variants sharing one build string on ``platform`` (linux-aarch64 cuda129: sbsa, tegra)."""
+        return next((v for p, c, v in self.variants if p == platform and c == cuda), ())
+
+    def glibc_floor(self, kind: str) -> str | None:
+        return dict(self.glibc).get(kind)
 
     @property
     def released(self) -> bool:
         return self.status == "released"
+
+    def has_cuda_builds(self, platform: str) -> bool:
+        """Whether the route has CUDA builds of this release on ``platform``, even where their lines are not
+        recorded (PyPI's linux-aarch64 wheels since 2.9)."""
+        return platform in dict(self.cuda_by_platform) or bool(self.cuda_on(platform))
 
     def cuda_on(self, platform: str) -> tuple[str, ...]:
         """The CUDA lines this release is built for on ``platform`` (empty: none there)."""
@@ -122,6 +136,17 @@ class Route:
     frozen_at: str | None = None
     declared_cuda_platforms: tuple[str, ...] = ()
     toolkit_lines: tuple[str, ...] = ()  # CUDA versions the route packages (cuda-version X.Y)
+    as_of: str | None = None  # the date of the table's newest evidence for this route
+    records_of: str | None = None  # the channel URL, when the rows come from its records (envguard.channelfacts)
+    variant_rows: tuple[Mapping[str, Any], ...] = ()  # what each build variant is (curated: GPUs, glibc)
+
+    @property
+    def evidence(self) -> str:
+        """Where the rows come from, for messages: "conda-forge's records" or "envguard's data"."""
+        return f"{self.title}'s records" if self.records_of else "envguard's data"
+
+    def variant(self, name: str) -> Mapping[str, Any] | None:
+        return next((v for v in self.variant_rows if v.get("name") == name), None)
 
     def cuda_choices(self, release: Release, platforms: Iterable[str]) -> list[str]:
         """Every CUDA line an environment of ``release`` may ask for on all of ``platforms``."""
@@ -172,11 +197,17 @@ def _line_matches(pattern: str, cuda: str) -> bool:
     return release_segments(cuda)[:2] == release_segments(pattern)[:2]
 
 
-def _release(route: str, line: str, row: Mapping[str, Any], cuda_platforms: tuple[str, ...]) -> Release:
+def release_from_row(route: str, line: str, row: Mapping[str, Any], cuda_platforms: tuple[str, ...],
+                     aarch64_since: str | None = None) -> Release:
+    """One release row of compat.yaml (or one built from a channel's records) as a :class:`Release`.
+    ``aarch64_since``: the first release with linux-aarch64 CUDA builds whose lines the row lists apart
+    (``aarch64``, verified lines only; possibly none)."""
     cuda = row.get("cuda") or {}
     if isinstance(cuda, list):  # the same lines on every CUDA platform of the route
         plats = cuda_platforms or ("linux-64", "win-64")
         by_platform = tuple((p, tuple(str(c) for c in cuda)) for p in plats)
+        if aarch64_since and line_key(line) >= line_key(aarch64_since):
+            by_platform += (("linux-aarch64", tuple(str(c) for c in row.get("aarch64") or ())),)
     else:
         by_platform = tuple((str(p), tuple(str(c) for c in lines)) for p, lines in cuda.items())
     return Release(
@@ -184,6 +215,9 @@ def _release(route: str, line: str, row: Mapping[str, Any], cuda_platforms: tupl
         python=tuple(str(p) for p in row.get("python") or ()), cuda_by_platform=by_platform,
         cpu=tuple(str(p) for p in row.get("cpu") or ()),
         versions=tuple(str(v) for v in row.get("versions") or ()),
+        glibc=tuple((str(k), str(v)) for k, v in (row.get("glibc") or {}).items()),
+        variants=tuple((str(p), str(c), tuple(str(n) for n in names))
+                       for p, by in (row.get("variants") or {}).items() for c, names in by.items()),
     )
 
 
@@ -211,12 +245,16 @@ class Compat:
         out: dict[str, Route] = {}
         for name, data in self.raw["routes"].items():
             declared = tuple(str(p) for p in data.get("cuda_platforms") or ())
-            releases = sorted((_release(name, str(line), row, declared) for line, row in data["releases"].items()),
+            since = str(data["aarch64_cuda_since"]) if data.get("aarch64_cuda_since") else None
+            releases = sorted((release_from_row(name, str(line), row, declared, since)
+                               for line, row in data["releases"].items()),
                               key=lambda r: line_key(r.version))
             out[name] = Route(name, str(data.get("title", name)), str(data.get("manager", "conda")),
                               str(data.get("source", "")), tuple(releases), tuple(data.get("arch") or ()),
                               str(data["frozen_at"]) if data.get("frozen_at") else None, declared,
-                              tuple(str(v) for v in data.get("toolkit_lines") or ()))
+                              tuple(str(v) for v in data.get("toolkit_lines") or ()),
+                              str(data["as_of"]) if data.get("as_of") else None, None,
+                              tuple(data.get("variants") or ()))
         return out
 
     def route(self, name: str) -> Route:
@@ -381,7 +419,7 @@ def arch_covers(capability: tuple[int, int], arch_list: Iterable[str]) -> bool:
 # --------------------------------------------------------------------------- schema
 
 _VERSION = re.compile(r"^\d+\.\d+$")
-_DRIVER = re.compile(r"^\d+(\.\d+)+$")
+_DRIVER = re.compile(r"^\d+(\.\d+)*$")  # "580": a driver branch, where no exact first build is published
 _PLATFORM = re.compile(r"^(linux|osx|win)-[a-z0-9_]+$")
 
 
@@ -413,9 +451,9 @@ def validate(raw: Any) -> list[str]:
     drivers = raw.get("drivers")
     if need(isinstance(drivers, dict) and bool(drivers), "drivers", "must be a non-empty mapping"):
         for major, row in drivers.items():
-            if need(isinstance(row, dict) and set(row) <= {"linux", "win"} and bool(row), f"drivers.{major}",
-                    "must map linux/win to a driver version"):
-                for os_name, v in row.items():
+            if need(isinstance(row, dict) and set(row) <= {"linux", "win", "source"} and bool(set(row) - {"source"}),
+                    f"drivers.{major}", "must map linux/win to a driver version"):
+                for os_name, v in ((k, v) for k, v in row.items() if k != "source"):
                     need(isinstance(v, str) and bool(_DRIVER.match(v)), f"drivers.{major}.{os_name}",
                          f"not a driver version: {v!r}")
     need(isinstance(raw.get("min_arch"), dict), "min_arch", "must be a mapping")
@@ -431,7 +469,10 @@ def validate(raw: Any) -> list[str]:
         last = leg.get("last_torch") if isinstance(leg, dict) else None
         if not (isinstance(last, str) and _VERSION.match(last)):
             continue
+        only = leg.get("last_torch_route")  # a route's fact (PyPI's wheels), not every route's
         for name, route in routes.items():
+            if only and name != only:
+                continue
             for line, row in ((route or {}).get("releases") or {}).items() if isinstance(route, dict) else ():
                 if (isinstance(row, dict) and row.get("status") == "released" and isinstance(line, str)
                         and _VERSION.match(line) and line_key(line) > line_key(last)
@@ -445,6 +486,8 @@ def validate(raw: Any) -> list[str]:
         need(route.get("manager") in ("conda", "pip"), f"{where}.manager", "must be conda or pip")
         need(isinstance(route.get("source"), str) and bool(route.get("source")), f"{where}.source",
              "must name the evidence")
+        if route.get("as_of") is not None:
+            need(bool(re.match(r"^\d{4}-\d{2}-\d{2}$", str(route["as_of"]))), f"{where}.as_of", "must be YYYY-MM-DD")
         if route.get("toolkit_lines") is not None:
             lines_ok(f"{where}.toolkit_lines", route.get("toolkit_lines"))
         releases = route.get("releases")
@@ -455,7 +498,8 @@ def validate(raw: Any) -> list[str]:
             if not (need(isinstance(line, str) and bool(_VERSION.match(line)), rw, "the key must be X.Y")
                     and need(isinstance(row, dict), rw, "must be a mapping")):
                 continue
-            unknown = set(row) - {"status", "source", "python", "cuda", "cpu", "experimental", "versions"}
+            unknown = set(row) - {"status", "source", "python", "cuda", "cpu", "experimental", "versions", "glibc",
+                                  "variants", "aarch64"}
             need(not unknown, rw, f"unknown keys {sorted(unknown)}")
             need(row.get("status") in STATUSES, f"{rw}.status", f"must be one of {', '.join(STATUSES)}")
             need(isinstance(row.get("source"), str) and bool(row.get("source")), f"{rw}.source",
@@ -473,6 +517,18 @@ def validate(raw: Any) -> list[str]:
             for c in row.get("experimental") or []:
                 need(c in (cuda if isinstance(cuda, list) else [x for v in cuda.values() for x in v]),
                      f"{rw}.experimental", f"{c} is not one of the release's CUDA lines")
+            glibc = row.get("glibc")
+            if glibc is not None:
+                need(isinstance(glibc, dict) and all((k == "cpu" or _VERSION.match(str(k))) and isinstance(v, str)
+                                                     and _VERSION.match(v) for k, v in glibc.items()),
+                     f"{rw}.glibc", "must map cpu or a CUDA line to an X.Y glibc floor")
+            variants = row.get("variants")
+            if variants is not None:
+                names = {str(v.get("name")) for v in route.get("variants") or [] if isinstance(v, dict)}
+                ok = isinstance(variants, dict) and all(
+                    isinstance(by, dict) and all(isinstance(n, list) and set(map(str, n)) <= names for n in by.values())
+                    for by in variants.values())
+                need(ok, f"{rw}.variants", f"must map platform -> CUDA line -> variant names of {sorted(names)}")
             if route.get("manager") == "conda":
                 need(isinstance(row.get("cpu"), list) and all(_PLATFORM.match(str(p)) for p in row["cpu"]),
                      f"{rw}.cpu", "must list the platforms with CPU builds")

@@ -61,6 +61,12 @@ NVIDIA_SMI = Knob("ENVGUARD_NVIDIA_SMI", "path", "NVML, else `nvidia-smi` from P
                   "the `nvidia-smi` whose answer is the driver's, NVML not consulted; empty: no driver")
 VERBOSE = Knob("ENVGUARD_VERBOSE", "flag (1)", "off",
                "show the installer's native output (a Rust panic report), as `--verbose` does")
+CHANNEL_ALIAS = Knob("ENVGUARD_CHANNEL_ALIAS", "URL", "https://conda.anaconda.org",
+                     "where `init` reads a channel's records by name (conda's channel_alias): a mirror, or a "
+                     "`file://` folder holding `<channel>/<subdir>/repodata.json`")
+OFFLINE = Knob("ENVGUARD_OFFLINE", "flag (1)", "off",
+               "`init` never asks the channel: envguard's dated table answers, as when the channel is "
+               "unreachable")
 PROBE_EVENTS = Knob("ENVGUARD_PROBE_EVENTS", "path", "none",
                     "the `--events` file a probe hands to its worker processes; envguard clears it for "
                     "the probes it starts", standalone="the smoke and tune probes")
@@ -81,7 +87,7 @@ PROBE_INJECT = Knob("ENVGUARD_PROBE_INJECT", "cases, comma-separated", "none",
 
 #: every knob, user settings first, then the test hooks
 KNOBS: tuple[Knob, ...] = (ENVS_DIR, PKGS_DIR, BACKEND, SYMLINK_ALLOW, MAX_INPUT_BYTES, NVIDIA_SMI, VERBOSE,
-                           PROBE_EVENTS, TESTING, TEST_KILL_AT, TEST_PAUSE_AT, TEST_NO_RENAME_EXCHANGE,
+                           CHANNEL_ALIAS, OFFLINE, PROBE_EVENTS, TESTING, TEST_KILL_AT, TEST_PAUSE_AT, TEST_NO_RENAME_EXCHANGE,
                            PROBE_INJECT)
 _REGISTERED = frozenset(k.name for k in KNOBS)
 

@@ -36,6 +36,9 @@ for _var, _sub in {
 os.environ["ENVGUARD_SYMLINK_ALLOW"] = "python:bin/python3*"
 os.environ.pop("CONDA_PREFIX", None)
 os.environ.pop("ENVGUARD_BACKEND", None)
+# `envguard init` asks the channel's records when it answers: tests stay hermetic unless they point it at a
+# local channel (tests/test_compat_records.py)
+os.environ["ENVGUARD_OFFLINE"] = "1"
 
 REPO = Path(__file__).resolve().parent.parent
 REALWORLD = Path(os.environ.get("ENVGUARD_REALWORLD", REPO.parent / "shared" / "realworld"))

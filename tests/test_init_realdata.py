@@ -177,9 +177,10 @@ def test_every_covered_combination_inits_and_locks(realdata_channel, realdata_en
                         "use --torch 2.13"),
     ({"torch": "2.7", "cuda": "12.7"}, "conda-forge packages no CUDA 12.7 (its CUDA 12 lines: 12.0, 12.1, 12.2, "
                                        "12.3, 12.4, 12.5, 12.6, 12.8 and 12.9); use --cuda 12.8"),
-    # a line past the data (PyPI's 2.15 wheels need CUDA 13.2) is unknown to envguard, not known to be missing
-    ({"cuda": "13.2"}, "CUDA 13.2 is newer than the conda-forge CUDA lines in envguard's data (its CUDA 13 lines: "
-                       "13.0 and 13.1); use --cuda 13.1, or update envguard"),
+    # a line past the data is unknown to envguard, not known to be missing (13.2 is in the data since
+    # conda-forge packaged it on 2026-03-09: tests/test_compat_facts.py)
+    ({"cuda": "13.3"}, "CUDA 13.3 is newer than the conda-forge CUDA lines in envguard's data (its CUDA 13 lines: "
+                       "13.0, 13.1 and 13.2); use --cuda 13.2, or update envguard"),
 ])
 def test_combinations_conda_forge_lacks_are_refused_before_any_solve(tmp_path: Path, args: dict,
                                                                      message: str) -> None:

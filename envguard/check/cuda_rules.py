@@ -1,5 +1,7 @@
 """Rules on torch's CUDA build against the machine: a CPU build where CUDA is wanted (EG550), a driver too
-old for the CUDA runtime (EG551), a GPU the build has no kernels for (EG552), no driver found (EG553)."""
+old for the CUDA runtime (EG551), a GPU the build has no kernels for (EG552), no driver found (EG553), which
+variant of a shared build string is installed (EG554), a locked build the channel does not build for this
+platform (EG555, the answer init and lint give)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from envguard.versions import line_key, release
 def rule_cuda(inp: CheckInput) -> list[Finding]:
     from envguard import compat
 
-    out: list[Finding] = []
+    out: list[Finding] = _lock_cuda_line(inp)
     build = torch_build(inp.info, inp.probe)
     if build.source == "none":
         return out
@@ -25,6 +27,11 @@ def rule_cuda(inp: CheckInput) -> list[Finding]:
                            _fix("cpu-build"), package="torch"))
     if not build.cuda:
         return out
+    variant = _variant(inp, build)
+    if variant is not None:
+        out.append(Finding("EG554", I, f"torch is the {variant.name} variant of {_build_label(build)} "
+                           f"({variant.describe()}); {_and_list(variant.siblings)} share its build string",
+                           "", package="torch"))
     if inp.gpu is None:
         if inp.driver_checked:
             out.append(Finding("EG553", I, f"torch is a CUDA {build.cuda} build but no NVIDIA driver was found; "
@@ -37,13 +44,48 @@ def rule_cuda(inp: CheckInput) -> list[Finding]:
                            f"minimum for the CUDA {build.cuda} runtime of torch ({build.evidence})",
                            _fix("driver-old"), package="torch"))
     arch_range = c.arch(build.route, build.cuda, build.version) if build.route else None
+    label = _build_label(build)
+    if variant is not None:  # a tegra build is not a server GPU build: its own architectures decide
+        arch_range, label = variant.arch or arch_range, f"{label} ({variant.name} variant)"
     for name, cap in inp.gpu.gpus:
-        ok, why = arch_supported(cap, build.arch_list, c.min_arch(build.cuda), arch_range,
-                                 _build_label(build))
+        ok, why = arch_supported(cap, build.arch_list, c.min_arch(build.cuda), arch_range, label)
         if not ok:
             out.append(Finding("EG552", E, f"GPU {name} (compute capability {cap}) is not covered by this torch "
                                f"build: {why}", _fix("arch"), package="torch"))
     return out
+
+
+def _lock_cuda_line(inp: CheckInput) -> list[Finding]:
+    """EG555: the lock holds a conda-forge pytorch build whose CUDA line the channel does not build for this
+    platform: the answer init and lint give (envguard.channelfacts.unbuilt_cuda_line)."""
+    from envguard import channelfacts
+
+    rec = next((p for p in inp.lock_packages or () if p.name == "pytorch" and p.manager == "conda"
+                and (p.channel or "").rstrip("/").rsplit("/", 1)[-1] == "conda-forge"), None)
+    found = channelfacts.unbuilt_cuda_line(rec.version, rec.build or "", inp.platform) if rec else None
+    if rec is None or found is None:
+        return []
+    rel, lines = found
+    exist = f"only for CUDA {_and_list(lines)}" if lines else "no CUDA build"
+    return [Finding("EG555", E, f"the lock's pytorch {rec.version} {rec.build}: conda-forge builds torch "
+                    f"{rel.version} {exist} on {inp.platform}",
+                    f"re-lock: set `cuda-version={lines[-1]}` in environment.yml, then `envguard lock`" if lines
+                    else "re-lock for a CPU build (`pytorch=*=cpu*`), then `envguard lock`", package="pytorch")]
+
+
+def _variant(inp: CheckInput, build: TorchBuild) -> Any:
+    """Which variant of a build string is installed (envguard.channelfacts.installed_variant), or None."""
+    from envguard import channelfacts
+
+    rec = next((r for r in inp.info.conda if r.name == "pytorch"), None)
+    if rec is None or not build.cuda or not build.version or build.route != "conda-forge":
+        return None
+    return channelfacts.installed_variant(build.route, inp.platform, build.version, build.cuda, rec.depends)
+
+
+def _and_list(values: Sequence[str]) -> str:
+    values = list(values)
+    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
 
 
 def _build_label(build: TorchBuild) -> str:

@@ -208,8 +208,16 @@ def init_cmd(
     if result.path is None:  # -o -: the file on stdout, the summary where it does not mix with it
         sys.stdout.write(result.text)
         render.err.print(f"printed: {what}; save it with -o environment.yml", markup=False)
+        if result.evidence:
+            render.err.print(result.evidence, markup=False)
+        if result.stale:
+            warn(result.stale)
         return
     render.out.print(f"wrote {result.path}: {what}", markup=False)
+    if result.evidence:  # "checked against conda-forge records (URL)" or "from envguard's table of <date>"
+        render.out.print(result.evidence, markup=False)
+    if result.stale:
+        warn(result.stale)
     render.out.print("next: envguard lock", markup=False)
 
 

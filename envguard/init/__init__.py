@@ -1,9 +1,12 @@
 """``envguard init``: write an environment.yml from templates/.
 
 The combination asked for (Python, torch release, CUDA line or CPU, channel
-route, platforms) is checked against the compatibility data of that route
-(``envguard/data/compat.yaml``) before anything is written; an impossible one
-is refused with the nearest valid choices, e.g. "conda-forge builds torch 2.13
+route, platforms) is checked against the channel's own records when the channel
+answers (envguard.channelfacts: which builds exist per platform), and the file is
+then solved on each platform against them, records only; offline, or when the
+channel does not answer, against the compatibility table of that route
+(``envguard/data/compat.yaml``), whose date the result reports. An impossible
+combination is refused with what does exist, e.g. "conda-forge builds torch 2.13
 for CUDA 12.9 and 13.0 on linux-64; use --cuda 12.9". Only releases with
 evidence (status ``released``) are offered. The generated text is linted
 before it is written, and an existing file is never replaced without ``force``.
@@ -31,6 +34,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
+from typing import Any
 
 from envguard import compat
 from envguard.errors import BackendError, UserError
@@ -53,6 +57,9 @@ class InitResult:
     platforms: list[str]
     template: str
     warnings: list[str] = field(default_factory=list)
+    # "checked against conda-forge records (URL)", or offline "from envguard's table of 2026-08-13"
+    evidence: str = ""
+    stale: str | None = None  # offline, past 90 days: how old the table is and what that means
 
 
 def template_names() -> list[str]:
@@ -123,11 +130,14 @@ def _pick_cuda(route: compat.Route, rel: compat.Release, cuda: str, plats: list[
         return cuda
     if not exact and any(_major(x) == cuda for x in built_lines):
         return [x for x in built_lines if _major(x) == cuda][-1]
-    lacking = [p for p in plats if not exact or rel.build_line(p, cuda) is None]
+    from envguard import channelfacts  # the rule lint and check apply
+
+    lacking = list(channelfacts.cuda_verdict(rel, plats, cuda).lacking) if exact else list(plats)
     if exact and not lacking and route.toolkit_lines:  # every build would accept it: no such CUDA release
         same = [v for v in route.toolkit_lines if _major(v) == _major(cuda)] or list(route.toolkit_lines)
         use = _or('--cuda', _nearest(cuda, [c for c in choices if c in same] or same))
-        if line_key(cuda) > line_key(route.toolkit_lines[-1]):  # a line newer than the data: unknown, not absent
+        # a line newer than the table is unknown, not absent; the channel's own records know
+        if line_key(cuda) > line_key(route.toolkit_lines[-1]) and not route.records_of:
             raise UserError(f"CUDA {cuda} is newer than the {route.title} CUDA lines in envguard's data (its CUDA "
                             f"{_major(cuda)} lines: {_and(same)}); use {use}, or update envguard")
         raise UserError(f"{route.title} packages no CUDA {cuda} (its CUDA {_major(cuda)} lines: {_and(same)}); "
@@ -150,6 +160,11 @@ def _check_release(route: compat.Route, torch: str) -> tuple[compat.Release, str
     line = _release_line(torch)
     rel = route.release(line)
     released = [r.version for r in route.released]
+    if rel is None and route.records_of:
+        held = _and(released) if len(released) <= 10 else f"{released[0]}–{released[-1]}, newest {_and(released[-4:])}"
+        raise UserError(f"torch {line} is not in {route.evidence} (torch {held}); use "
+                        + _or("--torch", _nearest(line, released, 2 if line_key(released[0]) < line_key(line)
+                                                  < line_key(released[-1]) else 1)))
     if rel is None:
         c = compat.load()
         elsewhere = [r.name for r in c.routes.values() if r.manager == "conda" and r.name != route.name
@@ -170,14 +185,17 @@ def _check_release(route: compat.Route, torch: str) -> tuple[compat.Release, str
         raise UserError(f"torch {line} has no release evidence on {route.title} in envguard's data "
                         f"(status {rel.status}: {rel.source}); use {_or('--torch', [released[-1]])}")
     if torch.strip() != line and rel.versions and torch.strip() not in rel.versions:
-        raise UserError(f"torch {torch.strip()} is not a {route.title} release in envguard's data "
+        where = f"in {route.evidence}" if route.records_of else f"a {route.title} release in envguard's data"
+        raise UserError(f"torch {torch.strip()} is not {where} "
                         f"(torch {line}: {_and(rel.versions)}); use --torch {line}")
     return rel, line
 
 
 def resolve(python: str | None = None, torch: str | None = None, cuda: str | None = None,
-            channel: str | None = None, platforms: list[str] | None = None) -> tuple[str, str, str, str, list[str]]:
-    """Fill in defaults and refuse combinations that do not exist.
+            channel: str | None = None, platforms: list[str] | None = None,
+            route: compat.Route | None = None) -> tuple[str, str, str, str, list[str]]:
+    """Fill in defaults and refuse combinations that do not exist, on ``route`` (the channel's records,
+    envguard.channelfacts) or else the table's route for ``channel``.
 
     Returns (python, torch as given or X.Y, the CUDA line to write or "cpu", channel, platforms).
     """
@@ -187,21 +205,28 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
     channel = channel or DEFAULT_CHANNEL
     if channel not in c.known_channels:
         raise UserError(f"unknown channel {channel!r}; use {_or('--channel', list(c.known_channels))}")
-    route = c.route(channel)
+    route = route or c.route(channel)
+    for p in platforms or []:
+        if p not in LOCKABLE_PLATFORMS:
+            raise UserError(f"unknown platform {p!r}; use one of {', '.join(LOCKABLE_PLATFORMS)}")
 
     python = python or c.default_python
     if python not in c.supported_python:
         raise UserError(f"Python {python} has no envguard template (supported: {', '.join(c.supported_python)}); "
                         f"use {_or('--python', _nearest(python, list(c.supported_python)))}")
 
+    if not route.released:  # the channel answered, without a single pytorch record on these platforms
+        raise UserError(f"{route.evidence} hold no pytorch for {_and(platforms or list(DEFAULT_PLATFORMS))}; use "
+                        "--platform with one that has builds, or another --channel")
     torch = (torch or route.newest).strip()
     rel, line = _check_release(route, torch)
 
     if python not in rel.python:
         relation = (f"needs Python ≥ {rel.python[0]}" if line_key(python) < line_key(rel.python[0])
-                    else f"supports Python ≤ {rel.python[-1]}")
+                    else f"supports Python ≤ {rel.python[-1]}" if line_key(python) > line_key(rel.python[-1])
+                    else f"has no Python {python} build in {route.evidence} (its Python lines: {_and(rel.python)})")
         ok_py = [p for p in c.supported_python if p in rel.python]
-        ok_torch = [r.version for r in c.releases_for_python(python, channel)]
+        ok_torch = [r.version for r in route.released if python in r.python]
         fixes = []
         if ok_py:
             fixes.append(_or("--python", _nearest(python, ok_py)))
@@ -213,9 +238,6 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
     if cuda != CPU and not re.fullmatch(r"\d+(\.\d+)?", cuda):
         raise UserError(f"--cuda {cuda!r} is not a CUDA line; give X.Y such as 12.9, a major line such as 12, "
                         "or cpu")
-    for p in platforms or []:
-        if p not in LOCKABLE_PLATFORMS:
-            raise UserError(f"unknown platform {p!r}; use one of {', '.join(LOCKABLE_PLATFORMS)}")
     # The legacy templates pin mkl (x86 only) and pytorch-cuda: they are written for the CUDA platforms.
     if cuda != CPU or route.name == compat.PYTORCH:
         allowed = [p for p in rel.cuda_platforms if rel.cuda_on(p)]
@@ -250,8 +272,8 @@ def _default_name(out: Path) -> str:
 
 
 def render(python: str, torch: str, cuda: str, channel: str, platforms: list[str], name: str,
-           command: str) -> tuple[str, str]:
-    """(template name, text) for an already resolved combination."""
+           command: str, route: compat.Route | None = None) -> tuple[str, str]:
+    """(template name, text) for an already resolved combination (``route``: the rows it was resolved on)."""
     c = compat.load()
     template = f"{channel}-{'cpu' if cuda == CPU else 'cuda'}.yml"
     line = _release_line(torch)
@@ -264,7 +286,7 @@ def render(python: str, torch: str, cuda: str, channel: str, platforms: list[str
         "torch_spec": torch_spec,
         "cuda": cuda,
         "cuda_major": cuda.split(".", maxsplit=1)[0],
-        "hardware": hardware_comment(channel, line, cuda, platforms) if cuda != CPU else "",
+        "hardware": hardware_comment(channel, line, cuda, platforms, route) if cuda != CPU else "",
         "frozen_at": c.pytorch_channel_frozen_at,
         "mkl_max": c.pytorch_mkl_max,
         "platforms": "\n".join(f"  - {p}" for p in platforms),
@@ -272,10 +294,11 @@ def render(python: str, torch: str, cuda: str, channel: str, platforms: list[str
     return template, _read_template(template).substitute(values)
 
 
-def hardware_comment(channel: str, torch: str, cuda: str, platforms: list[str]) -> str:
+def hardware_comment(channel: str, torch: str, cuda: str, platforms: list[str],
+                     route: compat.Route | None = None) -> str:
     """Comment lines naming, per platform, the build that CUDA line selects, its minimum driver and GPUs."""
     c = compat.load()
-    route = c.route(channel)
+    route = route or c.route(channel)
     rel = route.release(torch)
     assert rel is not None
     lines: list[str] = []
@@ -288,7 +311,24 @@ def hardware_comment(channel: str, torch: str, cuda: str, platforms: list[str]) 
         minimum = c.min_driver(built, p)
         driver = f">= {minimum}" if minimum else f"supporting CUDA {built.split('.')[0]} (minimum not recorded)"
         lines.append(f"# {p}: the {tag} build{on}; NVIDIA driver {driver}, GPU {gpus}.")
+        lines.extend(_variant_lines(c.route(channel), rel.variants_of(p, built), tag))
     return "\n".join(lines)
+
+
+def _variant_lines(table: compat.Route, names: tuple[str, ...], tag: str) -> list[str]:
+    """Where one build string covers several builds (linux-aarch64 cuda129: sbsa and tegra), which is which."""
+    if len(names) < 2:
+        return []
+    out = [(f"#   {tag} comes in {len(names)} variants with the same build string (the arm-variant package "
+            "tells them apart):")]
+    for n in names:
+        v = table.variant(n) or {}
+        sm = v.get("sm") or []
+        gpus = f"sm_{str(sm[0]).replace('.', '')}" + (f" to sm_{str(sm[1]).replace('.', '')}" if len(sm) > 1
+                                                      and sm[1] != sm[0] else " only") if sm else "not recorded"
+        glibc = f", glibc >= {v['glibc']}" if v.get("glibc") else ""
+        out.append(f"#   {n}: {v.get('what', 'not recorded')} ({gpus}{glibc}).")
+    return out
 
 
 def _yaml_scalar(text: str) -> str:
@@ -305,14 +345,98 @@ def _command_line(python: str, torch: str, cuda: str, channel: str, platforms: l
     return " ".join(parts)
 
 
+def _records_route(channel: str, platforms: list[str] | None,
+                   channel_url: str | None) -> tuple[compat.Route, str, list[str], Any]:
+    """(the route to check against, what the report says about it, warnings): the channel's records when it
+    answers, else the table with its date (and a warning past 90 days)."""
+    from envguard import channelfacts
+
+    c = compat.load()
+    table = c.route(channel) if channel in c.known_channels else None
+    if table is None:  # resolve refuses the channel, naming the known ones
+        return c.route(DEFAULT_CHANNEL), "", [], None
+    why = ""
+    if not channelfacts.offline() or channel_url:
+        from envguard.platforms import LOCKABLE_PLATFORMS
+
+        # an unknown platform is refused by resolve, with the known ones; the channel is not asked about it
+        plats = [p for p in dict.fromkeys(platforms or DEFAULT_PLATFORMS) if p in LOCKABLE_PLATFORMS]
+        try:
+            records = channelfacts.fetch(channel, plats, channel_url)
+        except channelfacts.ChannelUnreachable as e:
+            why = f"{e} did not answer"
+        else:
+            return records.route(table), f"checked against {channel} records ({records.url})", [], records
+    note, stale = channelfacts.table_note(table)
+    warnings = [stale] if stale else []
+    return table, note + (f"; {why}" if why else ""), warnings, None
+
+
+def _prove(route: compat.Route, records: Any, text: str, cuda: str, plats: list[str], torch: str,
+           python: str) -> str:
+    """Solve the file about to be written on each platform against the channel's records (no download);
+    refuse it, naming the platform and why, when one does not solve. Returns what to add to the report
+    when another channel the file lists did not answer (then nothing was proved)."""
+    import yaml
+
+    from envguard import channelfacts
+
+    assert route.records_of is not None
+    data = yaml.safe_load(text)
+    deps = [d for d in data.get("dependencies") or [] if isinstance(d, str)]
+    names = [str(c).strip() for c in data.get("channels") or [] if str(c).strip() != "nodefaults"]
+    urls = [route.records_of if n == route.name else channelfacts.channel_url(n) for n in names]
+    for p in plats:
+        try:
+            solved, why = channelfacts.solve(urls, deps, p, None if cuda == CPU else cuda)
+        except channelfacts.ChannelUnreachable as e:
+            return f"; not solved: {e} did not answer"
+        if solved is None:
+            first = why if len(why) <= 400 else why[:400].rsplit(" ", 1)[0] + " …"
+            build = "CPU" if cuda == CPU else f"CUDA {cuda}"
+            held = _held(route, records, torch, cuda, p)
+            fix = _solved_elsewhere(plats, p)
+            if held and python not in held:
+                fix = f"{_or('--python', [v for v in held if v in compat.load().supported_python] or held)} or {fix}"
+            where = f"; {route.evidence} hold {_held_text(route, torch, cuda, p)} for Python {_and(held)}" if held else ""
+            raise UserError(f"torch {torch} ({build}) does not solve on {p} against {route.evidence} "
+                            f"({route.records_of}): {first}{where}; use {fix}")
+    return ""
+
+
+def _held(route: compat.Route, records: Any, torch: str, cuda: str, platform: str) -> list[str]:
+    """The Python lines of the builds the records hold for ``torch`` of that kind on ``platform``."""
+    rel = route.release(_release_line(torch))
+    kind = CPU if cuda == CPU else (rel.build_line(platform, cuda) if rel else None)
+    pys = {r.python for r in records.torch if r.platform == platform and r.line == _release_line(torch)
+           and r.kind == kind and r.python and (r.version == torch or torch == _release_line(torch))}
+    return sorted(pys, key=line_key)
+
+
+def _held_text(route: compat.Route, torch: str, cuda: str, platform: str) -> str:
+    rel = route.release(_release_line(torch))
+    built = CPU if cuda == CPU else (rel.build_line(platform, cuda) if rel else cuda) or cuda
+    what = "CPU builds" if built == CPU else f"cuda{built.replace('.', '')} builds"
+    return f"torch {torch} {what} on {platform}"
+
+
+def _solved_elsewhere(plats: list[str], failed: str) -> str:
+    others = [p for p in plats if p != failed]
+    return (f"drop --platform {failed}" + (f" (keeping {_and(others)})" if others else "")
+            + ", or another --torch or --cuda")
+
+
 def init(python: str | None = None, torch: str | None = None, cuda: str | None = None,
          channel: str | None = None, platforms: list[str] | None = None, name: str | None = None,
-         output: str | Path = "environment.yml", force: bool = False) -> InitResult:
+         output: str | Path = "environment.yml", force: bool = False, channel_url: str | None = None) -> InitResult:
     """Write an environment.yml (``output`` "-": return its text, written nowhere); see the module docstring
-    for the rules."""
+    for the rules. ``channel_url``: where the channel's records are read (default: the channel's name under
+    $ENVGUARD_CHANNEL_ALIAS, https://conda.anaconda.org); offline ($ENVGUARD_OFFLINE=1) or unreachable, the
+    table answers."""
     to_stdout = str(output) == "-"
     out = Path("environment.yml" if to_stdout else output)
-    python, torch, cuda, channel, plats = resolve(python, torch, cuda, channel, platforms)
+    route, evidence, notes, records = _records_route(channel or DEFAULT_CHANNEL, platforms, channel_url)
+    python, torch, cuda, channel, plats = resolve(python, torch, cuda, channel, platforms, route)
     if not to_stdout:
         if out.is_dir():
             raise UserError("is a directory", file=str(out), fix="give a file path with -o")
@@ -327,20 +451,25 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
         raise UserError(f"environment name {name!r} has characters conda does not accept; "
                         "use letters, digits, '-', '_' and '.'")
     command = _command_line(python, torch, cuda, channel, plats, name)
-    template, text = render(python, torch, cuda, channel, plats, name, command)
+    template, text = render(python, torch, cuda, channel, plats, name, command, route)
+    if route.records_of:
+        evidence += _prove(route, records, text, cuda, plats, torch, python)
 
     # Lint before writing: a template that fails our own rules is a bug, never the user's file.
+    from envguard import channelfacts
     from envguard.findings import Severity
     from envguard.lint import lint_text
 
-    findings = lint_text(text, str(out))
+    with channelfacts.answering(route):  # lint sees the rows init resolved on
+        findings = lint_text(text, str(out))
     errors = [f for f in findings if f.severity is Severity.ERROR]
     if errors:
         raise BackendError(f"template {template} produced a file that fails lint ({errors[0].code}: "
                            f"{errors[0].message}); this is a bug in envguard")
     warnings = [f"{f.code}: {f.message}" for f in findings if f.severity is Severity.WARNING]
+    stale = notes[0] if notes else None
     if to_stdout:
-        return InitResult(None, text, python, torch, cuda, channel, plats, template, warnings)
+        return InitResult(None, text, python, torch, cuda, channel, plats, template, warnings, evidence, stale)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=str(out.parent))
@@ -358,7 +487,7 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
         except OSError:
             pass
         raise
-    return InitResult(out, text, python, torch, cuda, channel, plats, template, warnings)
+    return InitResult(out, text, python, torch, cuda, channel, plats, template, warnings, evidence, stale)
 
 
 __all__ = ["CPU", "InitResult", "init", "render", "resolve", "template_names"]

@@ -78,7 +78,9 @@ class _CudaRules(_Linter):
             return
         line = next(iter(cl))
         plats = self._cuda_platforms(cv, rel)
-        lacking = self._lacking([p for p in plats if rel.build_line(p, line) is None], plats)
+        from envguard import channelfacts  # the rule init applies
+
+        lacking = self._lacking(list(channelfacts.cuda_verdict(rel, plats, line).lacking), plats)
         if not lacking:
             return
         choices = rel.cuda_choices(plats)
@@ -93,11 +95,9 @@ class _CudaRules(_Linter):
         if rel is None or not line or line == "any":
             return
         plats = self._cuda_platforms(d, rel)
-        if "." in line:
-            lacking = [p for p in plats if line not in rel.cuda_on(p)]
-        else:
-            lacking = [p for p in plats if not any(c.split(".")[0] == line for c in rel.cuda_on(p))]
-        lacking = self._lacking(lacking, plats)
+        from envguard import channelfacts  # the rule init applies
+
+        lacking = self._lacking(list(channelfacts.cuda_verdict(rel, plats, line, exact_build=True).lacking), plats)
         if lacking:
             self.add("EG118", f"conda-forge builds torch {rel.version} {self._built_text(rel, lacking)}: no build "
                      f"matches `{d.spec}`", f"write {self._conda_forge_cuda_pins(line if '.' in line else None)}",

@@ -125,8 +125,11 @@ class _Linter:
         return compat.PYPI if self.torch_pip else compat.CONDA_FORGE
 
     def _release(self) -> Any:
-        """The released row of the pinned torch on the file's route, or None."""
-        return self.c.torch(self.torch_release, self.route) if self.torch_release else None
+        """The released row of the pinned torch on the file's route, or None: the channel's records while init
+        checks against them (envguard.channelfacts.answering), else the table's."""
+        from envguard import channelfacts
+
+        return channelfacts.released(self.torch_release, self.route) if self.torch_release else None
 
     def _first_pip_include_line(self) -> int | None:
         for i, dep in enumerate(self.data.get("dependencies") or []):

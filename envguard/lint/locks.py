@@ -225,6 +225,8 @@ def _torch_rules(g: _Group, col: _Collector, c: compat.Compat) -> None:
                     f"{p.name} {p.version} is a pre-release (nightly) build: it disappears from its channel, so "
                     "this lock cannot be installed later", "lock a released torch", g.label, p)
     torch = conda.get("pytorch")
+    if torch is not None:
+        _build_line_rule(g, col, torch)
     mkl = conda.get("mkl")
     if (torch and mkl and (torch.channel or "").lower() == "pytorch"
             and conda_key(mkl.version) >= conda_key(c.pytorch_mkl_max)):
@@ -232,6 +234,25 @@ def _torch_rules(g: _Group, col: _Collector, c: compat.Compat) -> None:
                 f"pytorch {torch.version} from the `pytorch` channel with mkl {mkl.version}: import torch fails "
                 "with \"undefined symbol: iJIT_NotifyEvent\" (pytorch#123097)",
                 f"pin `mkl<{c.pytorch_mkl_max}`, or move to conda-forge", g.label, mkl)
+
+
+def _build_line_rule(g: _Group, col: _Collector, torch: Package) -> None:
+    """EG118: a conda-forge pytorch build whose CUDA line the channel does not build for the lock's platform,
+    by the rule init and lint's spec rules apply (envguard.channelfacts.cuda_verdict)."""
+    from envguard import channelfacts
+
+    if (torch.channel or "").rstrip("/").rsplit("/", 1)[-1].lower() != compat.CONDA_FORGE:
+        return
+    found = channelfacts.unbuilt_cuda_line(torch.version, torch.build or "", torch.platform or
+                                           g.label.rsplit("/", 1)[-1])
+    if found is None:
+        return
+    rel, choices = found
+    fix = (f"re-lock with `cuda-version={choices[-1]}` (or `pytorch={rel.version}.*=cuda{choices[-1].split('.')[0]}*`)"
+           if choices else "re-lock without a CUDA build for this platform (`pytorch=*=cpu*`), or drop the platform")
+    built = (f"only for CUDA {' and '.join(choices)}" if choices else "no CUDA build")  # the label names the platform
+    col.add("EG118", Severity.ERROR, f"`pytorch {torch.version} {torch.build}`: conda-forge builds torch "
+            f"{rel.version} {built}", fix, g.label, torch)
 
 
 def _mixing_rules(g: _Group, col: _Collector) -> None:

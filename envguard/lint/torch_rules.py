@@ -65,8 +65,11 @@ class _TorchRules(_Linter):
         frozen = self.c.route(self.route).frozen_at
         if frozen and rel and line_key(rel) > line_key(frozen):
             return  # past a frozen channel's last release: EG111 says so, and where to go instead
-        if rel and self.c.torch(rel, self.route) is None and re.match(r"^\d+\.\d+$", rel):
-            route = self.c.route(self.route)
+        # the channel's records while init checks against them, else the table
+        from envguard import channelfacts
+
+        if rel and channelfacts.released(rel, self.route) is None and re.match(r"^\d+\.\d+$", rel):
+            route = channelfacts.route(self.route) or self.c.route(self.route)
             known = route.released
             row = route.release(rel)
             d = (self.torch_conda + self.torch_pip)[0]
