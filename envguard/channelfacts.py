@@ -156,7 +156,7 @@ def _redacted(e: BaseException) -> str:
 
 def fetch(channel: str, platforms: Sequence[str], url: str | None = None) -> ChannelRecords:
     """Ask ``channel`` (or ``url``) for :data:`RECORD_NAMES` on ``platforms`` and noarch."""
-    from rattler import Channel, Gateway
+    from rattler import Channel, Gateway, Subdir
 
     from envguard.auth import Credentials
 
@@ -166,7 +166,8 @@ def fetch(channel: str, platforms: Sequence[str], url: str | None = None) -> Cha
 
     async def run() -> list[list[Any]]:
         gateway = Gateway(cache_dir=_cache_dir(), client=creds.client())
-        return await gateway.query([Channel(clean)], [*platforms, "noarch"], list(RECORD_NAMES), recursive=False)
+        subdirs = [Subdir(p) for p in (*platforms, "noarch")]
+        return await gateway.query([Channel(clean)], subdirs, list(RECORD_NAMES), recursive=False)
 
     try:
         answer = asyncio.run(run())
@@ -230,7 +231,7 @@ def solve(urls: Sequence[str], specs: Sequence[str], platform: str, cuda: str | 
     Returns (records, "") or (None, why it does not solve); raises :class:`ChannelUnreachable` when the
     channel does not answer."""
     import rattler
-    from rattler import Channel, ChannelPriority, Gateway, MatchSpec
+    from rattler import Channel, ChannelPriority, Gateway, MatchSpec, Subdir
 
     from envguard.auth import Credentials
 
@@ -239,8 +240,9 @@ def solve(urls: Sequence[str], specs: Sequence[str], platform: str, cuda: str | 
 
     async def run() -> list[Any]:
         gateway = Gateway(cache_dir=_cache_dir(), client=creds.client())
-        return await rattler.solve([Channel(creds.strip(u)) for u in urls], [MatchSpec(s, strict=False) for s in specs],
-                                   gateway=gateway, platforms=[platform, "noarch"], virtual_packages=vps,
+        return await rattler.solve([Channel(creds.strip(u)) for u in urls],
+                                   [MatchSpec(s, strict=False) for s in specs], gateway=gateway,
+                                   platforms=[Subdir(platform), Subdir("noarch")], virtual_packages=vps,
                                    channel_priority=ChannelPriority.Strict, strategy="highest")
 
     from rattler.exceptions import SolverError

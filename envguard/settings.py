@@ -87,8 +87,8 @@ PROBE_INJECT = Knob("ENVGUARD_PROBE_INJECT", "cases, comma-separated", "none",
 
 #: every knob, user settings first, then the test hooks
 KNOBS: tuple[Knob, ...] = (ENVS_DIR, PKGS_DIR, BACKEND, SYMLINK_ALLOW, MAX_INPUT_BYTES, NVIDIA_SMI, VERBOSE,
-                           CHANNEL_ALIAS, OFFLINE, PROBE_EVENTS, TESTING, TEST_KILL_AT, TEST_PAUSE_AT, TEST_NO_RENAME_EXCHANGE,
-                           PROBE_INJECT)
+                           CHANNEL_ALIAS, OFFLINE, PROBE_EVENTS, TESTING, TEST_KILL_AT, TEST_PAUSE_AT,
+                           TEST_NO_RENAME_EXCHANGE, PROBE_INJECT)
 _REGISTERED = frozenset(k.name for k in KNOBS)
 
 

@@ -398,7 +398,8 @@ def _prove(route: compat.Route, records: Any, text: str, cuda: str, plats: list[
             fix = _solved_elsewhere(plats, p)
             if held and python not in held:
                 fix = f"{_or('--python', [v for v in held if v in compat.load().supported_python] or held)} or {fix}"
-            where = f"; {route.evidence} hold {_held_text(route, torch, cuda, p)} for Python {_and(held)}" if held else ""
+            where = (f"; {route.evidence} hold {_held_text(route, torch, cuda, p)} for Python {_and(held)}"
+                     if held else "")
             raise UserError(f"torch {torch} ({build}) does not solve on {p} against {route.evidence} "
                             f"({route.records_of}): {first}{where}; use {fix}")
     return ""
