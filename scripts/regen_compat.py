@@ -2,7 +2,7 @@
 """Regenerate the conda-forge route of envguard/data/compat.yaml from the channel's own records.
 
 A maintainer's tool, run where the channel is reachable (or against a local copy: repodata, or a metadata
-channel built from real locks, tests/metadata_channel.py). It asks the channel for pytorch, its wrappers,
+channel built from real locks, tests/support/metadata_channel.py). It asks the channel for pytorch, its wrappers,
 cuda-version and python on every platform (envguard.channelfacts), turns the records into release rows
 (versions, CUDA lines per platform, Python lines, CPU platforms, glibc floors, build variants) and the
 route's CUDA toolkit lines, and prints the difference from the committed data, one line per changed field:

@@ -1,6 +1,6 @@
 """`envguard init` checks a request against the channel's own records, and solves the file it writes there.
 
-The channel is conda-forge's real records from the locks in ../shared/realworld (tests/metadata_channel.py),
+The channel is conda-forge's real records from the locks in ../shared/realworld (tests/support/metadata_channel.py),
 served from disk. It is a sample, so "the records lack it" is what these records lack: init must say so
 without consulting the table. The table (envguard/data/compat.yaml) answers only when the channel does not
 (unreachable, or ENVGUARD_OFFLINE=1), and init then says which table and how old it is.
@@ -124,6 +124,7 @@ def test_the_age_warning_starts_past_90_days() -> None:
     assert stale is not None and stale.startswith("envguard's conda-forge table is 91 days old")
 
 
+@pytest.mark.slow  # starts envguard
 def test_the_cli_says_what_it_checked_against(realdata_channel, tmp_path: Path) -> None:
     alias = tmp_path / "alias"
     alias.mkdir()

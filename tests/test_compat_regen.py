@@ -15,9 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from envguard import compat
+
+pytestmark = pytest.mark.slow  # every test starts the script in its own interpreter
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "regen_compat.py"
