@@ -40,13 +40,15 @@ class EnvguardError(Exception):
     exit_code: ExitCode = ExitCode.BACKEND
 
     def __init__(self, message: str, *, fix: str | None = None, command: str | None = None,
-                 exit_code: ExitCode | None = None) -> None:
+                 exit_code: ExitCode | None = None, lines: bool = False) -> None:
         from envguard.redact import shorten_words
 
-        self.reason = shorten_words(message)
-        self.fix = fix
+        # What it quotes from hostile input stays one line with its control characters escaped; ``lines``
+        # keeps the line breaks of a message written as several lines on purpose (a solver's explanation).
+        self.reason = shorten_words(message, keep_newlines=lines)
+        self.fix = shorten_words(fix) if fix else fix
         self.command = command
-        super().__init__(shorten_words(with_fix(message, fix)))  # what it quotes from hostile input stays one line
+        super().__init__(shorten_words(with_fix(message, fix), keep_newlines=lines))
         if exit_code is not None:
             self.exit_code = exit_code
 

@@ -37,7 +37,7 @@ class Finding:
 
         for name in ("message", "fix", "file", "package"):  # quoting hostile input stays one line
             value = getattr(self, name)
-            if isinstance(value, str) and len(value) > 200:
+            if isinstance(value, str):
                 object.__setattr__(self, name, shorten_words(value))
 
     def to_dict(self) -> dict[str, Any]:

@@ -145,13 +145,32 @@ def shorten(text: str, limit: int = 200) -> str:
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
+# What a message must never pass on raw from the text it quotes: C0 and C1 controls and DEL (a newline that
+# forges a second line, ESC starting a terminal's OSC/CSI sequence), line and paragraph separators, and the
+# bidirectional overrides that reorder what a terminal shows. Each is written as its escape (\n, \x1b,
+# \u202e), so the message stays one line and says what the input held.
+_SHOWN_AS = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_CONTROLS = [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F),
+             *range(0x2066, 0x206A)]
+_ESCAPED = {cp: _SHOWN_AS.get(chr(cp)) or (f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}") for cp in _CONTROLS}
+_ESCAPED_BUT_NEWLINES = {cp: text for cp, text in _ESCAPED.items() if cp != 0x0A}
+
+
+def escape_controls(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control character written as its escape (see ``_CONTROLS``); linear time.
+    ``keep_newlines`` keeps the line breaks of a message written as several lines on purpose."""
+    return text.translate(_ESCAPED_BUT_NEWLINES if keep_newlines else _ESCAPED)
+
+
 WORD_LIMIT = 200
 _LONG_WORD = re.compile(r"(?<!\S)\S{%d,}" % (WORD_LIMIT + 1))  # noqa: UP031 - a regex's braces; only tried where a word starts: linear
 
 
-def shorten_words(text: str, limit: int = WORD_LIMIT) -> str:
-    """Every word (a run without whitespace) longer than ``limit`` cut to its head: what a message quotes
-    from hostile input (a 100,000-character dependency) stays a line, not a screenful."""
+def shorten_words(text: str, limit: int = WORD_LIMIT, *, keep_newlines: bool = False) -> str:
+    """Every word (a run without whitespace) longer than ``limit`` cut to its head, and every control
+    character escaped (:func:`escape_controls`): what a message quotes from hostile input (a 100,000-character
+    dependency, a path holding a newline and a terminal escape) stays a line, not a screenful."""
+    text = escape_controls(text, keep_newlines=keep_newlines)
     if len(text) <= limit:
         return text
     pattern = _LONG_WORD if limit == WORD_LIMIT else re.compile(r"(?<!\S)\S{%d,}" % (limit + 1))  # noqa: UP031

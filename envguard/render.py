@@ -92,9 +92,9 @@ err = _LazyConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def warn(message: str) -> None:
-    from envguard.redact import redact
+    from envguard.redact import redact, shorten_words
 
-    err.print(f"[yellow]warning:[/yellow] {escape(redact(message))}", markup=True)
+    err.print(f"[yellow]warning:[/yellow] {escape(redact(shorten_words(message)))}", markup=True)
 
 
 def escape(text: str) -> str:

@@ -160,10 +160,10 @@ def no_prefix_here(command: str, value: str | None) -> None:
 
 def say_interrupted(message: str) -> int:
     """One plain line (rich may be the very import that was interrupted), exit code 130."""
-    from envguard.redact import redact
+    from envguard.redact import escape_controls, redact
 
     try:
-        sys.stderr.write(redact(message) + "\n")
+        sys.stderr.write(redact(escape_controls(message)) + "\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

@@ -90,7 +90,9 @@ def _run(argv: list[str]) -> int:
             names = {c.name for c in app.registered_commands}
             where = " ".join(["envguard"] + [a for a in (argv if argv is not None else sys.argv[1:])
                                              if a in names][:1])
-        message = " ".join(e.format_message().split())
+        from envguard.redact import escape_controls
+
+        message = escape_controls(" ".join(e.format_message().split()))
         from envguard.errors import with_fix
 
         line = with_fix(f"{_escape(redact(where))}: {_escape(redact(message))}", f"see `{_escape(where)} --help`")
@@ -108,9 +110,9 @@ def _run(argv: list[str]) -> int:
     except Exception as e:  # noqa: BLE001 - a bug: one line, unless asked for more
         if run_state["verbose"]:
             _print_traceback()
-        from envguard.redact import redact
+        from envguard.redact import redact, shorten_words
 
-        detail = _escape(redact(" ".join(str(e).split())))
+        detail = _escape(redact(shorten_words(" ".join(str(e).split()))))
         hint = "" if run_state["verbose"] else " (rerun with --verbose for a traceback)"
         render.err.print(f"[red]internal error:[/red] {type(e).__name__}: {detail}{hint}")
         return int(ExitCode.BACKEND)

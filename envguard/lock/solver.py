@@ -211,7 +211,7 @@ def solve_platforms(
                     hint = ""
                     if "__cuda" in str(e) and cuda_note:
                         hint = f" (the solve assumed {cuda_note}; pass --cuda X.Y to assume another driver)"
-                    raise BackendError(f"cannot solve for {platform}{hint}:\n{_explain(e)}") from None
+                    raise BackendError(f"cannot solve for {platform}{hint}:\n{_explain(e)}", lines=True) from None
                 # one line: rattler chains its causes as "\nCaused by: ..." lines
                 cause = "; ".join(line.strip() for line in _explain(e).splitlines() if line.strip())
                 raise BackendError(f"cannot load channels for {platform} ({kind}): {cause}",
