@@ -9,8 +9,10 @@ it (:meth:`Credentials.strip`) and hands them to rattler's HTTP client instead (
   request for that host (and channel path): the credential stays in this process's memory;
 * a ``/t/<token>`` first path segment (anaconda.org style) becomes a ``CondaToken`` entry of rattler's
   authentication storage, which puts it back into each request's path. rattler reads that storage from the
-  file named by ``RATTLER_AUTH_FILE`` when the client is built; envguard writes it in a private (0700)
-  directory, merged with the user's own ``RATTLER_AUTH_FILE`` if any, builds the client, and deletes it.
+  file named by ``RATTLER_AUTH_FILE`` when the client is built; envguard writes it, merged with the user's
+  own ``RATTLER_AUTH_FILE`` if any, into an anonymous in-memory file (``memfd_create``) that the kernel drops
+  with the process, builds the client, and closes it. Where there is no memfd_create the file lives in a
+  private (0700) directory named after the process, and the next run removes it if its owner was killed.
 
 ``${VAR}`` placeholders are expanded by the callers before the URLs get here; what goes into a lock or a
 conda-meta record is always the URL as the user wrote it, with placeholders (envguard.redact masks literals).
@@ -30,9 +32,11 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from envguard.errors import UserError
+from envguard.leftovers import remove_dead_owners
 from envguard.redact import redact
 
 AUTH_FILE_ENV = "RATTLER_AUTH_FILE"
+AUTH_DIR_TAG = "envguard-auth-"  # + "<pid>-": where a system without memfd_create keeps the file
 _TOKEN_SEGMENT = re.compile(r"^/t/(?P<token>[^/]+)(?P<rest>/.*)?$")
 _auth_file_lock = threading.Lock()  # RATTLER_AUTH_FILE is process-wide while a client is built
 
@@ -155,6 +159,7 @@ class _private_auth_file:
     def __init__(self, tokens: dict[str, str]) -> None:
         self.tokens = tokens
         self.dir: str | None = None
+        self.fd: int | None = None
         self.previous: str | None = None
 
     def __enter__(self) -> None:
@@ -169,11 +174,20 @@ class _private_auth_file:
             except (OSError, ValueError):
                 pass  # rattler would not have read it either
         entries.update({host: {"CondaToken": token} for host, token in self.tokens.items()})
-        self.dir = tempfile.mkdtemp(prefix="envguard-auth-")  # mkdtemp: mode 0700, owned by us
+        data = json.dumps(entries).encode()
+        if hasattr(os, "memfd_create"):
+            # A file with no name on any filesystem, which the kernel drops with the process: a SIGKILL while
+            # the client is built leaves no token on disk. rattler opens it by this process's /proc path.
+            self.fd = os.memfd_create("envguard-auth", os.MFD_CLOEXEC)
+            os.write(self.fd, data)
+            os.environ[AUTH_FILE_ENV] = f"/proc/{os.getpid()}/fd/{self.fd}"
+            return
+        remove_dead_owners(tempfile.gettempdir(), AUTH_DIR_TAG)  # what a killed run left
+        self.dir = tempfile.mkdtemp(prefix=f"{AUTH_DIR_TAG}{os.getpid()}-")  # mkdtemp: mode 0700, owned by us
         path = os.path.join(self.dir, "auth.json")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(entries, fh)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.environ[AUTH_FILE_ENV] = path
 
     def __exit__(self, *exc: object) -> None:
@@ -181,5 +195,7 @@ class _private_auth_file:
             os.environ.pop(AUTH_FILE_ENV, None)
         else:
             os.environ[AUTH_FILE_ENV] = self.previous
+        if self.fd is not None:
+            os.close(self.fd)
         if self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -22,6 +22,7 @@ class ExitCode(IntEnum):
     SMOKE_FAILED = 7
     SMOKE_TIMEOUT = 124
     INTERRUPTED = 130
+    TERMINATED = 143  # SIGTERM (Kubernetes, Slurm, `timeout`): handled like Ctrl-C, 128 + 15 like a shell
 
 
 def with_fix(text: str, fix: str | None) -> str:

@@ -50,6 +50,30 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def remove_dead_owners(directory: str | os.PathLike[str], tag: str) -> list[Path]:
+    """Remove what killed runs left in ``directory``: entries named ``<tag><pid>`` or ``<tag><pid>-...``
+    (downloads in the package cache, smoke work dirs and auth files in TMPDIR) whose process is gone. An
+    entry of a running process, or of one whose PID was reused, is kept. Returns what was removed."""
+    import shutil
+
+    removed: list[Path] = []
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(tag)]
+    except OSError:
+        return removed
+    for name in names:
+        pid_text = name[len(tag):].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or pid_alive(int(pid_text)):
+            continue
+        path = Path(directory, name)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
 def parse_leftover(name: str) -> tuple[str, str, int] | None:
     """``.<name>.<tag>-<pid>`` -> (target name, tag, pid); None for any other name."""
     m = _LEFTOVER.match(name)

@@ -159,12 +159,17 @@ def no_prefix_here(command: str, value: str | None) -> None:
 
 
 def say_interrupted(message: str) -> int:
-    """One plain line (rich may be the very import that was interrupted), exit code 130."""
+    """One plain line (rich may be the very import that was interrupted), exit code 130; after a SIGTERM
+    (raised as a KeyboardInterrupt, so that every command cleans up alike) the line says "terminated" and
+    the code is 143."""
     from envguard.redact import escape_controls, redact
 
+    terminated = bool(run_state.get("terminated"))
+    if terminated and message.startswith("interrupted"):
+        message = "terminated (SIGTERM)" + message[len("interrupted"):]
     try:
         sys.stderr.write(redact(escape_controls(message)) + "\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
-    return int(ExitCode.INTERRUPTED)
+    return int(ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED)

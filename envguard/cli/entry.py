@@ -3,6 +3,7 @@
 --verbose); the process then ends without finalising (py-rattler's runtime, engine-notes.md)."""
 
 import os
+import signal
 import sys
 
 import typer
@@ -125,9 +126,20 @@ def _asks_for_help(argv: list[str]) -> bool:
 
 
 
-def _exit_interrupted(_signum: int, _frame: object) -> None:
+def _exit_interrupted(signum: int, _frame: object) -> None:
+    if signum == signal.SIGTERM:
+        os.write(2, b"terminated (SIGTERM)\n")
+        os._exit(int(ExitCode.TERMINATED))
     os.write(2, b"interrupted\n")
     os._exit(int(ExitCode.INTERRUPTED))
+
+
+def _terminated(_signum: int, _frame: object) -> None:
+    """SIGTERM is Ctrl-C's twin: raised as a KeyboardInterrupt, so that every command stops and cleans up the
+    same way (create reports its target, smoke ends the probe's process group and removes its work dir);
+    say_interrupted then writes "terminated" and exit code 143."""
+    run_state["terminated"] = True
+    raise KeyboardInterrupt
 
 
 def _print_traceback() -> None:
@@ -141,7 +153,6 @@ def _print_traceback() -> None:
 
 def main() -> None:
     import atexit
-    import signal
 
     # py-rattler's async runtime can crash during interpreter finalisation (SIGSEGV/SIGABRT in ~1-3% of runs,
     # see engine-notes.md): the process ends in an exit handler instead, registered first so that it runs
@@ -151,11 +162,15 @@ def main() -> None:
         # envguard.__main__ ends the process on SIGINT while the CLI is imported; from here on Ctrl-C is a
         # KeyboardInterrupt that the commands handle (run() turns it into one line and exit 130)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _terminated)
         code = run(sys.argv[1:])
     except KeyboardInterrupt:  # between the lines above and run()'s own handler
-        code = int(ExitCode.INTERRUPTED)
-        os.write(2, b"interrupted\n")
-    signal.signal(signal.SIGINT, _exit_interrupted)  # leaving anyway: no traceback from the last steps
+        terminated = bool(run_state.get("terminated"))
+        code = int(ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED)
+        os.write(2, b"terminated (SIGTERM)\n" if terminated else b"interrupted\n")
+    # leaving anyway: no traceback from the last steps
+    signal.signal(signal.SIGINT, _exit_interrupted)
+    signal.signal(signal.SIGTERM, _exit_interrupted)
     _leaving["code"] = code
     sys.exit(code)
 

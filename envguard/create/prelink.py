@@ -50,6 +50,7 @@ from envguard.create.integrity import (
     verify_local_artifacts,
 )
 from envguard.errors import BackendError, IntegrityError
+from envguard.leftovers import remove_dead_owners
 from envguard.pathsafety import Unsafe, allow_list, allowed, check_package, path_problem
 from envguard.redact import redact, shorten
 
@@ -346,6 +347,7 @@ async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: P
     if remote:
         prepared.download_dir = cache_dir / f"{DOWNLOAD_TAG}{os.getpid()}"
         shutil.rmtree(prepared.download_dir, ignore_errors=True)
+        remove_dead_owners(cache_dir, DOWNLOAD_TAG)  # what runs killed mid-download left
         prepared.download_dir.mkdir(mode=0o700, parents=True)
         stage(f"downloading {len(remote)} packages")
     gate = asyncio.Semaphore(_CONCURRENCY)

@@ -30,6 +30,7 @@ from envguard import catalog
 from envguard.envs import resolve_python as resolve_python  # public: what smoke probes
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding, Severity, has_errors
+from envguard.leftovers import remove_dead_owners
 from envguard.procsession import (
     cleanup_shm,
     pids_of,
@@ -40,6 +41,7 @@ from envguard.procsession import (
 )
 
 DEFAULT_TIMEOUT = 120.0
+SMOKE_DIR_TAG = "envguard-smoke-"  # + "<pid>-": the probe's work dir in TMPDIR, named after its owner
 SHM_WARN_BYTES = 1 << 30  # under 1 GiB free (Docker's default is 64 MB) is a warning
 NOFILE_WARN = 4096
 
@@ -125,7 +127,8 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
     if not exe.is_file() or not os.access(exe, os.X_OK):
         raise UserError("no executable Python interpreter at this path", file=str(exe),
                         fix="pass the environment's python, e.g. <prefix>/bin/python")
-    work = Path(tempfile.mkdtemp(prefix="envguard-smoke-"))
+    remove_dead_owners(tempfile.gettempdir(), SMOKE_DIR_TAG)  # work dirs of runs that were killed
+    work = Path(tempfile.mkdtemp(prefix=f"{SMOKE_DIR_TAG}{os.getpid()}-"))
     events = work / "events.jsonl"
     # Below the outer limit, so a stall is reported by DataLoader's own message where possible.
     dl_timeout = max(5.0, min(30.0, timeout / 3))
@@ -147,8 +150,10 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
         proc = start_session(argv, cwd=work, env=env, stdout=out, stderr=err)
         try:
             timed_out = not _wait(proc, timeout, events, progress)
-        except BaseException:  # Ctrl-C: never leave the probe behind
+        except BaseException:  # Ctrl-C or SIGTERM: never leave the probe or its work dir behind
             stop_session(proc, sorted(pids_of(read_events(events))), finished=False, grace=0.5)
+            cleanup_shm(before, pids_of(read_events(events)) | {proc.pid})
+            _rmtree(work)
             raise
         ev = read_events(events)
         reported = sorted(pids_of(ev))
