@@ -194,3 +194,144 @@ def test_a_sigkill_while_the_auth_file_exists_leaves_no_token_on_disk(tmp_path: 
     proc.wait(timeout=30)
     on_disk = [p for p in tmp_path.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
     assert on_disk == [] and not Path(path).exists()
+
+
+# --------------------------------------------------------------------------- every field type-checked where read
+
+_LOCK = """\
+version: 1
+metadata:
+  content_hash: {{linux-64: abc}}
+  channels: [{{url: conda-forge, used_env_vars: []}}]
+  platforms: [linux-64]
+  sources: [environment.yml]
+package:
+- name: {name}
+  version: {version}
+  manager: conda
+  platform: linux-64
+  dependencies: {{}}
+  url: {url}
+  hash: {{md5: 0123456789abcdef0123456789abcdef, sha256: {sha256}}}
+  category: {category}
+  optional: false
+"""
+_GOOD = {"name": "egone", "version": "'1.0'", "url": "https://conda.anaconda.org/conda-forge/noarch/egone-1.0-0.conda",
+         "sha256": "'" + "a" * 64 + "'", "category": "main"}
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("name", "[egone]"), ("name", "null"), ("name", "5"), ("category", "[main]"), ("category", "null"),
+    ("version", "['1.0']"), ("version", "null"), ("sha256", "[abc]"), ("sha256", "{a: 1}"),
+    ("url", "not-a-url"), ("url", "[x]"),
+])
+def test_a_lock_entry_field_of_the_wrong_type_is_one_line_exit_2(tmp_path: Path, capsys, key: str, value: str) -> None:
+    from envguard import cli
+
+    lock = tmp_path / "conda-lock.yml"
+    lock.write_text(_LOCK.format(**{**_GOOD, key: value}))
+    code = cli.run(["create", "-p", str(tmp_path / "env"), "--lockfile", str(lock), "--no-check", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "internal error" not in err, err
+    shown = "hash.sha256" if key == "sha256" else key
+    assert f"package[0].{shown}: expected" in err and len(err.strip().splitlines()) == 1, err
+
+
+def _report(**package: object) -> dict:
+    pkg = {"name": "egone", "version": "1.0", "manager": "conda", "build": "h0_0", "channel": "c",
+           "sha256": "a" * 64, "md5": None, "url": "file:///c/egone.conda", "platform": "linux-64", **package}
+    return {"schema": "envguard.check/1", "platform": "linux-64", "exit_code": 0, "findings": [], "packages": [pkg]}
+
+
+@pytest.mark.parametrize("bad", [{"platform": ["linux-64"]}, {"sha256": ["x"]}, {"sha256": 5}, {"url": 5},
+                                 {"depends": 5}, {"top platform": ["linux-64"]}])
+def test_a_fleet_report_field_of_the_wrong_type_names_the_node(tmp_path: Path, capsys, bad: dict) -> None:
+    from envguard import cli
+
+    rep = _report(**{k: v for k, v in bad.items() if k != "top platform"})
+    if "top platform" in bad:
+        rep["platform"] = bad["top platform"]
+    (tmp_path / "gpu1.json").write_text(json.dumps(rep))
+    (tmp_path / "gpu2.json").write_text(json.dumps(_report()))
+    code = cli.run(["fleet", str(tmp_path / "gpu1.json"), str(tmp_path / "gpu2.json")])
+    out = capsys.readouterr()
+    assert "internal error" not in out.err and code in (1, 2), out
+    assert "gpu1.json" in out.out + out.err
+
+
+def test_a_pixi_manifest_of_5000_nested_arrays_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    from envguard import cli
+
+    manifest = tmp_path / "pixi.toml"
+    manifest.write_text('[project]\nname = "x"\nchannels = ["conda-forge"]\nplatforms = ["linux-64"]\n'
+                        '[dependencies]\npython = "*"\n[feature.a]\nx = ' + "[" * 5000 + "]" * 5000 + "\n")
+    code = cli.run(["lint", str(manifest)])
+    err = capsys.readouterr().err
+    assert code == 2 and "internal error" not in err and "nested too deeply" in err, err
+
+
+def _prefix_with_record(root: Path, record: bytes | None) -> Path:
+    prefix = root / "env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    path = prefix / "conda-meta" / "egone-1.0-h0_0.json"
+    if record is not None:
+        path.write_bytes(record)
+    return prefix
+
+
+_RECORD = {"name": "egone", "version": "1.0", "build": "h0_0", "files": [], "depends": [],
+           "paths_data": {"paths_version": 1, "paths": []}}
+
+
+@pytest.mark.parametrize("record", [
+    json.dumps({**_RECORD, "paths_data": 5}).encode(),
+    json.dumps({**_RECORD, "paths_data": {"paths": [5]}}).encode(),
+    json.dumps({**_RECORD, "depends": 5}).encode(),
+    b"[" * 100_000 + b"]" * 100_000,
+], ids=["paths_data-5", "paths-5", "depends-5", "100000-deep"])
+def test_a_conda_meta_record_of_the_wrong_shape_is_reported_not_an_internal_error(tmp_path: Path, capsys,
+                                                                                   record: bytes) -> None:
+    from envguard import cli
+    from envguard.prefix import inspect_prefix
+
+    prefix = _prefix_with_record(tmp_path, record)
+    info = inspect_prefix(prefix)
+    assert [name for name, _why in info.bad_records] == ["egone-1.0-h0_0.json"]
+    for args in (["check", "-p", str(prefix), "--no-smoke"], ["export", "-p", str(prefix)]):
+        cli.run(args)
+        assert "internal error" not in capsys.readouterr().err
+
+
+def test_a_dist_info_installer_that_is_not_utf8_is_an_unknown_installer(tmp_path: Path) -> None:
+    from envguard.prefix import inspect_prefix
+
+    prefix = tmp_path / "venv"
+    dist = prefix / "lib" / "python3.11" / "site-packages" / "foo-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: foo\nVersion: 1.0\n\n")
+    (dist / "INSTALLER").write_bytes(b"\xff\xfe\x00p\x00i\x00p")
+    info = inspect_prefix(prefix)
+    assert [(d.name, d.owner) for d in info.dists] == [("foo", "unknown")]
+
+
+# --------------------------------------------------------------------------- every input a regular file, bounded
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+def test_a_conda_meta_record_that_is_no_regular_file_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    from envguard.prefix import inspect_prefix
+
+    prefix = _prefix_with_record(tmp_path, None)
+    path = prefix / "conda-meta" / "egone-1.0-h0_0.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    t0 = time.monotonic()
+    info = inspect_prefix(prefix)
+    assert time.monotonic() - t0 < 5
+    assert [name for name, _why in info.bad_records] == ["egone-1.0-h0_0.json"], info.bad_records
+    assert "regular file" in info.bad_records[0][1] or "directory" in info.bad_records[0][1]

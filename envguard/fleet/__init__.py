@@ -172,7 +172,32 @@ def _read(path: Path) -> dict[str, Any]:
                          "`envguard check --format json`")
     if not isinstance(data.get("packages"), list) or not isinstance(data.get("findings", []), list):
         raise ValueError("'packages' and 'findings' must be lists")
+    _check_field_types(data)
     return data
+
+
+_REPORT_STRINGS = ("platform", "prefix", "kind", "lockfile", "lock_sha256", "host")
+_PACKAGE_STRINGS = ("name", "version", "manager", "build", "channel", "sha256", "md5", "url", "platform")
+
+
+def _check_field_types(data: dict[str, Any]) -> None:
+    """Every field fleet reads has the type check writes (text or null; ``depends`` a list of text): a report
+    edited or corrupted on one node is named as unreadable with the key, never a TypeError further on."""
+    def kind(value: Any) -> str:
+        return type(value).__name__
+
+    for key in _REPORT_STRINGS:
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ValueError(f"{key}: expected text or null, found {kind(data[key])}")
+    for i, pkg in enumerate(data["packages"]):
+        if not isinstance(pkg, dict):
+            raise ValueError(f"packages[{i}]: expected an object, found {kind(pkg)}")
+        for key in _PACKAGE_STRINGS:
+            if pkg.get(key) is not None and not isinstance(pkg[key], str):
+                raise ValueError(f"packages[{i}].{key}: expected text or null, found {kind(pkg[key])}")
+        depends = pkg.get("depends")
+        if depends is not None and not (isinstance(depends, list) and all(isinstance(d, str) for d in depends)):
+            raise ValueError(f"packages[{i}].depends: expected a list of text")
 
 
 def _s(v: Any) -> str | None:

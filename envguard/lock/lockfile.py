@@ -136,6 +136,37 @@ def _bad_lock(path: Path, key: str, message: str) -> UserError:
                      fix="regenerate it with `envguard lock`")
 
 
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _check_entry_fields(path: Path, i: int, p: dict[str, Any]) -> None:
+    """Each field of a package entry has the type conda-lock writes (a hand edit or a hostile lock can put a
+    list, a mapping or null anywhere): one line naming the key, never a TypeError further on."""
+    def bad(key: str, expected: str, value: Any) -> UserError:
+        return _bad_lock(path, f"package[{i}].{key}", f"expected {expected}, found {_kind(value)}")
+
+    for key in ("manager", "name", "platform", "url"):
+        if not isinstance(p[key], str) or not p[key]:
+            raise bad(key, "a non-empty string", p[key])
+    if isinstance(p["version"], bool) or not isinstance(p["version"], (str, int, float)) or p["version"] == "":
+        raise bad("version", "a version string", p["version"])
+    if "category" in p and (not isinstance(p["category"], str) or not p["category"]):
+        raise bad("category", "a category name such as main", p["category"])
+    if not _URL.match(p["url"]):
+        raise bad("url", "a URL (scheme://...)", p["url"])
+    for algo, value in (p.get("hash") or {}).items():
+        if value is not None and not isinstance(value, str):
+            raise bad(f"hash.{algo}", "a hex digest string", value)
+    if "optional" in p and not isinstance(p["optional"], bool):
+        raise bad("optional", "true or false", p["optional"])
+
+
+def _kind(value: Any) -> str:
+    from envguard.redact import shorten
+
+    return "null" if value is None else f"{type(value).__name__} {shorten(repr(value), 60)}"
+
+
 def read_lock(path: str | Path) -> Lock:
     """Read a conda-lock.yml (format version 1, or the older files without a version key)."""
     path = Path(path)
@@ -167,6 +198,7 @@ def read_lock(path: str | Path) -> Lock:
         for sub, kind in (("hash", dict), ("dependencies", dict)):
             if p.get(sub) is not None and not isinstance(p[sub], kind):
                 raise _bad_lock(path, f"package[{i}].{sub}", f"expected a mapping, found {type(p[sub]).__name__}")
+        _check_entry_fields(path, i, p)
         category = p.get("category", "main")
         if entry_key in merged:  # v1 repeats an entry once per category
             merged[entry_key]["categories"].append(category)

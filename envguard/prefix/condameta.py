@@ -7,16 +7,28 @@ import json
 import os
 from pathlib import Path
 
+from envguard.errors import UserError
 from envguard.prefix.records import PIP_INSTALLERS, CondaRecord, FileEntry, Overwritten
 from envguard.redact import redact
+from envguard.yamlio import read_bytes
+
+#: the largest conda-meta record read: the biggest real ones (e.g. cuda-toolkit's thousands of paths) are a few MB
+RECORD_LIMIT = 64 * 1024 * 1024
 
 
 def _read_record(path: Path) -> CondaRecord:
     # Plain json is faster here than rattler.PrefixRecord.from_path once the
     # import of rattler is counted, and check must start fast (bench/check.py).
-    data = json.loads(path.read_bytes())
+    try:
+        # a regular file of bounded size: a FIFO or a link to /dev/zero in conda-meta is refused, not read
+        data = json.loads(read_bytes(path, limit=RECORD_LIMIT))
+    except UserError as e:
+        raise ValueError(e.problem) from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(data, dict) or not data.get("name") or not data.get("version"):
         raise ValueError("not a conda package record (no name/version)")
+    _check_record_types(data)
     files = tuple(str(f) for f in data.get("files") or ())
     entries: list[FileEntry] = []
     for p in (data.get("paths_data") or {}).get("paths") or ():
@@ -49,6 +61,38 @@ def _read_record(path: Path) -> CondaRecord:
         requested_specs=_requested_specs(data),
         fn=str(data.get("fn") or ""),
     )
+
+
+def _check_record_types(data: dict) -> None:
+    """The fields read below have the types conda and rattler write; anything else names the key (the record
+    is then reported as unreadable), never an AttributeError further on."""
+    def bad(key: str, expected: str, value: object) -> ValueError:
+        return ValueError(f"{key}: expected {expected}, found {type(value).__name__}")
+
+    for key in ("name", "version", "build", "build_string", "channel", "subdir", "url", "md5", "sha256", "fn"):
+        if data.get(key) is not None and not isinstance(data[key], (str, int, float)):
+            raise bad(key, "text", data[key])
+    for key in ("files", "depends"):
+        value = data.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise bad(key, "a list of text", value)
+    paths_data = data.get("paths_data")
+    if paths_data is None:
+        return
+    if not isinstance(paths_data, dict):
+        raise bad("paths_data", "an object", paths_data)
+    paths = paths_data.get("paths")
+    if paths is not None and not isinstance(paths, list):
+        raise bad("paths_data.paths", "a list", paths)
+    for i, p in enumerate(paths or ()):
+        if not isinstance(p, dict) or not isinstance(p.get("_path"), str):
+            raise bad(f"paths_data.paths[{i}]", "an object with a _path", p)
+        for key in ("path_type", "sha256", "sha256_in_prefix"):
+            if p.get(key) is not None and not isinstance(p[key], str):
+                raise bad(f"paths_data.paths[{i}].{key}", "text", p[key])
+        if p.get("size_in_bytes") is not None and (isinstance(p["size_in_bytes"], bool)
+                                                   or not isinstance(p["size_in_bytes"], int)):
+            raise bad(f"paths_data.paths[{i}].size_in_bytes", "an integer", p["size_in_bytes"])
 
 
 def _requested_specs(data: dict) -> tuple[str, ...]:

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import stat
 from pathlib import Path
 
+from envguard.errors import UserError
 from envguard.model import pep503
 from envguard.prefix.records import PIP_INSTALLERS, CondaRecord, Dist, Owner
+from envguard.yamlio import read_bytes
 
 
 def find_site_packages(prefix: Path) -> list[str]:
@@ -28,8 +32,10 @@ def _read_headers(path: str) -> dict[str, str]:
     """Name and Version from an RFC 822 METADATA header, stopping at the body."""
     out: dict[str, str] = {}
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a link to /dev/zero is never opened
+            return out
         with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
+            for line in itertools.islice(fh, 10_000):  # the headers come first; a huge file is not read through
                 if not line.strip():
                     break
                 k, sep, v = line.partition(":")
@@ -107,10 +113,10 @@ def _scan_dists(prefix: Path, site_packages: list[str], conda_files: dict[str, s
             version = headers.get("Version") or dir_version.split("-", 1)[0]
             installer = None
             if is_dir:
-                try:
-                    with open(os.path.join(e.path, "INSTALLER"), encoding="utf-8") as fh:
-                        installer = fh.read().strip() or None
-                except OSError:
+                try:  # a regular file of a few bytes; another installer's name that is not UTF-8 is unknown
+                    raw = read_bytes(os.path.join(e.path, "INSTALLER"), limit=4096)
+                    installer = raw.decode("utf-8", errors="replace").strip() or None
+                except UserError:
                     installer = None
             if owner_pkg is not None:
                 owner: Owner = "conda"

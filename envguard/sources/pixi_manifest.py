@@ -68,6 +68,9 @@ def parse_toml(text: str, shown: str) -> Any:
         raise UserError(f"malformed TOML: {problem}", file=shown,
                         line=int(m.group(1)) if m else None, column=int(m.group(2)) if m else None,
                         fix="correct the TOML syntax at that position") from None
+    except RecursionError:  # thousands of nested arrays or inline tables: no manifest nests that deep
+        raise UserError("malformed TOML: arrays or tables nested too deeply", file=shown,
+                        fix="flatten the nesting (a pixi manifest needs a few levels)") from None
 
 
 def pixi_table(data: Any) -> dict[str, Any] | None:
