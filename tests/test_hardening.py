@@ -335,3 +335,31 @@ def test_a_conda_meta_record_that_is_no_regular_file_is_refused_at_once(tmp_path
     assert time.monotonic() - t0 < 5
     assert [name for name, _why in info.bad_records] == ["egone-1.0-h0_0.json"], info.bad_records
     assert "regular file" in info.bad_records[0][1] or "directory" in info.bad_records[0][1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+def test_a_locked_file_artifact_that_is_no_regular_file_is_refused_at_once(tmp_path: Path, monkeypatch,
+                                                                           kind: str) -> None:
+    """A FIFO or a link to /dev/zero in place of a locked file:// archive: create never answered; a directory:
+    `internal error: IsADirectoryError`."""
+    monkeypatch.setenv("ENVGUARD_PKGS_DIR", str(tmp_path / "pkgs"))
+    chan = channels.make_channel(tmp_path / "chan", [
+        {"name": "egone", "version": "1.0", "noarch": "generic", "files": {"share/egone.txt": "one\n"}}])
+    lock = make_lock(write_env(tmp_path / "one", channels.channel_url(chan), ["egone"]))
+    archive = next((chan / "noarch").glob("egone-1.0-*.tar.bz2"))
+    archive.unlink()
+    if kind == "fifo":
+        os.mkfifo(archive)
+    elif kind == "dev-zero":
+        archive.symlink_to("/dev/zero")
+    else:
+        archive.mkdir()
+    t0 = time.monotonic()
+    proc = envguard_run("create", "-p", str(tmp_path / "env"), "--lockfile", str(lock), "--no-check", "--quiet",
+                        env={"ENVGUARD_PKGS_DIR": str(tmp_path / "pkgs")}, timeout=60)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 3 and len(lines) == 1, proc.stderr
+    assert "internal error" not in proc.stderr and "the locked artifact" in lines[0]
+    assert ("directory" if kind == "directory" else "regular file") in lines[0]
+    assert time.monotonic() - t0 < 30

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from urllib.parse import unquote, urlsplit
 from envguard.channels import CONDA_EXTENSIONS
 from envguard.errors import IntegrityError
 from envguard.redact import redact
+from envguard.yamlio import special_file
 
 _CHUNK = 1 << 20
 
@@ -164,6 +166,12 @@ def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None
             continue
         except OSError:
             st = None  # hashing reports it
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            # a FIFO would block the hash forever, /dev/zero never ends, a directory is no archive: refused at once
+            what = ("is a directory, not a package archive" if stat.S_ISDIR(st.st_mode)
+                    else special_file(path) or "is not a regular file")
+            raise IntegrityError(f"{art.name} {art.version}: the locked artifact {path} {what}",
+                                 fix="restore the package archive the lock names, or re-lock")
         if st is None or stamps is None or not stamps.vouches(path, st, f"{algorithm}:{expected.lower()}"):
             to_hash.append((len(results) - 1, art, path, algorithm, expected, st))
 
