@@ -363,3 +363,37 @@ def test_a_locked_file_artifact_that_is_no_regular_file_is_refused_at_once(tmp_p
     assert "internal error" not in proc.stderr and "the locked artifact" in lines[0]
     assert ("directory" if kind == "directory" else "regular file") in lines[0]
     assert time.monotonic() - t0 < 30
+
+
+# --------------------------------------------------------------------------- one reading of each artifact
+
+
+@pytest.mark.slow
+def test_a_conda_archive_with_two_info_members_is_refused_before_anything_reads_it(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """The pre-link scan checked the first info-*.tar.zst's paths.json, rattler linked with the last."""
+    import zipfile
+
+    monkeypatch.setenv("ENVGUARD_PKGS_DIR", str(tmp_path / "pkgs"))
+    chan = tmp_path / "chan"
+    pkg = channels.build_package(chan, "egdup", "1.0", noarch="generic", fmt="conda",
+                                 files={"share/egdup/ok.txt": "ok\n"})
+    with zipfile.ZipFile(pkg) as zf:
+        members = [(info, zf.read(info)) for info in zf.infolist()]
+    with zipfile.ZipFile(pkg, "w") as zf:
+        for info, data in members:
+            zf.writestr(info, data)
+        info_member = next((i, d) for i, d in members if i.filename.startswith("info-"))
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            zf.writestr(info_member[0].filename, info_member[1])
+    for sub in channels.SUBDIRS:
+        (chan / sub).mkdir(parents=True, exist_ok=True)
+    channels.index_channel(chan)
+    channels.strip_indexed_timestamps(chan)
+    lock = make_lock(write_env(tmp_path / "proj", channels.channel_url(chan), ["egdup"]))
+    target = tmp_path / "env"
+    proc = envguard_run("create", "-p", str(target), "--lockfile", str(lock), "--no-check", "--quiet",
+                        env={"ENVGUARD_PKGS_DIR": str(tmp_path / "pkgs")})
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 3 and len(lines) == 1 and "duplicate members info-egdup-1.0" in lines[0], proc.stderr
+    assert not target.exists() and siblings(target) == []

@@ -409,11 +409,38 @@ async def _download(art: Artifact, dest: Path, client: Any, cache_dir: Path, loc
                              lockfile=lockfile)
 
 
+def _refuse_ambiguous_members(art: Artifact, path: Path) -> None:
+    """A ``.conda`` zip holds one ``metadata.json``, one ``info-*.tar.zst`` and one ``pkg-*.tar.zst``: with two
+    of a kind this scan and the installer could each read a different one (the scan checked the first
+    ``paths.json``, rattler linked with the last), so such an archive is refused before anything reads it."""
+    if not path.name.endswith(".conda"):
+        return
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError) as e:
+        raise IntegrityError(f"{art.name} {art.version}: not a readable .conda archive ({e})",
+                             fix="restore the package archive the lock names, or re-lock") from None
+    stem = path.name[:-len(".conda")]
+    expected = {"metadata.json", f"info-{stem}.tar.zst", f"pkg-{stem}.tar.zst"}
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    unexpected = sorted(set(names) - expected)
+    if duplicates or unexpected or len(names) != len(set(names)):
+        what = (f"duplicate members {', '.join(shorten(n, 80) for n in duplicates)}" if duplicates
+                else f"unexpected members {', '.join(shorten(n, 80) for n in unexpected[:3])}")
+        raise IntegrityError(f"{art.name} {art.version}: the .conda archive has {what}; the installer could read "
+                             "other members than envguard checked",
+                             fix="use the channel's original archive, or re-lock")
+
+
 async def _scan(art: Artifact, path: Path) -> _Package:
     """Every entry of the archive (names, symlink and hard-link targets) and its info files."""
     from rattler.package_streaming import PackageArchive
 
     pkg = _Package(art)
+    _refuse_ambiguous_members(art, path)
     infos: dict[str, bytes] = {}
     names: list[str] = []
     unsafe: list[Unsafe] = []
