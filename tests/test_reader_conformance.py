@@ -164,7 +164,7 @@ def test_known_subdirs_are_rattlers() -> None:
 
     from envguard.sources.pixi import KNOWN_SUBDIRS
 
-    assert KNOWN_SUBDIRS == {str(p) for p in rattler.Subdir.all()}
+    assert {str(p) for p in rattler.Subdir.all()} == KNOWN_SUBDIRS
 
 
 def _record_set(lf_env, platform) -> set[tuple[str, ...]]:

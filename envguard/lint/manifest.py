@@ -23,8 +23,8 @@ from envguard.findings import Finding, Severity
 from envguard.lint.constraints import _CUDA_UNIVERSE, release_lines
 from envguard.lint.deps import _channel_name, _Dep
 from envguard.lint.envfile import _EnvLinter
-from envguard.lint.rules import RULES
 from envguard.lint.projects import project_rules, satisfied_by_pixi
+from envguard.lint.rules import RULES
 from envguard.sources.pixi_manifest import Environment, Manifest, ManifestDep, parse_manifest
 from envguard.versions import line_key, release
 

@@ -56,7 +56,8 @@ RULES = (
      "environment"),
     ("EG132", "git-requirement-without-commit", "warning", "a pip `git+` requirement that names no commit",
      "environment"),
-    ("EG133", "cuda-library-twice", "error", "the same CUDA library from pip's nvidia-* wheels and from conda, one line",
+    ("EG133", "cuda-library-twice", "error",
+     "the same CUDA library from pip's nvidia-* wheels and from conda, one line",
      "environment"),
     ("EG134", "torch-build-unchosen", "warning", "a CUDA line pinned while torch only arrives as a dependency",
      "environment"),
@@ -136,7 +137,8 @@ def _listed_twice(lint: Any) -> None:
             if first is not None and _overlap(first.platforms, d.platforms) and first.line != d.line \
                     and getattr(first, "via", None) == getattr(d, "via", None):
                 lint.add("EG131", f"{d.name} is listed twice among the {what} dependencies (`{first.spec}` on line "
-                         f"{first.line}, `{d.spec}` here): the solver applies both constraints, a reader of the file sees one",
+                         f"{first.line}, `{d.spec}` here): the solver applies both constraints, a reader of the "
+                         "file sees one",
                          "keep one line with the constraint you mean", d.line, package=key)
             elif first is None:
                 seen[key] = d
@@ -193,7 +195,7 @@ def _cuda_wheels_beside_conda_cuda(lint: Any, line: str | None) -> None:
 
 
 def _torch_build_unchosen(lint: Any) -> None:
-    if any(d.name in _TORCH_NAMES for d in lint.conda) or lint.pip and any(lint._key(d) == "torch" for d in lint.pip):
+    if any(d.name in _TORCH_NAMES for d in lint.conda) or (lint.pip and any(lint._key(d) == "torch" for d in lint.pip)):
         return
     cuda = next((d for d in lint.conda if d.name == "cuda-version"), None)
     needs = [d for d in lint.conda if d.name in _NEEDS_TORCH]
@@ -201,7 +203,8 @@ def _torch_build_unchosen(lint: Any) -> None:
         return
     lint.add("EG134", f"`{cuda.spec}` is pinned but torch is not requested: it arrives as a dependency of "
              f"{', '.join(f'`{d.name}`' for d in needs[:3])}, and nothing in the file says whether its build is the "
-             "CUDA or the CPU one", f"request it with a build guard, e.g. `pytorch=*=cuda{_cuda_major(cuda.version) or '12'}*`"
+             "CUDA or the CPU one",
+             f"request it with a build guard, e.g. `pytorch=*=cuda{_cuda_major(cuda.version) or '12'}*`"
              " (or `pytorch-gpu`)", needs[0].line, package="pytorch")
 
 

@@ -119,6 +119,16 @@ def _split_version_build(rest: str) -> tuple[str, str | None] | str:
     return token, None
 
 
+def _name_problem(name: str) -> str | None:
+    """Why ``name`` is no package name conda's grammar reads (CEP 26 for its characters), or None."""
+    if not _NAME_CHARS.match(name):
+        return f"`{name}` is not a package name (letters, digits, `_`, `.`, `+`, `-`)"
+    if name != "*" and "*" not in name and (len(name) > _MAX_NAME or not _CEP26_NAME.match(name)):
+        return (f"`{name}` is not a conda package name (CEP 26: letters, digits and single `.`, `-` or `_` "
+                f"between them, at most {_MAX_NAME} characters)")
+    return None
+
+
 def match_spec_problem(spec: str) -> str | None:
     """Why conda's match-spec grammar rejects ``spec``, or reads it otherwise than written; None when fine."""
     s = spec.split("#", 1)[0].strip()
@@ -146,28 +156,33 @@ def match_spec_problem(spec: str) -> str | None:
     if m is None:
         return "no package name"
     name, rest = m.group(1), m.group(2).strip()
-    if not _NAME_CHARS.match(name):
-        return f"`{name}` is not a package name (letters, digits, `_`, `.`, `+`, `-`)"
-    if name != "*" and ("*" not in name and (len(name) > _MAX_NAME or not _CEP26_NAME.match(name))):
-        return (f"`{name}` is not a conda package name (CEP 26: letters, digits and single `.`, `-` or `_` "
-                f"between them, at most {_MAX_NAME} characters)")
-    if rest:
-        split = _split_version_build(rest)
-        if isinstance(split, str):
-            return split
-        version, build = split
-        if version.startswith("=") and not version.startswith("=="):
-            if version[1:2] in _OPERATOR_CHARS and version[1:]:
-                return f"`{version}` has no valid operator (did you mean `{version[1]}=`?)"
-            version = version[1:] or "*"  # "name=1.2" is the fuzzy "1.2.*"
-        problem = version_problem(version)
-        if problem:
-            return problem
-        if build is not None and not _BUILD.match(build):
-            extra = " (a third `=`?)" if "=" in build else ""
-            return f"`{build}` is not a build string{extra}: letters, digits, `_`, `.` and `*` only"
+    problem = _name_problem(name)
+    if problem:
+        return problem
+    problem = _positional_problem(rest) if rest else None
+    if problem:
+        return problem
     if bracket:
         return _bracket_problem(bracket)
+    return None
+
+
+def _positional_problem(rest: str) -> str | None:
+    """What conda rejects in the version and build that follow the name, or None."""
+    split = _split_version_build(rest)
+    if isinstance(split, str):
+        return split
+    version, build = split
+    if version.startswith("=") and not version.startswith("=="):
+        if version[1:2] in _OPERATOR_CHARS and version[1:]:
+            return f"`{version}` has no valid operator (did you mean `{version[1]}=`?)"
+        version = version[1:] or "*"  # "name=1.2" is the fuzzy "1.2.*"
+    problem = version_problem(version)
+    if problem:
+        return problem
+    if build is not None and not _BUILD.match(build):
+        extra = " (a third `=`?)" if "=" in build else ""
+        return f"`{build}` is not a build string{extra}: letters, digits, `_`, `.` and `*` only"
     return None
 
 
@@ -273,7 +288,7 @@ def rattler_form(spec: str) -> str:
                 continue
             m = _BRACKET_ITEM.match(bracket, pos)
             key = re.match(r"\s*([A-Za-z0-9_-]+)\s*=\s*", bracket[pos:])
-            if key and key.group(1) in RATTLER_KEYS or m is None or m.end() == pos:
+            if (key and key.group(1) in RATTLER_KEYS) or m is None or m.end() == pos:
                 items.append(bracket[pos:].strip().rstrip(","))  # rattler's own forms: as written, last
                 break
             items.append(bracket[pos:m.end()].strip().rstrip(","))

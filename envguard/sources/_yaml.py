@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 
-class Document(dict):  # type: ignore[type-arg]
+class Document(dict[str, Any]):
     """A top-level mapping that knows the keys its YAML repeated: ((key path, line), ...)."""
 
     duplicate_keys: tuple[tuple[str, int], ...] = ()
@@ -30,7 +30,7 @@ def loader() -> type:
 
     from envguard.yamlio import FastLoader
 
-    class SourceLoader(FastLoader):  # type: ignore[misc, valid-type]
+    class SourceLoader(FastLoader):
         def __init__(self, stream: Any) -> None:
             super().__init__(stream)
             self.repeated: list[tuple[str, int]] = []

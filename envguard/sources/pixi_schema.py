@@ -2,7 +2,8 @@
 that decide whether pixi reads a manifest at all: pixi refuses a manifest that breaks them, so envguard
 does too, naming the key and the rule, instead of reading a file pixi would not.
 
-Checked: the keys each table may hold (pixi's tables allow no others), inheritance from the workspace (``{ workspace = true }``, nothing else), environment names,
+Checked: the keys each table may hold (pixi's tables allow no others) and the type of their values,
+inheritance from the workspace (``{ workspace = true }``, nothing else), environment names,
 platform entries, and empty version strings. Not checked: task definitions, activation, pypi-options and
 build-backend internals (envguard reads none of them). The workspace's required ``channels`` is lint's
 EG129, a finding rather than a refusal.
