@@ -41,6 +41,8 @@ REFUSED = [
     ("an empty version string", WS + '[dependencies]\nnumpy = ""\n', "dependencies.numpy", "empty version string"),
     ("a platform table naming no platform", WS.replace('platforms = ["linux-64"]', "platforms = [{}]"),
      "workspace.platforms", "names no `platform`"),
+    ("a build backend with empty channels", PKG.replace('version = "*" }', 'version = "*", channels = [] }'),
+     "package.build.backend.channels", "no channels for the build backend"),
     ("malformed TOML", WS + "[dependencies\n", None, "malformed TOML"),
 ]
 

@@ -4,9 +4,9 @@ does too, naming the key and the rule, instead of reading a file pixi would not.
 
 Checked: the keys each table may hold (pixi's tables allow no others) and the type of their values,
 inheritance from the workspace (``{ workspace = true }``, nothing else), environment names,
-platform entries, and empty version strings. Not checked: task definitions, activation, pypi-options and
-build-backend internals (envguard reads none of them). The workspace's required ``channels`` is lint's
-EG129, a finding rather than a refusal.
+platform entries, empty version strings, and a build backend with ``channels = []``. Not checked: task
+definitions, activation, pypi-options and the rest of the build-backend tables (envguard reads none of
+them). The workspace's required ``channels`` is lint's EG129, a finding rather than a refusal.
 """
 
 from __future__ import annotations
@@ -111,6 +111,13 @@ def check(table: dict[str, Any], *, pyproject: bool, shown: str, line: Callable[
                   "authors", "readme", "license-file"):
             inherit(pkg.get(k), ("package", k))
         deps(pkg, ("package",))
+        build = pkg.get("build") if isinstance(pkg.get("build"), dict) else {}
+        backend = build.get("backend") if isinstance(build.get("backend"), dict) else {}
+        for where, chans in ((("package", "build", "backend", "channels"), backend.get("channels")),
+                             (("package", "build", "channels"), build.get("channels"))):
+            if chans == []:  # pixi's own check: the backend's dependencies need a channel to come from
+                raise fail(where, "no channels for the build backend's dependencies",
+                           "name one, e.g. `channels = [\"conda-forge\"]`, or drop the key")
         if isinstance(pkg.get("target"), dict):
             for name, t in pkg["target"].items():
                 deps(t if isinstance(t, dict) else {}, ("package", "target", str(name)))
