@@ -46,7 +46,7 @@ from envguard.sources._yaml import duplicate_keys
 SUPPORTED = (4, 5, 6, 7)
 LEGACY = (3,)  # conda-lock's layout; 1 and 2 are conda-lock's own version numbers and read as conda-lock
 
-# rattler's known subdirs (rattler.Subdir.all(), tests/test_pixi_lock_rattler.py keeps them equal): a
+# rattler's known subdirs (rattler.Subdir.all(), tests/test_reader_conformance.py keeps them equal): a
 # platform key or a v7 platform's subdir that is none of them makes rattler refuse the lock.
 KNOWN_SUBDIRS = frozenset((
     "noarch", "linux-32", "linux-64", "linux-aarch64", "linux-armv6l", "linux-armv7l", "linux-loongarch64",
