@@ -136,3 +136,17 @@ def test_mis_typed_tables_are_named_not_a_traceback(text: str, tmp_path: Path) -
     with pytest.raises(UserError, match="pixi's manifest schema"):
         load(str(f))
     assert run(["lint", str(f)]) == 2  # unreadable, one line; an internal error is exit 6
+
+
+def test_toml_11_after_conda_lock_was_imported() -> None:
+    """conda-lock's vendored poetry-core puts a TOML 1.0 tomli first on sys.path; the reader still reads 1.1."""
+    import sys
+
+    import conda_lock.conda_lock  # noqa: F401 - imported for its sys.path side effect
+
+    from envguard.sources import pixi_manifest
+
+    pixi_manifest._toml_reader.cache_clear()  # as in a fresh process that imported conda-lock first
+    before = sys.modules.get("tomli")
+    assert pixi_manifest.parse_toml('a = { b = 1,\n  c = 2, }\n', "x.toml") == {"a": {"b": 1, "c": 2}}
+    assert sys.modules.get("tomli") is before  # poetry-core keeps the copy it imported

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +55,49 @@ def _table(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _reads_toml_11(module: Any) -> bool:
+    try:
+        module.loads("a = { b = 1,\n}")
+    except Exception:  # noqa: BLE001 - a TOML 1.0 reader's own decode error
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _toml_reader() -> Any:
+    """tomli >= 2.4, the TOML 1.1 reader envguard depends on.
+
+    conda-lock's vendored poetry-core puts its own directory first on ``sys.path`` when it is imported, and
+    its tomli reads TOML 1.0 only: after a lock or a freshness test in the same process, ``import tomli``
+    finds that copy. The installed distribution is then imported from beyond that directory, and the
+    vendored copy left in place for poetry-core.
+    """
+    import os
+    import sys
+
+    import tomli
+
+    if not _reads_toml_11(tomli):
+        shadowing = os.path.dirname(os.path.dirname(os.path.abspath(tomli.__file__ or "")))
+        saved = {k: m for k, m in sys.modules.items() if k == "tomli" or k.startswith("tomli.")}
+        saved_path = sys.path[:]
+        for k in saved:
+            del sys.modules[k]
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != shadowing]
+        try:
+            import tomli as installed
+        finally:
+            sys.path[:] = saved_path
+            for k in [k for k in sys.modules if k == "tomli" or k.startswith("tomli.")]:
+                del sys.modules[k]
+            sys.modules.update(saved)
+        tomli = installed
+    return tomli
+
+
 def parse_toml(text: str, shown: str) -> Any:
     """TOML 1.1, as pixi reads it (tomli >= 2.4; the standard library's tomllib reads 1.0 before 3.15)."""
-    import tomli
+    tomli = _toml_reader()
 
     try:
         return tomli.loads(text.lstrip("\ufeff"))

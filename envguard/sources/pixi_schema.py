@@ -111,8 +111,8 @@ def check(table: dict[str, Any], *, pyproject: bool, shown: str, line: Callable[
                   "authors", "readme", "license-file"):
             inherit(pkg.get(k), ("package", k))
         deps(pkg, ("package",))
-        build = pkg.get("build") if isinstance(pkg.get("build"), dict) else {}
-        backend = build.get("backend") if isinstance(build.get("backend"), dict) else {}
+        build: dict[str, Any] = pkg["build"] if isinstance(pkg.get("build"), dict) else {}
+        backend: dict[str, Any] = build["backend"] if isinstance(build.get("backend"), dict) else {}
         for where, chans in ((("package", "build", "backend", "channels"), backend.get("channels")),
                              (("package", "build", "channels"), build.get("channels"))):
             if chans == []:  # pixi's own check: the backend's dependencies need a channel to come from
