@@ -41,7 +41,14 @@ CONDA_TO_PYPI: dict[str, str] = {
     "python-xxhash": "xxhash",
     "python-kaleido": "kaleido",
     "pytables": "tables",
+    "python-tzdata": "tzdata",
 }
+
+# conda packages that are not the PyPI project of the same name: conda-forge's `tzdata` is the IANA time
+# zone database (system zoneinfo), its `graphviz` the C library; the PyPI projects are conda's
+# `python-tzdata` and `python-graphviz` (data/conda-pypi-mapping.json). Keyed apart, they never meet a
+# pip package of that name.
+CONDA_NOT_PYPI = frozenset({"tzdata", "graphviz"})
 
 _NORMALISE = re.compile(r"[-_.]+")
 
@@ -54,7 +61,7 @@ def canonical_name(name: str, manager: Manager = "conda") -> str:
     """The key two descriptions are matched on: PyPI-normalised, conda names mapped."""
     n = pep503(name)
     if manager == "conda":
-        return CONDA_TO_PYPI.get(n, n)
+        return f"conda:{n}" if n in CONDA_NOT_PYPI else CONDA_TO_PYPI.get(n, n)
     return n
 
 

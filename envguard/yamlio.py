@@ -235,15 +235,16 @@ def check_limits(path: str | Path, text: str, loader: type | None = None) -> Non
         _raise_yaml_error(path, e)
 
 
-def load_fast(path: str | Path, text: str | None = None) -> Any:
-    """Parse YAML quickly (C loader); errors become a :class:`UserError` with line:col."""
+def load_fast(path: str | Path, text: str | None = None, loader: type | None = None) -> Any:
+    """Parse YAML quickly (C loader, or ``loader``: a subclass of it); errors become a :class:`UserError`
+    with line:col."""
     import yaml
 
     if text is None:
         text = read_text(path)
     check_limits(path, text)
     try:
-        return yaml.load(text, Loader=_fast_loader())  # a safe loader
+        return yaml.load(text, Loader=loader or _fast_loader())  # a safe loader
     except yaml.YAMLError as e:
         _raise_yaml_error(path, e)
     except (ValueError, RecursionError) as e:

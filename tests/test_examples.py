@@ -91,7 +91,7 @@ def test_top_level_environment_passes_lint_and_matches_pyproject() -> None:
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     reqs = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["test"]]
-    # the file is Python 3.11's: a dependency for older Pythons only (tomli) is not wanted there
+    # the file is Python 3.11's: a dependency for older Pythons only is not wanted there
     wanted = [r.name.lower() for r in reqs if r.marker is None or r.marker.evaluate({"python_version": "3.11"})]
     conda_for = {"torch": "pytorch"}
     missing = [n for n in wanted if conda_for.get(n, n) not in conda_names]

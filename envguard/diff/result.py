@@ -33,20 +33,26 @@ class PlatformDiff:
     a_platform: str | None
     b_platform: str | None
     changes: list[Change] = field(default_factory=list)
+    environment: str | None = None  # pixi: the environment, when several of both sides are compared
 
     @property
     def label(self) -> str:
+        env = f"{self.environment}: " if self.environment else ""
         if self.a_platform == self.b_platform:
-            return self.a_platform or "any platform"
-        return f"{self.a_platform or 'any'} ↔ {self.b_platform or 'any'}"
+            return env + (self.a_platform or "any platform")
+        return f"{env}{self.a_platform or 'any'} ↔ {self.b_platform or 'any'}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"a_platform": self.a_platform, "b_platform": self.b_platform,
-                "changes": [c.to_dict() for c in self.changes]}
+        out: dict[str, Any] = {"a_platform": self.a_platform, "b_platform": self.b_platform,
+                               "changes": [c.to_dict() for c in self.changes]}
+        if self.environment is not None:
+            out["environment"] = self.environment
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PlatformDiff:
-        return cls(d.get("a_platform"), d.get("b_platform"), [Change.from_dict(c) for c in d.get("changes", [])])
+        return cls(d.get("a_platform"), d.get("b_platform"), [Change.from_dict(c) for c in d.get("changes", [])],
+                   d.get("environment"))
 
 
 SCHEMA = "envguard.diff/1"

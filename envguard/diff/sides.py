@@ -25,7 +25,8 @@ class SideArgs:
 def _load_side(label: str, args: SideArgs) -> Description:
     shown = redact(args.spec)
     try:
-        return load(args.spec, kind=args.kind, environment=args.environment)
+        # several pixi environments, none named: start at the first; compare() then reads every one
+        return load(args.spec, kind=args.kind, environment=args.environment, first_environment=True)
     except EnvguardError as e:
         msg = e.message
         raise UserError(f"side {label}: {msg}" if shown in msg else f"side {label} ({shown}): {msg}") from None
@@ -86,9 +87,8 @@ def choose_platforms(a: Description, b: Description, *, platform: str | None = N
     elif not common:
         raise UserError(f"A ({a.path}) and B ({b.path}) share no platform (A: {', '.join(ka)}; B: {', '.join(kb)})",
                         fix="pick one per side with --a-platform and --b-platform")
-    else:
-        raise UserError(f"A and B share several platforms ({', '.join(common)}) and this host's {host} is not one",
-                        fix="pick one with --platform, or compare all with --all-platforms")
+    else:  # several shared platforms and none is this host's: every one is as much the answer
+        return choose_platforms(a, b, all_platforms=True)
     return [(chosen if ka else None, chosen if kb else None)], [], []
 
 
@@ -126,22 +126,45 @@ def align_platform_names(spec: Description, other: Description) -> dict[str, str
 
 def _environment_pairs(a: SideArgs, b: SideArgs, da: Description, db: Description
                        ) -> list[tuple[str | None, Description, Description]]:
-    """A pixi manifest against a pixi.lock, no environment named: every environment both have, each read."""
+    """Two pixi files (manifest or lock), no environment named: every environment both have, each read.
+
+    A manifest against its lock compares each environment; so does a lock against itself or another
+    version of it (``diff pixi.lock pixi.lock``, ``diff old/pixi.lock pixi.lock``).
+    """
     kinds = {da.kind, db.kind}
-    if kinds != {"pixi-manifest", "pixi"} or a.environment or b.environment:
+    if not kinds <= {"pixi-manifest", "pixi"} or kinds == {"pixi-manifest"} or a.environment or b.environment:
+        for d, args in ((da, a), (db, b)):
+            if d.kind == "pixi" and not args.environment and len(d.environments) > 1:
+                d.notes.append(f"environment {d.environment!r} of {len(d.environments)} compared "
+                               f"({', '.join(d.environments[:6])}{', ...' if len(d.environments) > 6 else ''}): "
+                               "pick another with --environment")
         return [(None, da, db)]
-    manifest, lock = (da, db) if da.kind == "pixi-manifest" else (db, da)
-    shared = [e for e in manifest.environments if e in lock.environments]
-    if len(shared) <= 1 and (not shared or len(manifest.environments) == 1):
+    two_locks = kinds == {"pixi"}
+    first, second = (db, da) if db.kind == "pixi-manifest" else (da, db)  # a manifest's names lead
+    shared = [e for e in first.environments if e in second.environments]
+    if not shared:
+        if two_locks and da.environments and db.environments:
+            raise UserError(f"A ({da.path}) and B ({db.path}) share no environment (A: "
+                            f"{', '.join(da.environments)}; B: {', '.join(db.environments)})",
+                            fix="pick one per side with --a-environment and --b-environment")
+        return [(None, da, db)]
+    if len(shared) == 1 and len(first.environments) == 1 and (not two_locks or len(second.environments) == 1):
         return [(None, da, db)]
     out: list[tuple[str | None, Description, Description]] = []
     for env in shared:
         ea = da if da.environment == env else _load_side("A", replace(a, environment=env))
         eb = db if db.environment == env else _load_side("B", replace(b, environment=env))
         out.append((env, ea, eb))
-    missing = [e for e in manifest.environments if e not in lock.environments]
-    if missing:
-        out[0][1].notes.append(f"environments of the manifest that the lock does not have: {', '.join(missing)}")
+    if two_locks:
+        first_a, first_b = out[0][1], out[0][2]
+        for target, mine, theirs in ((first_a, da, db), (first_b, db, da)):
+            alone = [e for e in mine.environments if e not in theirs.environments]
+            if alone:
+                target.notes.append(f"environments the other side does not have: {', '.join(alone)}")
+    else:
+        missing = [e for e in first.environments if e not in second.environments]
+        if missing:
+            out[0][1].notes.append(f"environments of the manifest that the lock does not have: {', '.join(missing)}")
     return out
 
 
@@ -151,6 +174,15 @@ def compare(a: SideArgs, b: SideArgs, *, platform: str | None = None, all_platfo
     da = _load_side("A", a)
     db = _load_side("B", b)
     runs = _environment_pairs(a, b, da, db)
+    if len(runs) > 1 and (platform or a.platform or b.platform):  # only the environments that have it
+        def has(d: Description, p: str | None) -> bool:
+            return p is None or not _known(d) or p in _known(d)
+
+        kept = [r for r in runs if has(r[1], a.platform or platform) and has(r[2], b.platform or platform)]
+        skipped = [r[0] for r in runs if r not in kept]
+        runs = kept or runs[:1]  # none: the first one says why
+        if kept and skipped:
+            runs[0][1].notes.append(f"environments without the platform asked for: {', '.join(map(str, skipped))}")
     result: DiffResult | None = None
     for env, ea, eb in runs:
         if ea.is_spec != eb.is_spec:
@@ -169,7 +201,8 @@ def compare(a: SideArgs, b: SideArgs, *, platform: str | None = None, all_platfo
         result.only_in_b += [p for p in only_b if p not in result.only_in_b]
         for pa, pb in pairs:
             if ea.is_spec and eb.is_spec:
-                result.platforms.append(PlatformDiff(pa, pb, diff_requested(ea.requested, eb.requested, pa or pb)))
+                result.platforms.append(PlatformDiff(pa, pb, diff_requested(ea.requested, eb.requested, pa or pb),
+                                                     env))
             elif ea.is_spec or eb.is_spec:
                 spec, other, plat = (ea, eb, pb) if ea.is_spec else (eb, ea, pa)
                 result.spec_side = "A" if ea.is_spec else "B"
@@ -179,7 +212,9 @@ def compare(a: SideArgs, b: SideArgs, *, platform: str | None = None, all_platfo
             else:
                 notes: list[str] = []
                 result.platforms.append(PlatformDiff(pa, pb, diff_packages(ea.packages_for(pa), eb.packages_for(pb),
-                                                                           notes)))
-                result.notes += [f"{pa or pb or 'any platform'}: {n}" if len(pairs) > 1 else n for n in notes]
+                                                                           notes), env))
+                where = f"{env}: " if env else ""
+                result.notes += [f"{where}{pa or pb or 'any platform'}: {n}" if len(pairs) > 1 else where + n
+                                 for n in notes]
     assert result is not None
     return result

@@ -9,6 +9,7 @@ from typing import Any
 from envguard.lint.constraints import _CUDA_UNIVERSE, _exact_version, _lines_text, release_lines
 from envguard.lint.deps import _channel_name, _is_conda_forge, _is_defaults
 from envguard.lint.linter import _Linter
+from envguard.lint.projects import is_nightly_channel, nightly_fix
 from envguard.lint.rules import MIX_CODES, TORCH_CONDA_NAMES, E, W
 
 # What the `pytorch` channel is for: listed without any of these, it serves nothing in the file.
@@ -40,9 +41,9 @@ class _ChannelRules(_Linter):
                          + (f"; torch {_lines_text(self.torch_lines or ())} is not on it" if after else ""),
                          "use conda-forge (channels: conda-forge, nodefaults) with `pytorch=X.Y.*`",
                          line, E if after else W)
-            if n in self.c.nightly_channels:
+            if is_nightly_channel(n, self.c.nightly_channels):
                 self.add("EG120", f"channel `{ch}` deletes its builds: the environment cannot be rebuilt later",
-                         "use a released torch from conda-forge", line)
+                         nightly_fix(n), line)
         for d in self.conda:
             if not d.channel:
                 continue
@@ -52,9 +53,9 @@ class _ChannelRules(_Linter):
                 after = self._torch_all_after(frozen)
                 self.add("EG111", f"`{d.spec}` uses the `pytorch` channel, frozen at torch {frozen}",
                          "use conda-forge with `pytorch=X.Y.*`", d.line, E if after else W, package=d.name)
-            if n in self.c.nightly_channels:
+            if is_nightly_channel(n, self.c.nightly_channels):
                 self.add("EG120", f"`{d.spec}` comes from `{d.channel}`, which deletes its builds",
-                         "use a released torch from conda-forge", d.line, package=d.name)
+                         nightly_fix(n), d.line, package=d.name)
             listed = n in self.channel_names or (_is_defaults(n) and "defaults" in self.channel_names)
             if not listed:
                 self.add("EG119", f"`{d.spec}` names channel `{d.channel}`, which `channels:` does not list: "

@@ -25,9 +25,11 @@ class _Dep:
 def _parse_conda(req: Any, raw: str | None) -> _Dep | None:
     from rattler import MatchSpec
 
+    from envguard.lock import rattler_form
+
     spec = raw or req.spec
     try:
-        ms = MatchSpec(spec, strict=False)
+        ms = MatchSpec(rattler_form(spec), strict=False)
     except Exception:  # noqa: BLE001 - reported by spec.validate as EG121
         return None
     version = str(ms.version) if ms.version is not None else None

@@ -9,6 +9,7 @@ from envguard.findings import Finding
 from envguard.lint.channel_rules import _ChannelRules
 from envguard.lint.cuda_rules import _CudaRules
 from envguard.lint.pip_rules import _PipRules
+from envguard.lint.projects import project_rules
 from envguard.lint.torch_rules import _TorchRules
 
 
@@ -29,6 +30,7 @@ class _EnvLinter(_TorchRules, _PipRules, _CudaRules, _ChannelRules):
         self.url_rules()
         self.exactness_rules()
         self.mixing_rules()
+        project_rules(self)
         return self.findings
 
 

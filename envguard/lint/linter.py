@@ -15,6 +15,7 @@ from envguard import compat
 from envguard.findings import Finding, Severity
 from envguard.lint.constraints import _PYTHON_UNIVERSE, _TORCH_UNIVERSE, release_lines
 from envguard.lint.deps import _channel_name, _Dep, _parse_conda, _parse_pip
+from envguard.lint.projects import declares_nothing, raw_by_line, raw_for
 from envguard.lint.rules import RULES, TORCH_CONDA_NAMES
 from envguard.platforms import DEFAULT_PLATFORMS
 from envguard.redact import redact
@@ -71,9 +72,11 @@ class _Linter:
             sev = Severity.ERROR if issue.severity == "error" else Severity.WARNING
             if code == "EG115":
                 sev = Severity.ERROR  # a committed secret leaks through git, lock or not
+            if code == "EG100" and issue.key == "dependencies" and declares_nothing(self.data):
+                sev = Severity.WARNING  # conda and mamba create an empty environment from it: valid
             if code == "EG100" and sev is Severity.ERROR:
                 fatal = True
-            msg = f"{issue.key}: {issue.message}" if code in ("EG100", "EG124") else issue.message
+            msg = f"{issue.key}: {issue.message}" if code in ("EG100", "EG117", "EG124") else issue.message
             self.add(code, msg, issue.fix, issue.line, sev)
         return not fatal and isinstance(self.data, dict) and isinstance(self.data.get("dependencies"), list)
 
@@ -85,11 +88,10 @@ class _Linter:
         self.conda: list[_Dep] = []
         self.pip: list[_Dep] = []
         first_include = self._first_pip_include_line()
-        raw_at = {self.pos.line("dependencies", i): redact(dep.strip())
-                  for i, dep in enumerate(self.data["dependencies"]) if isinstance(dep, str)}
+        raw_at = raw_by_line(self.data["dependencies"], self.pos)
         for req in desc.requested:
             if req.manager == "conda":
-                d = _parse_conda(req, raw_at.get(req.line))
+                d = _parse_conda(req, raw_for(raw_at, req))
                 if d is not None:
                     self.conda.append(d)
             else:

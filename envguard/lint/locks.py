@@ -64,7 +64,7 @@ def _listed(channels: Any) -> set[str]:
     from envguard.channels import normalise_channel
 
     out: set[str] = set()
-    for ch in channels or []:
+    for ch in channels if isinstance(channels, list) else []:
         raw = ch.get("url") if isinstance(ch, dict) else ch
         n = normalise_channel(str(raw)) if raw else None
         if not n:
@@ -97,6 +97,8 @@ def _groups(kind: str, shown: str, text: str, data: Any) -> list[_Group]:
         from envguard.sources.pixi import read_pixi
 
         envs = data.get("environments") or {}
+        if not isinstance(envs, dict):
+            read_pixi(data, shown)  # the reader's one-line refusal
         groups = []
         for env in envs:
             desc = read_pixi(data, shown, environment=str(env))

@@ -23,6 +23,7 @@ from envguard.findings import Finding, Severity
 from envguard.lint.constraints import _CUDA_UNIVERSE, release_lines
 from envguard.lint.deps import _channel_name, _Dep
 from envguard.lint.envfile import _EnvLinter
+from envguard.lint.projects import project_rules, satisfied_by_pixi
 from envguard.lint.rules import RULES
 from envguard.sources.pixi_manifest import Environment, Manifest, ManifestDep, parse_manifest
 from envguard.versions import line_key, release
@@ -88,8 +89,8 @@ class _ManifestEnvLinter(_EnvLinter):
     def gather(self) -> None:
         sub = self.manifest.platforms
         self.conda = [x for x in (_dep(d, self.env, sub) for d in self.env.deps if d.manager == "conda") if x]
-        self.pip = [x for x in (_dep(d, self.env, sub) for d in self.env.deps if d.manager == "pip" and not d.source)
-                    if x]
+        self.pip = [x for x in (_dep(d, self.env, sub) for d in satisfied_by_pixi(self.env.deps)
+                                if d.manager == "pip" and not d.source) if x]
         self.channels = [(ch, self.manifest.channels[0][1] if self.manifest.channels else self.manifest.workspace_line)
                          for ch in self.env.channels]
         self.channel_names = {_channel_name(ch) for ch, _ in self.channels}
@@ -150,6 +151,7 @@ class _ManifestEnvLinter(_EnvLinter):
         self.channel_rules()
         self.exactness_rules()
         self.mixing_rules()
+        project_rules(self)
         return self.findings
 
 
@@ -158,7 +160,7 @@ def _structure(m: Manifest, text: str) -> list[Finding]:
     from envguard.lock import version_problem
 
     out: list[Finding] = []
-    if not m.channels and not any(f.channels for f in m.features.values()):
+    if not m.channels and not any(f.channels for f in m.features.values()) and not m.member:
         out.append(Finding("EG129", Severity.ERROR, "no channels in the workspace table: pixi cannot solve anything",
                            'add `channels = ["conda-forge"]` to [workspace]', m.path, m.workspace_line))
     seen: set[tuple[str, int | None]] = set()
@@ -190,7 +192,7 @@ def lint_manifest(shown: str, text: str, data: Any) -> list[Finding]:
         for feature in m.features.values():
             feature.deps = [d for d in feature.deps if d.line not in bad]
     by_key: dict[tuple[str, str, int | None], tuple[Finding, list[str]]] = {}
-    for env in m.environments.values():
+    for env in m.environments.values() if not m.member else ():  # a member's environments are its workspace's
         for f in _ManifestEnvLinter(m, env, text).run():
             key = (f.code, f.message, f.line)
             slot = by_key.setdefault(key, (f, []))

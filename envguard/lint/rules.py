@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from envguard.findings import Severity
+from envguard.lint.projects import RULES as PROJECT_RULES
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the severities by their letters
 
@@ -64,6 +65,7 @@ _RULE_LIST = [
     Rule("EG158", "torch-from-two-managers", E, "torch from conda and from pip: pip's copy is the one imported",
          "any"),
 ]
+_RULE_LIST += [Rule(code, name, Severity(sev), summary, applies) for code, name, sev, summary, applies in PROJECT_RULES]
 # envguard.mixing's rules, as lint codes
 MIX_CODES: dict[str, str] = {"channels": "EG113", "openmp": "EG156", "cuda-lines": "EG157", "torch-twice": "EG158"}
 RULES: dict[str, Rule] = {r.code: r for r in _RULE_LIST}

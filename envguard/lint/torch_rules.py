@@ -15,6 +15,8 @@ class _TorchRules(_Linter):
     def python_rules(self) -> None:
         pys = [d for d in self.conda if d.name == "python"]
         supported = self.c.supported_python
+        if not pys and not (self.conda or self.pip):
+            return  # an environment of nothing installs no Python to pin
         if not pys:
             self.add("EG101", "no python in dependencies: the solver picks the newest Python it finds",
                      f"add {self.dep_fix('python', self.c.default_python)} to dependencies", self._deps_line())

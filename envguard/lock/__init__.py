@@ -46,7 +46,7 @@ from envguard.yamlio import load_fast, read_bytes
 # The wing's public API beyond the command itself: what other wings may use (docs/architecture.md).
 # The spec reader is imported on first use: `lock --check` answers without it.
 _LAZY = {"read_spec": "spec", "validate": "spec", "SpecIssue": "spec", "EnvSpec": "spec",
-         "match_spec_problem": "matchspec", "version_problem": "matchspec"}
+         "match_spec_problem": "matchspec", "version_problem": "matchspec", "rattler_form": "matchspec"}
 # export writes a lock for what a prefix already holds, with the same models, writer and content hash.
 _LAZY.update({"write_adopted": "adopted", "AdoptedPackage": "adopted", "AdoptedLock": "adopted"})
 # `envguard why`: dependency paths read from a lock (the command's function, for cli.py)

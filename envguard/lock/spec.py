@@ -151,13 +151,13 @@ def _conda_spec_error(spec: str) -> str | None:
     """conda's grammar first (what conda and conda-lock read), then rattler's own parser (what we solve with)."""
     from rattler import MatchSpec
 
-    from envguard.lock.matchspec import match_spec_problem
+    from envguard.lock.matchspec import match_spec_problem, rattler_form
 
     problem = match_spec_problem(spec)
     if problem:
         return problem
     try:
-        MatchSpec(spec, strict=False)
+        MatchSpec(rattler_form(spec), strict=False)  # what conda's grammar allows and rattler writes otherwise
     except Exception as e:  # noqa: BLE001 - rattler raises its own InvalidMatchSpecError family
         return str(e).splitlines()[0] or type(e).__name__
     return None

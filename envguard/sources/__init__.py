@@ -3,7 +3,7 @@
 A description is an ``environment.yml``, a pixi manifest (``pixi.toml``, or a
 ``pyproject.toml`` with ``[tool.pixi]``), a ``conda-lock.yml`` (every version of
 its format), an explicit ``@EXPLICIT`` file, a ``conda env export`` YAML, a
-``pixi.lock`` (v5 to v7), a live prefix (a path, or ``name:NAME``) or an
+``pixi.lock`` (v3 to v7), a live prefix (a path, or ``name:NAME``) or an
 ``envguard check --format json`` report. :func:`load` detects the kind from
 the content, never from the file name, and returns a :class:`Description`.
 """
@@ -23,6 +23,9 @@ from envguard.redact import redact
 KINDS = ("environment", "pixi-manifest", "conda-lock", "explicit", "export", "pixi", "prefix", "report")
 SPEC_KINDS = ("environment", "pixi-manifest")  # what was asked for, not what was installed
 NAME_PREFIX = "name:"
+# the top-level keys of an environment file, as conda (and conda-lock) read them
+ENVIRONMENT_KEYS = frozenset(("name", "channels", "dependencies", "prefix", "variables", "platforms", "category",
+                              "pip-repositories", "allow-pypi-requests"))
 
 
 @dataclass(frozen=True)
@@ -113,15 +116,21 @@ def detect_kind(text: str, data: Any = None) -> str | None:
         if is_manifest(data):
             return "pixi-manifest"
         if isinstance(data.get("package"), list) and ("metadata" in data or "version" in data):
-            return "conda-lock"
-        if "environments" in data and "packages" in data and "version" in data:
+            from envguard.sources.pixi import LEGACY
+
+            return "pixi" if data.get("version") in LEGACY else "conda-lock"
+        if "environments" in data and "version" in data:  # "packages" missing: the reader says so
             return "pixi"
         if isinstance(data.get("packages"), list) and ("schema" in data or "version" in data):
             return "report"
+        if "package" in data and "metadata" in data:  # conda-lock's keys, the list missing: the reader says so
+            return "conda-lock"
         if "dependencies" in data:
             from envguard.sources.export import looks_like_export
 
             return "export" if looks_like_export(data) else "environment"
+        if "channels" in data and set(data) <= ENVIRONMENT_KEYS:  # conda reads it: an environment of nothing
+            return "environment"
     return None
 
 
@@ -152,8 +161,8 @@ def _parse(path: Path, text: str) -> Any:
 
 
 def _parse_text(path: Path, text: str) -> Any:
+    from envguard.sources import _yaml
     from envguard.sources.pixi_manifest import looks_like_toml, parse_toml
-    from envguard.yamlio import load_fast
 
     if looks_like_toml(text):  # pixi.toml, pyproject.toml: YAML would call them malformed
         return parse_toml(text, redact(str(path)))
@@ -163,17 +172,18 @@ def _parse_text(path: Path, text: str) -> Any:
             return json.loads(stripped)
         except json.JSONDecodeError as e:
             raise UserError(f"malformed JSON: {e.msg}", file=str(path), line=e.lineno, column=e.colno) from None
-    return load_fast(path, text)
+    return _yaml.load(path, text)
 
 
 def load(spec: str, *, kind: str | None = None, platform: str | None = None,
-         environment: str | None = None) -> Description:
+         environment: str | None = None, first_environment: bool = False) -> Description:
     """Read one environment description.
 
     ``spec`` is a file path, a prefix directory, or ``name:NAME`` for a named
     environment. ``kind`` overrides the detection. ``platform`` only narrows
     what is kept for multi-platform kinds; ``environment`` picks a pixi
-    environment (default: ``default``, or the only one).
+    environment (default: ``default``, or the only one; with ``first_environment``
+    the first of several instead of an error, for a caller that reads every one).
     """
     from envguard.yamlio import read_text
 
@@ -213,11 +223,11 @@ def load(spec: str, *, kind: str | None = None, platform: str | None = None,
     if found == "pixi":
         from envguard.sources.pixi import read_pixi
 
-        return read_pixi(data, shown, environment=environment, platform=platform)
+        return read_pixi(data, shown, environment=environment, platform=platform, first=first_environment)
     if found == "pixi-manifest":
         from envguard.sources.pixi_manifest import read_manifest
 
-        return read_manifest(text, data, shown, environment=environment)
+        return read_manifest(text, data, shown, environment=environment, base_dir=path.parent)
     if found == "environment":
         from envguard.sources.envfile import read_environment
 

@@ -65,6 +65,51 @@ def hash_kind(value: str) -> str | None:
     return {32: "md5", 64: "sha256"}.get(len(v))
 
 
+_DIGEST_LENGTH = {"md5": 32, "sha256": 64}
+
+
+def digest(value: Any, kind: str) -> str | None:
+    """A hash as the file wrote it, whatever YAML 1.1 made of it; None when absent.
+
+    An all-digit digest is a YAML integer: ``1111...`` a decimal one, and one with a leading zero and only
+    the digits 0-7 (``0000...``, ``0123...``) an octal one. The text comes back exactly: a decimal digest
+    has no leading zero and as many digits as the digest, an octal one is written back in base 8 and
+    padded to the digest's length (its leading zeros are what YAML dropped). ``0`` is a digest, not
+    "no hash".
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        size = _DIGEST_LENGTH.get(kind, 0)
+        text = str(value)
+        if len(text) == size and not text.startswith("-"):
+            return text
+        return format(value, "o").zfill(size) if value >= 0 else text
+    return str(value)
+
+
+def refused_number(value: Any, kind: str, tool: str) -> bool:
+    """Whether ``tool``'s own reader refuses this digest because YAML made a number of it.
+
+    conda-lock reads with PyYAML into string fields: every number is refused. pixi reads with serde_yaml,
+    where an all-digit scalar with a leading zero stays a string: only a decimal number is refused.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if tool == "pixi":
+        return isinstance(value, int) and len(str(value)) == _DIGEST_LENGTH.get(kind, -1)
+    return True
+
+
+def number_digests_note(keys: list[str], tool: str) -> str:
+    """The note for digests YAML read as numbers: read as the text written, which the tool refuses."""
+    shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+    return (f"{shown}: an all-digit hash that YAML reads as a number; read as the digits written, but {tool}'s "
+            "own reader refuses it: quote it")
+
+
 def as_str(value: Any) -> str:
     """YAML may turn ``version: 1.10`` into a float; versions are strings."""
     if value is None:

@@ -24,7 +24,15 @@ from envguard.channels import channel_from_url
 from envguard.errors import PlatformNotLocked, UserError
 from envguard.model import Package
 from envguard.sources import Description
-from envguard.sources._common import as_str, parse_conda_filename, parse_pypi_filename, redact_opt
+from envguard.sources._common import (
+    as_str,
+    digest,
+    number_digests_note,
+    parse_conda_filename,
+    parse_pypi_filename,
+    redact_opt,
+    refused_number,
+)
 
 SUPPORTED_VERSIONS = (None, 1, 2)
 _PLACEHOLDER = "0.0.0"  # conda-lock 3.x's version for a pip package locked from a URL (pypi_solver.get_package)
@@ -43,22 +51,39 @@ def _depends(value: Any) -> tuple[str, ...]:
     return ()
 
 
-def read_conda_lock(data: Any, shown: str, *, platform: str | None = None) -> Description:
-    """Read parsed conda-lock YAML; ``platform`` keeps only that platform (faster on large locks)."""
+# pixi.lock up to version 3 kept conda-lock's layout and wrote PyPI packages as ``manager: pypi``;
+# rattler reads ``pip`` and ``pypi`` alike there.
+_MANAGERS = {"conda": "conda", "pip": "pip", "pypi": "pip"}
+
+
+def read_conda_lock(data: Any, shown: str, *, platform: str | None = None,
+                    versions: tuple[Any, ...] = SUPPORTED_VERSIONS) -> Description:
+    """Read parsed conda-lock YAML; ``platform`` keeps only that platform (faster on large locks).
+
+    ``versions``: the format versions accepted (the pixi.lock reader passes pixi's conda-lock-like ones).
+    """
     if not isinstance(data, dict) or not isinstance(data.get("package"), list):
+        if isinstance(data, dict) and data.get("package") is None and "package" in data:
+            raise UserError("'package' is empty (null), and conda-lock reads only a list", file=shown,
+                            key="package", fix="write `package: []` for a lock of nothing, or re-lock")
         raise _bad(shown, "package", "not a conda-lock file: no 'package' list")
     version = data.get("version")
-    if version not in SUPPORTED_VERSIONS:
+    if version not in versions:
         raise UserError(f"unsupported conda-lock format version {version!r}", file=shown, key="version",
                         fix="envguard reads conda-lock format versions 1 and 2 and the unversioned format")
     meta = data.get("metadata") or {}
     if not isinstance(meta, dict):
         raise _bad(shown, "metadata", "'metadata' must be a mapping")
+    for key in ("platforms", "channels"):
+        if meta.get(key) is not None and not isinstance(meta[key], list):
+            raise _bad(shown, f"metadata.{key}", f"'{key}' must be a list")
     declared = [str(p) for p in (meta.get("platforms") or [])]
 
     by_platform: dict[str | None, list[Package]] = {p: [] for p in declared if platform in (None, p)}
     seen: set[tuple[str, str, str]] = set()
     placeholders: dict[str, str] = {}
+    tool = "conda-lock" if versions == SUPPORTED_VERSIONS else "pixi"
+    numbers: list[str] = []  # digests YAML read as numbers
     for i, entry in enumerate(data["package"]):
         if not isinstance(entry, dict):
             raise _bad(shown, f"package[{i}]", "each package entry must be a mapping")
@@ -70,9 +95,9 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None) -> De
         plat = str(plat)
         if platform is not None and plat != platform:
             continue
-        manager = entry.get("manager", "conda")
-        if manager not in ("conda", "pip"):
-            raise _bad(shown, f"package[{i}].manager", f"unknown manager {manager!r}")
+        manager = _MANAGERS.get(as_str(entry.get("manager", "conda")))
+        if manager is None:
+            raise _bad(shown, f"package[{i}].manager", f"unknown manager {entry.get('manager')!r}")
         # v1 repeats a package once per category: keep the first.
         ident = (plat, manager, str(name))
         if ident in seen:
@@ -94,16 +119,18 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None) -> De
                 if version == _PLACEHOLDER:
                     placeholders[str(name)] = parsed_pip[1]
                 version = parsed_pip[1]
-        h = entry.get("hash") or {}
-        if not isinstance(h, dict):
+        raw = entry.get("hash") or {}
+        if not isinstance(raw, dict):
             raise _bad(shown, f"package[{i}].hash", "'hash' must be a mapping")
+        h = {k: digest(raw.get(k), k) for k in ("md5", "sha256")}
+        numbers += [f"package[{i}].hash.{k}" for k in ("md5", "sha256") if refused_number(raw.get(k), k, tool)]
         if not h.get("sha256") and "#sha256=" in url:  # a URL dependency: the hash in the fragment only
             h = {**h, "sha256": url.split("#sha256=", 1)[1].split("&", 1)[0]}
         by_platform.setdefault(plat, []).append(
             Package(
                 name=str(name),
                 version=as_str(version),
-                manager=manager,
+                manager=manager,  # type: ignore[arg-type]  # "conda" or "pip", from _MANAGERS
                 build=build,
                 channel=channel_from_url(url) if manager == "conda" else None,
                 sha256=h.get("sha256") or None,
@@ -118,5 +145,7 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None) -> De
                                 file=shown, key="metadata.platforms", fix="pick one of those with --platform")
     notes = [f"{n}: conda-lock's placeholder version {_PLACEHOLDER} read as {v}, the version in its file name"
              for n, v in sorted(placeholders.items())]
+    if numbers:
+        notes.append(number_digests_note(numbers, tool))
     return Description(kind="conda-lock", path=shown, packages=by_platform,
                        declared_platforms=tuple(declared), notes=notes)

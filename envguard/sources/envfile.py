@@ -35,6 +35,22 @@ def split_conda_spec(text: str) -> tuple[str | None, str, str]:
     return m.group("chan"), m.group("name"), rest
 
 
+def package_file_spec(entry: str) -> tuple[str, str, str | None] | None:
+    """(name, ``name ==version build``, channel) of a dependency that is a package file or its URL
+    (``./pkgs/foo-1.0-0.tar.bz2``, ``https://.../linux-64/foo-1.0-0.conda``), as conda reads it; else None."""
+    from envguard.channels import CONDA_EXTENSIONS, channel_from_url
+    from envguard.sources._common import parse_conda_filename
+
+    text = entry.split(" #", 1)[0].strip().split("#", 1)[0]
+    if not text.endswith(CONDA_EXTENSIONS):
+        return None
+    parsed = parse_conda_filename(text)
+    if parsed is None:
+        return None
+    name, version, build = parsed
+    return name, f"{name} =={version} {build}", channel_from_url(text) if "://" in text else None
+
+
 def _pip_spec(item: str, selector: tuple[str, ...] | None, line: int | None, base_dir: Path,
               notes: list[str], seen_files: set[Path]) -> list[RequestedSpec]:
     from packaging.requirements import InvalidRequirement, Requirement
@@ -152,6 +168,12 @@ def read_environment(text: str, data: Any, shown: str, *, base_dir: Path | None 
             continue
         entry = as_str(dep).strip()
         if not entry:
+            continue
+        artifact = package_file_spec(entry)
+        if artifact is not None:  # a package file or URL: conda reads name, version and build from its name
+            name, spec, chan = artifact
+            requested.append(RequestedSpec(name=name, spec=redact(spec), manager="conda", channel=chan,
+                                           platforms=selector_at(line, name), line=line))
             continue
         try:
             chan, name, rest = split_conda_spec(entry)

@@ -1,4 +1,7 @@
-"""pixi.lock, format versions 5 to 7.
+"""pixi.lock, every format version rattler reads (3 to 7).
+
+Versions 3 and lower kept conda-lock's layout (a ``package`` list with ``platform`` and ``manager`` per
+entry, one implicit environment ``default``): they are read by the conda-lock reader. The rest:
 
 All three keep ``environments.<env>.packages.<platform>`` as a list of
 locators (``- conda: URL`` / ``- pypi: URL-or-path``) pointing into one
@@ -30,12 +33,29 @@ from envguard.model import Manager, Package
 from envguard.sources import Description
 from envguard.sources._common import (
     as_str,
+    digest,
+    hash_kind,
+    number_digests_note,
     parse_conda_filename,
     parse_pypi_filename,
     redact_opt,
+    refused_number,
 )
+from envguard.sources._yaml import duplicate_keys
 
 SUPPORTED = (4, 5, 6, 7)
+LEGACY = (3,)  # conda-lock's layout; 1 and 2 are conda-lock's own version numbers and read as conda-lock
+
+# rattler's known subdirs (rattler.Subdir.all(), tests/test_reader_conformance.py keeps them equal): a
+# platform key or a v7 platform's subdir that is none of them makes rattler refuse the lock.
+KNOWN_SUBDIRS = frozenset((
+    "noarch", "linux-32", "linux-64", "linux-aarch64", "linux-armv6l", "linux-armv7l", "linux-loongarch64",
+    "linux-ppc64le", "linux-ppc64", "linux-ppc", "linux-s390x", "linux-riscv32", "linux-riscv64",
+    "freebsd-32", "freebsd-64", "freebsd-arm64", "freebsd-ppc64le", "freebsd-ppc64", "osx-64", "osx-arm64",
+    "ios-arm64", "iossimulator-arm64", "iossimulator-64", "android-aarch64", "android-armv7a", "android-64",
+    "android-32", "win-32", "win-64", "win-arm64", "emscripten-wasm32", "emscripten-wasm64", "wasi-wasm32",
+    "zos-z",
+))
 
 
 def _locator(entry: dict[str, Any]) -> tuple[Manager, str] | None:
@@ -88,28 +108,83 @@ def _package(entry: dict[str, Any], manager: Manager, loc: str, platform: str) -
         parsed_pip = parse_pypi_filename(url)
         if parsed_pip:
             name = name or parsed_pip[0]
-            version = version if version is not None else parsed_pip[1]
+            version = version if isinstance(version, str) else parsed_pip[1]  # a YAML float lost digits
         depends = tuple(as_str(d) for d in entry.get("requires_dist") or ())
         channel, build = None, None
     if not name:
         raise ValueError(loc)
     return Package(name=as_str(name), version=as_str(version), manager=manager,
                    build=as_str(build) if build else None, channel=channel,
-                   sha256=entry.get("sha256") or None, md5=entry.get("md5") or None,
+                   sha256=digest(entry.get("sha256"), "sha256"), md5=digest(entry.get("md5"), "md5"),
                    url=redact_opt(url), platform=platform, depends=depends)
 
 
-def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform: str | None = None) -> Description:
+def _refuse(shown: str, message: str, key: str | None = None, line: int | None = None) -> UserError:
+    return UserError(f"{message}; pixi's reader (rattler) refuses the lock", file=shown, key=key, line=line,
+                     fix="re-lock with `pixi lock`, or correct the file by hand")
+
+
+def _read_legacy(data: dict[str, Any], shown: str, environment: str | None, platform: str | None) -> Description:
+    from envguard.sources.condalock import read_conda_lock
+
+    if environment not in (None, "default"):
+        raise UserError(f"no environment {environment!r} (a version {data.get('version')} lock has only "
+                        "'default')", file=shown, key="environments", fix="drop --environment")
+    for i, entry in enumerate(data.get("package") or []):
+        plat = entry.get("platform") if isinstance(entry, dict) else None
+        if plat is not None and as_str(plat) not in KNOWN_SUBDIRS:
+            raise _refuse(shown, f"{as_str(plat)!r} is not a known platform", key=f"package[{i}].platform")
+    d = read_conda_lock(data, shown, platform=platform, versions=LEGACY)
+    # rattler lists a legacy lock's platforms from its packages, not from metadata.platforms
+    packages = {p: pkgs for p, pkgs in d.packages.items() if pkgs}
+    return Description(kind="pixi", path=shown, packages=packages, environments=("default",),
+                       environment="default", notes=d.notes)
+
+
+def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform: str | None = None,
+              first: bool = False) -> Description:
+    """Read a parsed pixi.lock: one environment (``environment``; default: ``default``, or the only one; with
+    ``first``, the first one of several rather than an error: a caller that reads them all starts there)."""
     version = data.get("version") if isinstance(data, dict) else None
+    repeated = duplicate_keys(data)
+    if repeated:
+        key, line = repeated[0]
+        raise _refuse(shown, f"key {key!r} is written twice in one mapping", line=line)
+    if version in LEGACY and isinstance(data.get("package"), list):
+        return _read_legacy(data, shown, environment, platform)
     if version not in SUPPORTED:
         raise UserError(f"unsupported pixi.lock version {version!r}", file=shown, key="version",
-                        fix="envguard reads pixi.lock versions 5 to 7; re-lock with a recent pixi")
+                        fix="envguard reads pixi.lock versions 3 to 7; re-lock with a recent pixi")
     envs = data.get("environments")
-    if not isinstance(envs, dict) or not envs:
+    if not isinstance(envs, dict):
         raise UserError("no environments", file=shown, key="environments", fix="re-lock with `pixi lock`")
-    names = tuple(envs)
+    if not isinstance(data.get("packages"), list):
+        raise _refuse(shown, "no 'packages' list", key="packages")
+    for name, env in envs.items():
+        for required in ("channels", "packages"):
+            if not isinstance(env, dict) or required not in env:
+                raise _refuse(shown, f"environment {as_str(name)!r} has no {required!r}",
+                              key=f"environments.{as_str(name)}.{required}")
+        if not isinstance(env["channels"], list):
+            raise _refuse(shown, "'channels' must be a list", key=f"environments.{as_str(name)}.channels")
+        if env["packages"] is not None and not isinstance(env["packages"], dict):
+            raise _refuse(shown, "'packages' must map platforms to lists", key=f"environments.{as_str(name)}.packages")
+        for plat, refs in (env["packages"] or {}).items():
+            if refs is not None and not isinstance(refs, list):
+                raise _refuse(shown, "a platform's packages must be a list",
+                              key=f"environments.{as_str(name)}.packages.{as_str(plat)}")
+    if data.get("platforms") is not None and not (isinstance(data["platforms"], list)
+                                                  and all(isinstance(p, dict) for p in data["platforms"])):
+        raise _refuse(shown, "'platforms' must be a list of platform tables (name, subdir, virtual-packages)",
+                      key="platforms")
+    names = tuple(as_str(n) for n in envs)
+    if not envs:  # rattler reads a lock of no environments: nothing is locked
+        if environment is not None:
+            raise UserError(f"no environment {environment!r} (the lock has none)", file=shown,
+                            key="environments", fix="drop --environment")
+        return Description(kind="pixi", path=shown, notes=["the lock has no environments: nothing is locked"])
     if environment is None:
-        environment = "default" if "default" in envs else (names[0] if len(names) == 1 else None)
+        environment = "default" if "default" in envs else (names[0] if len(names) == 1 or first else None)
         if environment is None:
             raise UserError(f"several environments ({', '.join(names)})", file=shown, key="environments",
                             fix="pick one with --environment")
@@ -120,15 +195,28 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
     # v7: custom platform names map to a subdir
     subdir_of: dict[str, str] = {}
     info: dict[str, dict[str, str]] = {}
-    for p in data.get("platforms") or []:
+    for k, p in enumerate(data.get("platforms") or []):
         if isinstance(p, dict) and p.get("name"):
-            subdir_of[str(p["name"])] = str(p.get("subdir") or p["name"])
-            info[str(p["name"])] = {"subdir": subdir_of[str(p["name"])], **_virtual_facts(p.get("virtual-packages"))}
+            name = as_str(p["name"])
+            if name in subdir_of:
+                raise _refuse(shown, f"platform name {name!r} is declared twice", key=f"platforms[{k}].name")
+            subdir_of[name] = as_str(p.get("subdir") or name)
+            if subdir_of[name] not in KNOWN_SUBDIRS:
+                raise _refuse(shown, f"{subdir_of[name]!r} is not a known subdir",
+                              key=f"platforms[{k}].{'subdir' if p.get('subdir') else 'name'}")
+            info[name] = {"subdir": subdir_of[name], **_virtual_facts(p.get("virtual-packages"))}
 
     index: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    numbers: list[str] = []
     for i, entry in enumerate(data.get("packages") or []):
         if not isinstance(entry, dict):
             raise UserError("each package must be a mapping", file=shown, key=f"packages[{i}]")
+        for algo in ("md5", "sha256"):
+            if refused_number(entry.get(algo), algo, "pixi"):
+                numbers.append(f"packages[{i}].{algo}")
+            elif entry.get(algo) is not None and hash_kind(digest(entry.get(algo), algo) or "") != algo:
+                raise _refuse(shown, f"{redact_opt(as_str(entry.get(algo)))!r} is not a {algo} digest",
+                              key=f"packages[{i}].{algo}")
         loc = _locator(entry)
         if loc is not None:
             index.setdefault(loc, []).append(entry)
@@ -139,7 +227,13 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
         raise UserError("'packages' must map platforms to lists", file=shown,
                         key=f"environments.{environment}.packages")
     out: dict[str | None, list[Package]] = {}
-    notes: list[str] = []
+    notes: list[str] = [number_digests_note(numbers, "pixi")] if numbers else []
+    for key in per_platform:
+        name = as_str(key)
+        if name not in (subdir_of if subdir_of else KNOWN_SUBDIRS):
+            raise _refuse(shown, f"{name!r} is not a known platform"
+                          + (" (nor one of the lock's 'platforms')" if subdir_of else ""),
+                          key=f"environments.{environment}.packages.{name}")
     for key, refs in per_platform.items():
         plat = str(key)
         if platform is not None and plat != platform:
@@ -178,7 +272,7 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
 def _virtual_facts(virtual: Any) -> dict[str, str]:
     """``__cuda=12`` -> {"cuda": "12"}, ``__osx=13.5`` -> {"macos": "13.5"}: what names a custom platform."""
     out: dict[str, str] = {}
-    for v in virtual or []:
+    for v in virtual if isinstance(virtual, list) else []:
         name, _, rest = as_str(v).partition("=")
         key = {"__cuda": "cuda", "__osx": "macos"}.get(name.strip())
         if key:

@@ -1,6 +1,6 @@
 """pixi manifests: ``pixi.toml`` and a ``pyproject.toml`` with ``[tool.pixi]``. What each environment asks for.
 
-Read with a real TOML parser (``tomllib``; ``tomli`` on Python 3.10). A manifest holds:
+Read with a real TOML 1.1 parser (``tomli`` >= 2.4, as pixi reads TOML 1.1). A manifest holds:
 
 * a workspace table (``[workspace]``, or ``[project]`` in older pixi.toml files; ``[tool.pixi.workspace]``
   in a pyproject.toml): ``channels`` (names, URLs or ``{channel, priority}`` tables) and ``platforms``
@@ -23,8 +23,9 @@ parser keeps none), so lint can name ``pixi.toml:LINE``.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from envguard.errors import UserError
@@ -44,7 +45,8 @@ def looks_like_toml(text: str) -> bool:
         if not line or line.startswith("#"):
             continue
         return bool(re.match(r"^\[\[?\s*[A-Za-z0-9_\"'.-][^\],]*\]\]?\s*(#.*)?$", line)
-                    or re.match(r"^[A-Za-z0-9_\"'.-]+\s*=", line))
+                    or re.match(r"""^(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9_.-]+)(?:\s*\.\s*(?:"[^"\n]*"|'[^'\n]*'|"""
+                                r"""[A-Za-z0-9_-]+))*\s*=""", line))
     return False
 
 
@@ -53,15 +55,53 @@ def _table(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _reads_toml_11(module: Any) -> bool:
+    try:
+        module.loads("a = { b = 1,\n}")
+    except Exception:  # noqa: BLE001 - a TOML 1.0 reader's own decode error
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _toml_reader() -> Any:
+    """tomli >= 2.4, the TOML 1.1 reader envguard depends on.
+
+    conda-lock's vendored poetry-core puts its own directory first on ``sys.path`` when it is imported, and
+    its tomli reads TOML 1.0 only: after a lock or a freshness test in the same process, ``import tomli``
+    finds that copy. The installed distribution is then imported from beyond that directory, and the
+    vendored copy left in place for poetry-core.
+    """
+    import os
+    import sys
+
+    import tomli
+
+    if not _reads_toml_11(tomli):
+        shadowing = os.path.dirname(os.path.dirname(os.path.abspath(tomli.__file__ or "")))
+        saved = {k: m for k, m in sys.modules.items() if k == "tomli" or k.startswith("tomli.")}
+        saved_path = sys.path[:]
+        for k in saved:
+            del sys.modules[k]
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != shadowing]
+        try:
+            import tomli as installed
+        finally:
+            sys.path[:] = saved_path
+            for k in [k for k in sys.modules if k == "tomli" or k.startswith("tomli.")]:
+                del sys.modules[k]
+            sys.modules.update(saved)
+        tomli = installed
+    return tomli
+
+
 def parse_toml(text: str, shown: str) -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:
-        import tomli as tomllib
+    """TOML 1.1, as pixi reads it (tomli >= 2.4; the standard library's tomllib reads 1.0 before 3.15)."""
+    tomli = _toml_reader()
 
     try:
-        return tomllib.loads(text.lstrip("\ufeff"))
-    except tomllib.TOMLDecodeError as e:
+        return tomli.loads(text.lstrip("\ufeff"))
+    except tomli.TOMLDecodeError as e:
         msg = str(e)
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
         problem = re.sub(r"\s*\(at line.*$", "", msg)
@@ -85,6 +125,33 @@ def pixi_table(data: Any) -> dict[str, Any] | None:
         ws = data.get("project") if "build-system" not in data else None  # pyproject's [project] is PEP 621
     if isinstance(ws, dict) and ("channels" in ws or "platforms" in ws):
         return data
+    if isinstance(data.get("package"), dict) and "build-system" not in data:  # a workspace member's manifest
+        return data
+    return None
+
+
+def is_package_only(table: dict[str, Any]) -> bool:
+    """A ``[package]`` manifest without a workspace of its own: a member of a workspace further up."""
+    return isinstance(table.get("package"), dict) and not any(isinstance(table.get(k), dict)
+                                                               for k in ("workspace", "project"))
+
+
+def find_workspace(start: Path) -> Path | None:
+    """The manifest of the workspace a member in ``start`` belongs to, as pixi finds it: the nearest parent
+    directory with a ``pixi.toml`` that has a workspace table, or a ``pyproject.toml`` with
+    ``[tool.pixi.workspace]``."""
+    for folder in list(start.resolve().parents):
+        for name in ("pixi.toml", "pyproject.toml"):
+            candidate = folder / name
+            if not candidate.is_file():
+                continue
+            try:
+                data = parse_toml(candidate.read_text(encoding="utf-8"), str(candidate))
+            except (UserError, OSError, UnicodeDecodeError):
+                continue
+            table = pixi_table(data)
+            if table is not None and not is_package_only(table):
+                return candidate
     return None
 
 
@@ -154,6 +221,9 @@ class ManifestDep:
     line: int | None
     feature: str  # "default" or the feature's name
     source: bool = False  # git/path/url: built from a source, no version to check
+    # a pyproject's [project] dependency: pixi installs it from conda when a conda dependency provides it
+    # (the conda-PyPI name mapping), from PyPI only otherwise; it stays for the package's own metadata
+    pep621: bool = False
 
 
 @dataclass
@@ -201,6 +271,7 @@ class Manifest:
     workspace_line: int | None
     notes: list[str] = field(default_factory=list)
     platform_info: dict[str, dict[str, str]] = field(default_factory=dict)
+    member: bool = False  # a [package] manifest read alone: no workspace, channels or environments of its own
 
 
 def _channel_name(value: Any) -> str | None:
@@ -227,6 +298,10 @@ class _Reader:
         self.prefix: tuple[str, ...] = ("tool", "pixi") if self.pyproject else ()
         self.data = data
         self.notes: list[str] = []
+        from envguard.sources.pixi_schema import check
+
+        check(table, pyproject=self.pyproject, shown=shown, line=self.line,
+              prefix="tool.pixi." if self.pyproject else "")
 
     def line(self, *key: str) -> int | None:
         path = self.prefix + key
@@ -320,8 +395,32 @@ class _Reader:
             f.system_line = self.line(*where, "system-requirements", "cuda") or self.line(*where, "system-requirements")
         return f
 
+    def _package_alone(self) -> Manifest:
+        """A ``[package]`` manifest read on its own: what the package needs at run time is what it asks for."""
+        pkg = self.table["package"]
+        default = Feature(name=DEFAULT)
+        run = {"dependencies": pkg.get("run-dependencies") or {}}
+        for name, value in run["dependencies"].items():
+            default.deps.append(self._dep(str(name), value, "conda", self.line("package", "run-dependencies",
+                                                                              str(name)),
+                                          DEFAULT, None, ("package", "run-dependencies")))
+        for target_key, tables in (pkg.get("target") or {}).items():
+            if isinstance(tables, dict) and isinstance(tables.get("run-dependencies"), dict):
+                for name, value in tables["run-dependencies"].items():
+                    where = ("package", "target", str(target_key), "run-dependencies")
+                    default.deps.append(self._dep(str(name), value, "conda", self.line(*where, str(name)), DEFAULT,
+                                                  self._platform_names({}, str(target_key)), where))
+        self.notes.append("a package manifest ([package]) with no workspace found above it: read alone, its "
+                          "[package.run-dependencies] as what it asks for (pixi itself needs the workspace)")
+        env = Environment(DEFAULT, [default], (), (), None)
+        return Manifest(path=self.shown, prefix=self.prefix, channels=[], platforms={}, features={DEFAULT: default},
+                        environments={DEFAULT: env}, workspace_line=self.line("package"), notes=self.notes,
+                        member=True)
+
     def read(self) -> Manifest:
         t = self.table
+        if is_package_only(t):
+            return self._package_alone()
         ws_key = "workspace" if isinstance(t.get("workspace"), dict) else "project"
         ws = _table(t.get(ws_key))
         chans = ws.get("channels")
@@ -395,6 +494,13 @@ class _Reader:
         pixi_deps = self.table.get("dependencies") or {}
         rp = project.get("requires-python")
         if rp and "python" not in pixi_deps:
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            try:  # PEP 440 (">= 3.11", ">=3.10, <3.13"): the conda spec pixi makes of it has no spaces
+                rp = ",".join(str(s) for s in SpecifierSet(str(rp)))
+            except InvalidSpecifier:
+                raise _bad(self.shown, "project.requires-python", f"{str(rp)!r} is not a PEP 440 version specifier",
+                           self.lines.get(("project", "requires-python"))) from None
             out.append(ManifestDep(name="python", manager="conda", spec=f"python {rp}", version=str(rp), build=None,
                                    channel=None, platforms=None, line=self.lines.get(("project", "requires-python")),
                                    feature=DEFAULT))
@@ -424,15 +530,40 @@ class _Reader:
             return None
         return ManifestDep(name=r.name, manager="pip", spec=redact(str(req)), version=str(r.specifier) or None,
                            build=None, channel=None, platforms=None, line=self.lines.get(where), feature=feature,
-                           source=r.url is not None)
+                           source=r.url is not None, pep621=True)
+
+
+def satisfied_by_pixi(deps: list[ManifestDep]) -> list[ManifestDep]:
+    """An environment's dependencies without the pyproject ``[project]`` requirements that a conda
+    dependency of the same environment provides: pixi installs those from conda and nothing from PyPI, so
+    they are not a package "requested from both conda and pip" (and deleting them breaks the package)."""
+    from envguard.model import canonical_name
+
+    conda = {canonical_name(d.name, "conda") for d in deps if d.manager == "conda"}
+    return [d for d in deps if not (d.manager == "pip" and d.pep621 and canonical_name(d.name, "pip") in conda)]
 
 
 def parse_manifest(text: str, data: Any, shown: str) -> Manifest:
     return _Reader(text, data, shown).read()
 
 
-def read_manifest(text: str, data: Any, shown: str, *, environment: str | None = None) -> Description:
-    """The requested specs of one environment (``default`` unless named) as a spec side for diff."""
+def read_manifest(text: str, data: Any, shown: str, *, environment: str | None = None,
+                  base_dir: Path | None = None) -> Description:
+    """The requested specs of one environment (``default`` unless named) as a spec side for diff.
+
+    A workspace member (a ``[package]`` manifest) is read as its workspace, found the way pixi finds it from
+    ``base_dir``; with none found, alone (a note says which)."""
+    table = pixi_table(data)
+    if table is not None and is_package_only(table) and base_dir is not None:
+        ws = find_workspace(base_dir / "pixi.toml")
+        if ws is not None:
+            from envguard.yamlio import read_text
+
+            ws_text = read_text(ws)
+            whole = read_manifest(ws_text, parse_toml(ws_text, redact(str(ws))), redact(str(ws)),
+                                  environment=environment)
+            whole.notes.insert(0, f"{shown} is a package of the workspace {redact(str(ws))}: its environments are read")
+            return whole
     m = parse_manifest(text, data, shown)
     names = tuple(m.environments)
     env_name = environment or DEFAULT
@@ -441,7 +572,7 @@ def read_manifest(text: str, data: Any, shown: str, *, environment: str | None =
                         key="environments", fix="pick one of those with --environment")
     env = m.environments[env_name]
     requested: list[RequestedSpec] = []
-    for d in env.deps:
+    for d in satisfied_by_pixi(env.deps):  # what pixi takes from conda is asked for once, from conda
         plats = None if d.platforms is None else tuple(p for p in d.platforms if p in env.platforms)
         requested.append(RequestedSpec(name=d.name, spec=redact(d.spec), manager=d.manager,
                                        channel=d.channel, platforms=plats, line=d.line))
@@ -454,11 +585,14 @@ __all__ = [
     "Feature",
     "Manifest",
     "ManifestDep",
+    "find_workspace",
     "is_manifest",
+    "is_package_only",
     "looks_like_toml",
     "parse_manifest",
     "parse_toml",
     "pixi_table",
     "read_manifest",
+    "satisfied_by_pixi",
     "toml_lines",
 ]
