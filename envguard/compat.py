@@ -423,7 +423,7 @@ _DRIVER = re.compile(r"^\d+(\.\d+)*$")  # "580": a driver branch, where no exact
 _PLATFORM = re.compile(r"^(linux|osx|win)-[a-z0-9_]+$")
 
 
-def validate(raw: Any) -> list[str]:
+def validate(raw: Any) -> list[str]:  # noqa: C901, PLR0912 - the data file's schema, checked key by key in one pass
     """Every way ``raw`` (both documents of compat.yaml, :func:`load_all`) breaks the schema, as ``key: problem``
     lines."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet

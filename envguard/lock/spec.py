@@ -211,7 +211,7 @@ def _pip_spec_problem(spec: str) -> tuple[str, str, str] | None:
     return None
 
 
-def validate(data: Any, positions: Positions, path: str | Path,
+def validate(data: Any, positions: Positions, path: str | Path,  # noqa: C901, PLR0912, PLR0915 - every key of environment.yml in one pass, so every problem is listed at once
              text: str | None = None) -> tuple[list[SpecIssue], list[SpecIssue]]:
     """Check a parsed environment file; return (errors, warnings), each a list of :class:`SpecIssue`.
 

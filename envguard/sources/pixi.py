@@ -141,7 +141,7 @@ def _read_legacy(data: dict[str, Any], shown: str, environment: str | None, plat
                        environment="default", notes=d.notes)
 
 
-def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform: str | None = None,
+def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform: str | None = None,  # noqa: C901, PLR0912 - pixi.lock's layout refused key by key as rattler does
               first: bool = False) -> Description:
     """Read a parsed pixi.lock: one environment (``environment``; default: ``default``, or the only one; with
     ``first``, the first one of several rather than an error: a caller that reads them all starts there)."""

@@ -52,7 +52,7 @@ class SchemaError(UserError):
     """A manifest pixi refuses: the key and the rule of pixi's schema it breaks."""
 
 
-def check(table: dict[str, Any], *, pyproject: bool, shown: str, line: Callable[..., int | None],
+def check(table: dict[str, Any], *, pyproject: bool, shown: str, line: Callable[..., int | None],  # noqa: C901 - pixi's manifest schema, table by table
           prefix: str = "") -> None:
     """Raise :class:`SchemaError` for the first rule ``table`` (the pixi part of the manifest) breaks."""
 

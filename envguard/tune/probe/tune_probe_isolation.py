@@ -105,7 +105,7 @@ def _tail(path: str, n: int = 3000) -> str:
         return ""
 
 
-def run_forked(fn, req: dict, workdir: str, protocol_fd: int | None) -> dict:
+def run_forked(fn, req: dict, workdir: str, protocol_fd: int | None) -> dict:  # noqa: PLR0915 - one supervisor of the forked trial: fork, watch, reap, in order
     """Run ``fn()`` (which returns a JSON-able dict) in a forked child in a process group of its own."""
     import select
     import signal
