@@ -354,6 +354,11 @@ def run_check(options: CheckOptions) -> CheckReport:
         raise NoTargetError(f"no environment at {target} ({target.why})", key="-p",
                             fix="pass an existing prefix with -p or a name with -n, or build it with `envguard create`")
     info: PrefixInfo = inspect_prefix(target)
+    if not info.is_conda and not info.is_venv and not os.path.exists(python_in_prefix(target)) \
+            and half_built_reason(target) is None:
+        # smoke, export and diff refuse such a directory too: a clean report of it would be a false pass
+        raise UserError("not an environment (no conda-meta/, pyvenv.cfg or Python interpreter)", file=str(target),
+                        key="-p/-n", fix="pass the root directory of a conda environment or virtualenv")
 
     findings: list[Finding] = []
     lock_pkgs: list[Package] | None = None
