@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import check_envs
 from support.channels import HOST_PY
 from support.check_envs import envguard
 
@@ -26,3 +27,44 @@ def test_check_of_a_directory_that_is_not_an_environment_is_exit_2(tmp_path: Pat
         assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     proc = envguard("check", "--no-smoke", "-p", ".", cwd=tmp_path)
     assert "not an environment" in proc.stderr and str(tmp_path) in proc.stderr, proc.stderr
+
+
+BASE = [f"python {HOST_PY}.*", "pip", "egtool"]
+
+
+@pytest.fixture(scope="module")
+def built(channel_url: str, session_tmp: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A real environment rattler installed from the test channel, the real lock of it, and a project whose
+    environment.yml sits beside that lock."""
+    root = tmp_path_factory.mktemp("exact")
+    prefix, records = check_envs.make_env(channel_url, BASE, root / "env", session_tmp / "exact-pkgs")
+    lock = check_envs.write_lock(root / "conda-lock.yml", records)
+    (root / "environment.yml").write_text(SPEC)
+    return {"root": root, "env": prefix, "lock": lock, "spec": root / "environment.yml"}
+
+
+def test_every_command_that_takes_a_lock_checks_its_kind_first(built: dict[str, Path], tmp_path: Path) -> None:
+    env, lock, spec = built["env"], built["lock"], built["spec"]
+    ok = envguard("check", "-p", str(env), "--no-smoke", "--lockfile", str(lock), "--format", "json")
+    assert ok.returncode in (0, 1), ok.stderr  # the real lock is read as one
+    report = tmp_path / "node1.json"
+    report.write_text(ok.stdout)
+    for args in (["check", "-p", str(env), "--no-smoke", "--lockfile", str(spec)],
+                 ["fleet", str(report), "--lockfile", str(spec)],
+                 ["lock", "--check", "-f", str(spec), "--lockfile", str(spec)]):
+        proc = envguard(*args)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert f"{spec}: --lockfile: an environment file" in proc.stderr, (args, proc.stderr)
+        assert f"envguard lock -f {spec}`" in proc.stderr and f"--lockfile {spec}" not in proc.stderr, proc.stderr
+    proc = envguard("check", "-p", str(env), "--no-smoke", "--lockfile", str(report))
+    assert proc.returncode == 2 and "an `envguard check` report, not a lock" in proc.stderr, proc.stderr
+    # a file of no kind at all: fleet has no --kind flag, so it must not suggest one
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    proc = envguard("fleet", str(report), "--lockfile", str(passwd))
+    assert proc.returncode == 2 and "not a lock file" in proc.stderr and "--kind" not in proc.stderr, proc.stderr
+    # and the other way round: a lock given where an environment file is read
+    for args in (["lock", "--check", "-f", str(lock)],):
+        proc = envguard(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert f"{lock}: -f/--file: a lock (conda-lock.yml), not an environment file" in proc.stderr, proc.stderr

@@ -332,14 +332,10 @@ def run_check(options: CheckOptions) -> CheckReport:
 
     cwd = cwd or Path.cwd()
     lock_path = Path(lockfile) if lockfile is not None else default_lockfile(cwd)
-    if lockfile is not None and lock_path is not None and lock_path.is_dir():
-        raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
-                        fix="pass the conda-lock.yml inside it")
-    if lockfile is not None and lock_path is not None and not lock_path.is_file():
-        from envguard.yamlio import special_file
+    if lock_path is not None:
+        from envguard.filekind import require_lock
 
-        raise UserError(special_file(lock_path) or "lock file not found", file=str(lockfile), key="--lockfile",
-                        fix="pass an existing conda-lock.yml, or run `envguard lock` first")
+        require_lock(lock_path)  # an environment file or a report read as a lock would be a lock of nothing
     target = resolve_target(prefix, name, env=env, cwd=cwd, aside=_moved_aside)
     platform = host_platform()
     if not target.is_dir():
