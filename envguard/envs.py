@@ -6,7 +6,8 @@ prefix everywhere and every report can say which environment it looked at and wh
 
 1. ``-p/--prefix`` or ``-n/--name``, as given;
 2. else the active conda environment (``CONDA_PREFIX``), unless it is a conda installation's base and the
-   project names an environment of its own;
+   project names an environment of its own; else the activated virtualenv (``VIRTUAL_ENV``), unless it is
+   the one envguard runs in;
 3. else the environment the project's ``environment.yml`` names (``name:``), when it exists;
 4. else nothing: exit 2 naming the flags. envguard's own interpreter, or the virtualenv a git hook runs in,
    is never picked for the user: it is what people check by mistake.
@@ -40,8 +41,8 @@ class Target(type(Path())):  # type: ignore[misc]  # the concrete Path class of 
     """The prefix a command acts on: a :class:`~pathlib.Path` that also says why it was chosen.
 
     ``why`` is a few words for a report's header ("given with -p", "the active conda environment
-    (CONDA_PREFIX)", ...); ``source`` is one of ``prefix``, ``name``, ``active``, ``project``. Paths derived
-    from a Target (``/``, ``.parent``) are Targets with an empty ``why``.
+    (CONDA_PREFIX)", ...); ``source`` is one of ``prefix``, ``name``, ``active``, ``virtualenv``, ``project``.
+    Paths derived from a Target (``/``, ``.parent``) are Targets with an empty ``why``.
     """
 
     why: str = ""
@@ -179,6 +180,23 @@ def _is_base(prefix: Path, env: Mapping[str, str]) -> bool:
             or any(os.path.abspath(r) == os.path.abspath(prefix) for r in roots))
 
 
+def _is_own(prefix: str) -> bool:
+    """Whether ``prefix`` is the environment envguard itself runs in (a tool's venv, a git hook's)."""
+    return os.path.realpath(prefix) == os.path.realpath(sys.prefix)
+
+
+def _activated_venv(env: Mapping[str, str]) -> str | None:
+    """The virtualenv ``activate`` put in VIRTUAL_ENV, unless it is envguard's own (pre-commit and pipx set
+    VIRTUAL_ENV to the tool's venv: checking that is checking envguard, not the project)."""
+    venv = env.get("VIRTUAL_ENV")
+    return venv if venv and not _is_own(venv) else None
+
+
+def _own_venv_note(env: Mapping[str, str]) -> str:
+    venv = env.get("VIRTUAL_ENV")
+    return " is envguard's own" if venv and _is_own(venv) else ""
+
+
 def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, existing: bool = True,
                    env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
                    spec_files: Sequence[str | os.PathLike[str]] | None = None,
@@ -221,6 +239,9 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
         active = envmap.get("CONDA_PREFIX")
         if active and not (project[0] is not None and _is_base(Path(active), envmap)):
             return _target(active, "active", "the active conda environment (CONDA_PREFIX)")
+        venv = _activated_venv(envmap)
+        if venv is not None:
+            return _target(venv, "virtualenv", "the activated virtualenv (VIRTUAL_ENV)")
         if project[0] is not None:
             return _target(project[0], "project", project[1])
     if named is not None and existing:
@@ -232,9 +253,10 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
         # the file(s) that were read (`create -f other.yml` reads other.yml, not environment.yml)
         why_not = (f"{' and '.join(present)} {'names' if len(present) == 1 else 'name'} no environment (no `name:`)"
                    if present else f"no {' or '.join(_shown(f, here) for f in files)} here names one")
-        fix = ("pass -p PREFIX (e.g. -p .venv) or -n NAME, or activate a conda environment" if existing else
-               "pass -p PREFIX (a path) or -n NAME, or add `name:` to the environment file")
-    active_part = "" if not existing else "no active conda environment (CONDA_PREFIX), and "
+        fix = ("pass -p PREFIX (e.g. -p .venv) or -n NAME, or activate a conda environment or virtualenv"
+               if existing else "pass -p PREFIX (a path) or -n NAME, or add `name:` to the environment file")
+    active_part = "" if not existing else ("no active conda environment (CONDA_PREFIX) or virtualenv "
+                                           f"(VIRTUAL_ENV{_own_venv_note(envmap)}), and ")
     raise NoTargetError(f"no environment to act on: no -p/--prefix or -n/--name given, {active_part}{why_not}",
                         key="-p/-n", fix=fix)
 

@@ -6,6 +6,8 @@ file:// test channel, real lock files, a project directory as a user has one.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,26 @@ def test_every_command_that_takes_a_lock_checks_its_kind_first(built: dict[str, 
         proc = envguard(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert f"{lock}: -f/--file: a lock (conda-lock.yml), not an environment file" in proc.stderr, proc.stderr
+
+
+def test_an_activated_virtualenv_is_picked_after_p_n_and_conda_never_envguards_own(
+        built: dict[str, Path], tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    proc = envguard("check", "--no-smoke", cwd=here, env={"VIRTUAL_ENV": str(venv)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith(f"envguard check {venv} · the activated virtualenv (VIRTUAL_ENV) · venv"), proc.stdout
+    # an active conda environment comes first, -p before both
+    proc = envguard("check", "--no-smoke", cwd=here, env={"VIRTUAL_ENV": str(venv), "CONDA_PREFIX": str(built["env"])})
+    assert proc.stdout.startswith(f"envguard check {built['env']} · the active conda environment"), proc.stdout
+    proc = envguard("check", "--no-smoke", "-p", str(built["env"]), cwd=here, env={"VIRTUAL_ENV": str(venv)})
+    assert proc.stdout.startswith(f"envguard check {built['env']} · given with -p"), proc.stdout
+    # the virtualenv envguard itself runs in (a tool's, a git hook's) is never picked; the error says so
+    proc = envguard("check", "--no-smoke", cwd=here, env={"VIRTUAL_ENV": sys.prefix})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "VIRTUAL_ENV is envguard's own" in proc.stderr and "or virtualenv" in proc.stderr, proc.stderr
+    proc = envguard("check", "--no-smoke", cwd=here)
+    assert proc.returncode == 2 and "no active conda environment (CONDA_PREFIX) or virtualenv (VIRTUAL_ENV)" \
+        in proc.stderr, proc.stderr
