@@ -220,7 +220,12 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
         return _target(create_dir(env) / validate_name(name), "name", f"named with -n {name}")
     envmap = _env(env)
     here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
-    files = [Path(f) if os.path.isabs(f) else here / f for f in (spec_files or [SPEC_FILE])]
+    if spec_files:
+        files = [Path(f) if os.path.isabs(f) else here / f for f in spec_files]
+    else:
+        from envguard.project import spec_file
+
+        files = [spec_file(here)]  # from a subdirectory too, as git finds its repository
     named = spec_name(files)
     project: tuple[Path | None, str] = (None, "")
     if named is not None:

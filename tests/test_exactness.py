@@ -93,3 +93,28 @@ def test_an_activated_virtualenv_is_picked_after_p_n_and_conda_never_envguards_o
     proc = envguard("check", "--no-smoke", cwd=here)
     assert proc.returncode == 2 and "no active conda environment (CONDA_PREFIX) or virtualenv (VIRTUAL_ENV)" \
         in proc.stderr, proc.stderr
+
+
+def test_the_project_is_found_upward_from_a_subdirectory_up_to_the_repository_root(
+        built: dict[str, Path], tmp_path: Path) -> None:
+    outer = tmp_path / "outer"
+    proj = outer / "proj"
+    (proj / "src" / "pkg").mkdir(parents=True)
+    (outer / "environment.yml").write_text(SPEC)  # above the repository root: some other project's
+    (proj / ".git").mkdir()
+    sub = proj / "src" / "pkg"
+    # no environment.yml in the repository: the one above its root is not looked at
+    proc = envguard("lint", cwd=sub)
+    assert proc.returncode == 2 and "no environment.yml" in proc.stderr, proc.stdout + proc.stderr
+    (proj / "environment.yml").write_text(SPEC.replace("exact-t", "exact-sub") + "platforms: [linux-64]\n")
+    (proj / "conda-lock.yml").write_bytes(built["lock"].read_bytes())  # not made from this spec: stale
+    proc = envguard("lint", cwd=sub)
+    assert proc.returncode in (0, 1) and "envguard init" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    proc = envguard("lock", "--check", cwd=sub)
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # stale, not "no environment.yml" (2)
+    assert "../../environment.yml" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    rc_proc = envguard("check", "-p", str(built["env"]), "--no-smoke", "--format", "json", cwd=sub)
+    assert f'"lockfile": "{proj / "conda-lock.yml"}"' in rc_proc.stdout, rc_proc.stdout + rc_proc.stderr
+    # the project's environment is the one its spec names, from a subdirectory too
+    proc = envguard("check", "--no-smoke", cwd=sub)
+    assert proc.returncode == 2 and f"{proj / 'environment.yml'} names 'exact-sub'" in proc.stderr, proc.stderr

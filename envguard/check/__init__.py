@@ -117,10 +117,13 @@ def _redacted(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def default_lockfile(cwd: Path | None = None) -> Path | None:
-    """conda-lock.yml beside environment.yml in the working directory, when both exist."""
-    cwd = cwd or Path.cwd()
-    lock = cwd / "conda-lock.yml"
-    return lock if lock.is_file() and (cwd / "environment.yml").is_file() else None
+    """conda-lock.yml beside the project's environment.yml (here or in a parent directory up to the repository
+    root, envguard.project), when both exist."""
+    from envguard.project import spec_file
+
+    spec = spec_file(cwd or Path.cwd())
+    lock = spec.parent / "conda-lock.yml"
+    return lock if lock.is_file() and spec.is_file() else None
 
 
 def half_built_reason(prefix: Path) -> str | None:
@@ -369,7 +372,9 @@ def run_check(options: CheckOptions) -> CheckReport:
             changes = diff_packages(lock_pkgs, installed)
 
     wants, wants_src = checks.cuda_from_packages(lock_pkgs or [])
-    spec_file = (lock_path.parent if lock_path else cwd) / "environment.yml"
+    from envguard.project import project_dir
+
+    spec_file = (lock_path.parent if lock_path else project_dir(cwd)) / "environment.yml"
     if wants:
         wants_src = f"the lock ({wants_src})"
     elif spec_file.is_file():
