@@ -299,3 +299,34 @@ def resolve_python(prefix: Path | None = None, name: str | None = None, python: 
     found.source, found.why = pre.source, pre.why
     found.prefix = pre  # the environment, for fixes that name it
     return found
+
+
+def lock_for(target: Path, lockfile: str | os.PathLike[str] | None, *,
+             cwd: str | os.PathLike[str] | None = None,
+             env: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
+    """Which lock an environment is judged against, and why (a few words for the report's first line).
+
+    In this order: the lock given with ``--lockfile``; the project's conda-lock.yml (beside the
+    environment.yml found from ``cwd``, envguard.project) when the environment is the project's: the
+    one its spec names, or one inside the project's directory (``./.venv``). Else no lock: a lock in
+    the working directory says nothing about an unrelated environment, and judging it by that lock
+    gives errors whose fixes do not apply. An environment envguard built is then judged by its
+    fingerprint (the records as its lock installed them), whose fixes name that lock.
+    """
+    if lockfile is not None:
+        return Path(lockfile), "given with --lockfile"
+    from envguard.project import spec_file
+
+    spec = spec_file(cwd)
+    lock = spec.parent / "conda-lock.yml"
+    if not (spec.is_file() and lock.is_file()):
+        return None, ""
+    prefix = Path(os.path.abspath(target))
+    if getattr(target, "source", "") == "project" or prefix.is_relative_to(spec.parent):
+        return lock, "the project's lock"
+    named = spec_name([spec])
+    if named is not None and "/" not in named[0] and "\\" not in named[0]:
+        found, _dirs = _lookup(named[0], env)
+        if found is not None and os.path.realpath(found) == os.path.realpath(prefix):
+            return lock, f"the project's lock: {spec.name} names this environment"
+    return None, ""

@@ -118,3 +118,33 @@ def test_the_project_is_found_upward_from_a_subdirectory_up_to_the_repository_ro
     # the project's environment is the one its spec names, from a subdirectory too
     proc = envguard("check", "--no-smoke", cwd=sub)
     assert proc.returncode == 2 and f"{proj / 'environment.yml'} names 'exact-sub'" in proc.stderr, proc.stderr
+
+
+def test_which_lock_judges_an_environment_is_decided_once_and_shown_first(
+        built: dict[str, Path], tmp_path: Path) -> None:
+    project = tmp_path / "unrelated"
+    project.mkdir()
+    (project / "environment.yml").write_text(SPEC)
+    (project / "conda-lock.yml").write_bytes(built["lock"].read_bytes())
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    # a healthy venv elsewhere, checked from inside an unrelated project: that project's lock is not its lock
+    proc = envguard("check", "-p", str(venv), "--no-smoke", cwd=project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[0].endswith("no lock"), proc.stdout
+    # an environment inside the project's directory is the project's: its lock applies, and the line says why
+    local = project / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(local)], check=True, timeout=120)
+    proc = envguard("check", "-p", str(local), "--no-smoke", cwd=project)
+    first = proc.stdout.splitlines()[0]
+    assert first.endswith(f"lock {project / 'conda-lock.yml'} (the project's lock)"), proc.stdout
+    proc = envguard("check", "-p", str(venv), "--no-smoke", "--lockfile", str(built["lock"]), cwd=project)
+    assert proc.stdout.splitlines()[0].endswith(f"lock {built['lock']} (given with --lockfile)"), proc.stdout
+    # an environment envguard built, checked from an unrelated project: not that project's lock either (its
+    # fingerprint judges it, see test_fix_texts)
+    made = tmp_path / "made"
+    proc = envguard("create", "-p", str(made), "--lockfile", str(built["lock"]), "--frozen", "--no-check", "-q",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = envguard("check", "-p", str(made), "--no-smoke", cwd=project)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0].endswith("no lock"), proc.stdout

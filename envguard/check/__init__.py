@@ -50,6 +50,7 @@ class CheckReport:
     host: str = ""  # the machine that ran the check: fleet's node name
     lock_sha256: str | None = None  # of the lock file's bytes: fleet tells nodes on different locks apart
     distributed: dict[str, Any] | None = None  # this rank's multi-node smoke result (check --distributed)
+    lock_why: str = ""  # why this lock judges this environment (envguard.envs.lock_for)
 
     @property
     def exit_code(self) -> int:
@@ -114,16 +115,6 @@ def _redacted(d: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- facts
-
-
-def default_lockfile(cwd: Path | None = None) -> Path | None:
-    """conda-lock.yml beside the project's environment.yml (here or in a parent directory up to the repository
-    root, envguard.project), when both exist."""
-    from envguard.project import spec_file
-
-    spec = spec_file(cwd or Path.cwd())
-    lock = spec.parent / "conda-lock.yml"
-    return lock if lock.is_file() and spec.is_file() else None
 
 
 def half_built_reason(prefix: Path) -> str | None:
@@ -334,12 +325,15 @@ def run_check(options: CheckOptions) -> CheckReport:
     from envguard.envs import NoTargetError, resolve_target
 
     cwd = cwd or Path.cwd()
-    lock_path = Path(lockfile) if lockfile is not None else default_lockfile(cwd)
-    if lock_path is not None:
-        from envguard.filekind import require_lock
+    from envguard.envs import lock_for
+    from envguard.filekind import require_lock
 
-        require_lock(lock_path)  # an environment file or a report read as a lock would be a lock of nothing
+    if lockfile is not None:
+        require_lock(Path(lockfile))  # an environment file or a report read as a lock would be a lock of nothing
     target = resolve_target(prefix, name, env=env, cwd=cwd, aside=_moved_aside)
+    lock_path, lock_why = lock_for(target, lockfile, cwd=cwd, env=env)
+    if lock_path is not None and lockfile is None:
+        require_lock(lock_path)
     platform = host_platform()
     if not target.is_dir():
         moved = half_built_reason(target) if not target.exists() else None
@@ -454,7 +448,7 @@ def run_check(options: CheckOptions) -> CheckReport:
         files_mode=mode, file_problems=problems, torch=checks.torch_build(info, probe), gpu=gpu,
         import_origins=origins, smoke=smoke_summary, smoke_exit=smoke_exit, strict=strict,
         target_why=target.why, host=_hostname(), lock_sha256=_sha256(lock_path) if lock_path else None,
-        distributed=dist_result,
+        distributed=dist_result, lock_why=lock_why,
     )
 
 
