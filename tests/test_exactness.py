@@ -113,8 +113,9 @@ def test_the_project_is_found_upward_from_a_subdirectory_up_to_the_repository_ro
     proc = envguard("lock", "--check", cwd=sub)
     assert proc.returncode == 4, proc.stdout + proc.stderr  # stale, not "no environment.yml" (2)
     assert "../../environment.yml" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    rc_proc = envguard("check", "-p", str(built["env"]), "--no-smoke", "--format", "json", cwd=sub)
-    assert f'"lockfile": "{proj / "conda-lock.yml"}"' in rc_proc.stdout, rc_proc.stdout + rc_proc.stderr
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(proj / ".venv")], check=True, timeout=120)
+    proc = envguard("check", "-p", str(proj / ".venv"), "--no-smoke", cwd=sub)  # the project's env, its lock
+    assert proc.stdout.splitlines()[0].endswith(f"lock {proj / 'conda-lock.yml'} (the project's lock)"), proc.stdout
     # the project's environment is the one its spec names, from a subdirectory too
     proc = envguard("check", "--no-smoke", cwd=sub)
     assert proc.returncode == 2 and f"{proj / 'environment.yml'} names 'exact-sub'" in proc.stderr, proc.stderr
