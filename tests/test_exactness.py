@@ -53,11 +53,13 @@ def test_every_command_that_takes_a_lock_checks_its_kind_first(built: dict[str, 
     report.write_text(ok.stdout)
     for args in (["check", "-p", str(env), "--no-smoke", "--lockfile", str(spec)],
                  ["fleet", str(report), "--lockfile", str(spec)],
-                 ["lock", "--check", "-f", str(spec), "--lockfile", str(spec)]):
+                 ["lock", "--check", "-f", str(spec), "--lockfile", str(spec)],
+                 ["create", "-p", str(tmp_path / "new"), "--lockfile", str(spec)]):
         proc = envguard(*args)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         assert f"{spec}: --lockfile: an environment file" in proc.stderr, (args, proc.stderr)
         assert f"envguard lock -f {spec}`" in proc.stderr and f"--lockfile {spec}" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "new").exists()
     proc = envguard("check", "-p", str(env), "--no-smoke", "--lockfile", str(report))
     assert proc.returncode == 2 and "an `envguard check` report, not a lock" in proc.stderr, proc.stderr
     # a file of no kind at all: fleet has no --kind flag, so it must not suggest one
@@ -66,7 +68,7 @@ def test_every_command_that_takes_a_lock_checks_its_kind_first(built: dict[str, 
     proc = envguard("fleet", str(report), "--lockfile", str(passwd))
     assert proc.returncode == 2 and "not a lock file" in proc.stderr and "--kind" not in proc.stderr, proc.stderr
     # and the other way round: a lock given where an environment file is read
-    for args in (["lock", "--check", "-f", str(lock)],):
+    for args in (["lock", "--check", "-f", str(lock)], ["create", "-p", str(tmp_path / "new"), "-f", str(lock)]):
         proc = envguard(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert f"{lock}: -f/--file: a lock (conda-lock.yml), not an environment file" in proc.stderr, proc.stderr
@@ -149,3 +151,52 @@ def test_which_lock_judges_an_environment_is_decided_once_and_shown_first(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     proc = envguard("check", "-p", str(made), "--no-smoke", cwd=project)
     assert proc.returncode == 0 and proc.stdout.splitlines()[0].endswith("no lock"), proc.stdout
+
+
+def _small_channel(channel_factory) -> Path:
+    return channel_factory([
+        {"name": "egsmall-a", "version": "1.0", "noarch": "generic", "files": {"share/egsmall/a.txt": "a\n"}},
+        {"name": "egsmall-b", "version": "1.0", "noarch": "generic", "depends": ["egsmall-a"],
+         "files": {"share/egsmall/b.txt": "b\n"}},
+        {"name": "egtamper", "version": "1.0", "noarch": "generic", "files": {"share/egtamper/data.txt": "x\n"}},
+    ], name="exact-small")
+
+
+def test_a_named_lock_is_installed_exactly_as_written_or_refused(channel_factory, tmp_path: Path) -> None:
+    from support.channels import channel_url
+    from support.create_fixtures import make_lock, write_env
+
+    url = channel_url(_small_channel(channel_factory))
+    colleague = make_lock(write_env(tmp_path / "colleague", url, ["egsmall-b"]))
+    proj_spec = write_env(tmp_path / "proj", url, ["egsmall-b", "egtamper"])
+    other = tmp_path / "proj" / "other-lock.yml"  # a colleague's lock saved in a project whose spec differs
+    other.write_bytes(colleague.read_bytes())
+    written = other.read_bytes()
+    proc = envguard("create", "-p", str(tmp_path / "env"), "--lockfile", str(other), "--no-check",
+                    cwd=tmp_path / "proj")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "--frozen" in proc.stderr and f"envguard lock -f {proj_spec} --lockfile {other}" in proc.stderr, proc.stderr
+    assert other.read_bytes() == written and not (tmp_path / "env").exists()
+    proc = envguard("create", "-p", str(tmp_path / "env"), "--lockfile", str(other), "--frozen", "--no-check",
+                    cwd=tmp_path / "proj")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "env" / "share" / "egsmall" / "b.txt").is_file()
+    assert not (tmp_path / "env" / "share" / "egtamper").exists() and other.read_bytes() == written
+    # the project's own lock, tampered with and then made stale: a re-lock does not repair it (exit 3), and it
+    # is left as it was
+    own = make_lock(proj_spec)
+    text = own.read_text()
+    import re
+
+    sha = re.findall(r"sha256: ([0-9a-f]{64})", text)[0]
+    own.write_text(text.replace(sha, "f" * 64))
+    tampered = own.read_bytes()
+    proj_spec.write_text(proj_spec.read_text().replace("  - egtamper\n", "  - egtamper\n  - egsmall-a\n"))
+    proc = envguard("create", "-p", str(tmp_path / "env2"), "--no-check", cwd=tmp_path / "proj")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "different hash" in proc.stderr and own.read_bytes() == tampered, proc.stderr
+    assert not (tmp_path / "env2").exists()
+    # untampered and stale: the default lock of the spec being read is re-locked, and the note says which file
+    own.write_bytes(tampered.replace(b"f" * 64, sha.encode()))
+    proc = envguard("create", "-p", str(tmp_path / "env2"), "--no-check", cwd=tmp_path / "proj")
+    assert proc.returncode == 0 and f"re-locked it first ({own})" in proc.stderr, proc.stdout + proc.stderr
