@@ -197,6 +197,9 @@ def test_a_named_lock_is_installed_exactly_as_written_or_refused(channel_factory
     assert "different hash" in proc.stderr and own.read_bytes() == tampered, proc.stderr
     assert not (tmp_path / "env2").exists()
     # untampered and stale: the default lock of the spec being read is re-locked, and the note says which file
+    # (from a subdirectory of the project too)
     own.write_bytes(tampered.replace(b"f" * 64, sha.encode()))
-    proc = envguard("create", "-p", str(tmp_path / "env2"), "--no-check", cwd=tmp_path / "proj")
+    (tmp_path / "proj" / ".git").mkdir()
+    (tmp_path / "proj" / "src").mkdir()
+    proc = envguard("create", "-p", str(tmp_path / "env2"), "--no-check", cwd=tmp_path / "proj" / "src")
     assert proc.returncode == 0 and f"re-locked it first ({own})" in proc.stderr, proc.stdout + proc.stderr

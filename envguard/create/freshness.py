@@ -28,7 +28,9 @@ def spec_files_for(env_files: Sequence[Path], lockfile: Path | None, cwd: Path) 
     in the working directory) when it exists. Their ``name:`` names the environment without -p/-n."""
     if env_files:
         return [Path(f) for f in env_files]
-    spec = (Path(lockfile).parent if lockfile is not None else cwd) / "environment.yml"
+    from envguard.project import project_dir
+
+    spec = (Path(lockfile).parent if lockfile is not None else project_dir(cwd)) / "environment.yml"
     return [spec] if spec.is_file() else []
 
 
@@ -49,6 +51,10 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
     for f in files:
         require_spec(f)  # a lock given as -f would be a spec with no dependencies
     specs = list(spec_files) if spec_files is not None else files
+    if lockfile is None and not files:
+        from envguard.project import project_dir
+
+        cwd = project_dir(cwd)  # the project's lock, from a subdirectory too
     lockfile = Path(lockfile) if lockfile is not None else (files[0].parent if files else cwd) / "conda-lock.yml"
     if lockfile.is_dir() or special_file(lockfile):  # never lock into a FIFO or a device either
         raise UserError("is a directory, expected a lock file" if lockfile.is_dir() else str(special_file(lockfile)),
