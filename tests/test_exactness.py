@@ -203,3 +203,19 @@ def test_a_named_lock_is_installed_exactly_as_written_or_refused(channel_factory
     (tmp_path / "proj" / "src").mkdir()
     proc = envguard("create", "-p", str(tmp_path / "env2"), "--no-check", cwd=tmp_path / "proj" / "src")
     assert proc.returncode == 0 and f"re-locked it first ({own})" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_init_and_lint_apply_one_python_policy(tmp_path: Path) -> None:
+    # a newer Python the channel builds torch for: init writes it, with the warning lint gives the file
+    made = envguard("init", "--python", "3.12", "--cuda", "cpu", cwd=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    linted = envguard("lint", cwd=tmp_path)
+    assert linted.returncode == 0, linted.stdout
+    warning = "Python 3.12 is not supported (envguard supports 3.10, 3.11)"
+    assert warning in linted.stdout and warning in made.stdout + made.stderr, (made.stdout, made.stderr)
+    # an older one is an error to lint, and init refuses it, saying why
+    (tmp_path / "environment.yml").write_text((tmp_path / "environment.yml").read_text().replace("3.12", "3.9"))
+    linted = envguard("lint", cwd=tmp_path)
+    assert linted.returncode == 1 and "error: EG102" in linted.stdout, linted.stdout
+    refused = envguard("init", "--python", "3.9", "-o", "-", cwd=tmp_path)
+    assert refused.returncode == 2 and "Python 3.9 is not supported (envguard supports 3.10, 3.11)" in refused.stderr
