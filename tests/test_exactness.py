@@ -219,3 +219,30 @@ def test_init_and_lint_apply_one_python_policy(tmp_path: Path) -> None:
     assert linted.returncode == 1 and "error: EG102" in linted.stdout, linted.stdout
     refused = envguard("init", "--python", "3.9", "-o", "-", cwd=tmp_path)
     assert refused.returncode == 2 and "Python 3.9 is not supported (envguard supports 3.10, 3.11)" in refused.stderr
+
+
+def test_diff_of_two_environment_files_reports_channels_platforms_and_name(tmp_path: Path) -> None:
+    a = tmp_path / "a.yml"
+    a.write_text(f"name: exact-t\nchannels:\n  - conda-forge\nplatforms: [linux-64, osx-arm64]\n"
+                 f"dependencies:\n  - python={HOST_PY}\n")
+    b = tmp_path / "b.yml"
+    b.write_text(f"name: exact-u\nchannels:\n  - pytorch\n  - defaults\n  - conda-forge\nplatforms: [linux-64]\n"
+                 f"dependencies:\n  - python={HOST_PY}\n")
+    proc = envguard("diff", str(a), str(b))
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # not "no differences", exit 0
+    out = proc.stdout
+    assert "channel pytorch added in B, ahead of conda-forge" in out and "shadows conda-forge" in out, out
+    assert "platform osx-arm64 dropped in B" in out and "name changed: A 'exact-t', B 'exact-u'" in out, out
+    c = tmp_path / "c.yml"  # the same channels, another order: priority changed
+    c.write_text(b.read_text().replace("  - pytorch\n  - defaults\n  - conda-forge\n",
+                                       "  - conda-forge\n  - pytorch\n  - defaults\n"))
+    proc = envguard("diff", str(b), str(c), "--format", "json")
+    assert proc.returncode == 1 and "channel order (priority) changed" in proc.stdout, proc.stdout
+    assert envguard("diff", str(c), str(c)).returncode == 0
+
+
+def test_diff_of_a_spec_and_a_live_prefix_does_not_call_it_the_lock(built: dict[str, Path]) -> None:
+    proc = envguard("diff", str(built["spec"]), str(built["env"]))
+    assert "against the environment" in proc.stdout and "against the lock" not in proc.stdout, proc.stdout
+    proc = envguard("diff", str(built["spec"]), str(built["lock"]))
+    assert "against the lock" in proc.stdout, proc.stdout
