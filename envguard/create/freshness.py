@@ -145,7 +145,7 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
                                  f"`envguard lock {' '.join(f'-f {f}' for f in files)} --lockfile {plan.lockfile}` "
                                  "only once you trust the channel")
     moved = result.changes.summary(plan.platform) if result.changes is not None else ""
-    note = f"{reason}: re-locked it first ({plan.lockfile}" + (f"; {moved})" if moved else ")")
+    note = f"{reason}: re-locked it first" + (f" ({moved})" if moved else "")  # the reason names the file
     return relocked, [note]
 
 
