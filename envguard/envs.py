@@ -6,7 +6,8 @@ prefix everywhere and every report can say which environment it looked at and wh
 
 1. ``-p/--prefix`` or ``-n/--name``, as given;
 2. else the active conda environment (``CONDA_PREFIX``), unless it is a conda installation's base and the
-   project names an environment of its own;
+   project names an environment of its own; else the activated virtualenv (``VIRTUAL_ENV``), unless it is
+   the one envguard runs in;
 3. else the environment the project's ``environment.yml`` names (``name:``), when it exists;
 4. else nothing: exit 2 naming the flags. envguard's own interpreter, or the virtualenv a git hook runs in,
    is never picked for the user: it is what people check by mistake.
@@ -40,8 +41,8 @@ class Target(type(Path())):  # type: ignore[misc]  # the concrete Path class of 
     """The prefix a command acts on: a :class:`~pathlib.Path` that also says why it was chosen.
 
     ``why`` is a few words for a report's header ("given with -p", "the active conda environment
-    (CONDA_PREFIX)", ...); ``source`` is one of ``prefix``, ``name``, ``active``, ``project``. Paths derived
-    from a Target (``/``, ``.parent``) are Targets with an empty ``why``.
+    (CONDA_PREFIX)", ...); ``source`` is one of ``prefix``, ``name``, ``active``, ``virtualenv``, ``project``.
+    Paths derived from a Target (``/``, ``.parent``) are Targets with an empty ``why``.
     """
 
     why: str = ""
@@ -179,6 +180,23 @@ def _is_base(prefix: Path, env: Mapping[str, str]) -> bool:
             or any(os.path.abspath(r) == os.path.abspath(prefix) for r in roots))
 
 
+def _is_own(prefix: str) -> bool:
+    """Whether ``prefix`` is the environment envguard itself runs in (a tool's venv, a git hook's)."""
+    return os.path.realpath(prefix) == os.path.realpath(sys.prefix)
+
+
+def _activated_venv(env: Mapping[str, str]) -> str | None:
+    """The virtualenv ``activate`` put in VIRTUAL_ENV, unless it is envguard's own (pre-commit and pipx set
+    VIRTUAL_ENV to the tool's venv: checking that is checking envguard, not the project)."""
+    venv = env.get("VIRTUAL_ENV")
+    return venv if venv and not _is_own(venv) else None
+
+
+def _own_venv_note(env: Mapping[str, str]) -> str:
+    venv = env.get("VIRTUAL_ENV")
+    return " is envguard's own" if venv and _is_own(venv) else ""
+
+
 def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, existing: bool = True,
                    env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
                    spec_files: Sequence[str | os.PathLike[str]] | None = None,
@@ -202,7 +220,12 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
         return _target(create_dir(env) / validate_name(name), "name", f"named with -n {name}")
     envmap = _env(env)
     here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
-    files = [Path(f) if os.path.isabs(f) else here / f for f in (spec_files or [SPEC_FILE])]
+    if spec_files:
+        files = [Path(f) if os.path.isabs(f) else here / f for f in spec_files]
+    else:
+        from envguard.project import spec_file
+
+        files = [spec_file(here)]  # from a subdirectory too, as git finds its repository
     named = spec_name(files)
     project: tuple[Path | None, str] = (None, "")
     if named is not None:
@@ -221,6 +244,9 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
         active = envmap.get("CONDA_PREFIX")
         if active and not (project[0] is not None and _is_base(Path(active), envmap)):
             return _target(active, "active", "the active conda environment (CONDA_PREFIX)")
+        venv = _activated_venv(envmap)
+        if venv is not None:
+            return _target(venv, "virtualenv", "the activated virtualenv (VIRTUAL_ENV)")
         if project[0] is not None:
             return _target(project[0], "project", project[1])
     if named is not None and existing:
@@ -232,9 +258,10 @@ def resolve_target(prefix: str | os.PathLike[str] | None, name: str | None, *, e
         # the file(s) that were read (`create -f other.yml` reads other.yml, not environment.yml)
         why_not = (f"{' and '.join(present)} {'names' if len(present) == 1 else 'name'} no environment (no `name:`)"
                    if present else f"no {' or '.join(_shown(f, here) for f in files)} here names one")
-        fix = ("pass -p PREFIX (e.g. -p .venv) or -n NAME, or activate a conda environment" if existing else
-               "pass -p PREFIX (a path) or -n NAME, or add `name:` to the environment file")
-    active_part = "" if not existing else "no active conda environment (CONDA_PREFIX), and "
+        fix = ("pass -p PREFIX (e.g. -p .venv) or -n NAME, or activate a conda environment or virtualenv"
+               if existing else "pass -p PREFIX (a path) or -n NAME, or add `name:` to the environment file")
+    active_part = "" if not existing else ("no active conda environment (CONDA_PREFIX) or virtualenv "
+                                           f"(VIRTUAL_ENV{_own_venv_note(envmap)}), and ")
     raise NoTargetError(f"no environment to act on: no -p/--prefix or -n/--name given, {active_part}{why_not}",
                         key="-p/-n", fix=fix)
 
@@ -272,3 +299,34 @@ def resolve_python(prefix: Path | None = None, name: str | None = None, python: 
     found.source, found.why = pre.source, pre.why
     found.prefix = pre  # the environment, for fixes that name it
     return found
+
+
+def lock_for(target: Path, lockfile: str | os.PathLike[str] | None, *,
+             cwd: str | os.PathLike[str] | None = None,
+             env: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
+    """Which lock an environment is judged against, and why (a few words for the report's first line).
+
+    In this order: the lock given with ``--lockfile``; the project's conda-lock.yml (beside the
+    environment.yml found from ``cwd``, envguard.project) when the environment is the project's: the
+    one its spec names, or one inside the project's directory (``./.venv``). Else no lock: a lock in
+    the working directory says nothing about an unrelated environment, and judging it by that lock
+    gives errors whose fixes do not apply. An environment envguard built is then judged by its
+    fingerprint (the records as its lock installed them), whose fixes name that lock.
+    """
+    if lockfile is not None:
+        return Path(lockfile), "given with --lockfile"
+    from envguard.project import spec_file
+
+    spec = spec_file(cwd)
+    lock = spec.parent / "conda-lock.yml"
+    if not (spec.is_file() and lock.is_file()):
+        return None, ""
+    prefix = Path(os.path.abspath(target))
+    if getattr(target, "source", "") == "project" or prefix.is_relative_to(spec.parent):
+        return lock, "the project's lock"
+    named = spec_name([spec])
+    if named is not None and "/" not in named[0] and "\\" not in named[0]:
+        found, _dirs = _lookup(named[0], env)
+        if found is not None and os.path.realpath(found) == os.path.realpath(prefix):
+            return lock, f"the project's lock: {spec.name} names this environment"
+    return None, ""

@@ -81,7 +81,7 @@ def test_no_target_names_the_environment_file_that_was_read(tmp_path: Path) -> N
     assert "other.yml names no environment (no `name:`)" in e.value.message and "environment.yml" not in e.value.message
     assert resolve_target(None, None, existing=False, cwd=tmp_path, env={"ENVGUARD_ENVS_DIR": "/e"}) == \
         Path("/e/project-env")
-    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / ".git").mkdir(parents=True)  # a repository of its own: the search stops at its root
     with pytest.raises(NoTargetError) as e:
         resolve_target(None, None, cwd=tmp_path / "empty", env={"HOME": str(tmp_path)})
     assert "no environment.yml here names one" in e.value.message

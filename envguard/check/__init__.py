@@ -50,6 +50,7 @@ class CheckReport:
     host: str = ""  # the machine that ran the check: fleet's node name
     lock_sha256: str | None = None  # of the lock file's bytes: fleet tells nodes on different locks apart
     distributed: dict[str, Any] | None = None  # this rank's multi-node smoke result (check --distributed)
+    lock_why: str = ""  # why this lock judges this environment (envguard.envs.lock_for)
 
     @property
     def exit_code(self) -> int:
@@ -114,13 +115,6 @@ def _redacted(d: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- facts
-
-
-def default_lockfile(cwd: Path | None = None) -> Path | None:
-    """conda-lock.yml beside environment.yml in the working directory, when both exist."""
-    cwd = cwd or Path.cwd()
-    lock = cwd / "conda-lock.yml"
-    return lock if lock.is_file() and (cwd / "environment.yml").is_file() else None
 
 
 def half_built_reason(prefix: Path) -> str | None:
@@ -331,16 +325,15 @@ def run_check(options: CheckOptions) -> CheckReport:
     from envguard.envs import NoTargetError, resolve_target
 
     cwd = cwd or Path.cwd()
-    lock_path = Path(lockfile) if lockfile is not None else default_lockfile(cwd)
-    if lockfile is not None and lock_path is not None and lock_path.is_dir():
-        raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
-                        fix="pass the conda-lock.yml inside it")
-    if lockfile is not None and lock_path is not None and not lock_path.is_file():
-        from envguard.yamlio import special_file
+    from envguard.envs import lock_for
+    from envguard.filekind import require_lock
 
-        raise UserError(special_file(lock_path) or "lock file not found", file=str(lockfile), key="--lockfile",
-                        fix="pass an existing conda-lock.yml, or run `envguard lock` first")
+    if lockfile is not None:
+        require_lock(Path(lockfile))  # an environment file or a report read as a lock would be a lock of nothing
     target = resolve_target(prefix, name, env=env, cwd=cwd, aside=_moved_aside)
+    lock_path, lock_why = lock_for(target, lockfile, cwd=cwd, env=env)
+    if lock_path is not None and lockfile is None:
+        require_lock(lock_path)
     platform = host_platform()
     if not target.is_dir():
         moved = half_built_reason(target) if not target.exists() else None
@@ -354,6 +347,11 @@ def run_check(options: CheckOptions) -> CheckReport:
         raise NoTargetError(f"no environment at {target} ({target.why})", key="-p",
                             fix="pass an existing prefix with -p or a name with -n, or build it with `envguard create`")
     info: PrefixInfo = inspect_prefix(target)
+    if not info.is_conda and not info.is_venv and not os.path.exists(python_in_prefix(target)) \
+            and half_built_reason(target) is None:
+        # smoke, export and diff refuse such a directory too: a clean report of it would be a false pass
+        raise UserError("not an environment (no conda-meta/, pyvenv.cfg or Python interpreter)", file=str(target),
+                        key="-p/-n", fix="pass the root directory of a conda environment or virtualenv")
 
     findings: list[Finding] = []
     lock_pkgs: list[Package] | None = None
@@ -368,7 +366,9 @@ def run_check(options: CheckOptions) -> CheckReport:
             changes = diff_packages(lock_pkgs, installed)
 
     wants, wants_src = checks.cuda_from_packages(lock_pkgs or [])
-    spec_file = (lock_path.parent if lock_path else cwd) / "environment.yml"
+    from envguard.project import project_dir
+
+    spec_file = (lock_path.parent if lock_path else project_dir(cwd)) / "environment.yml"
     if wants:
         wants_src = f"the lock ({wants_src})"
     elif spec_file.is_file():
@@ -448,7 +448,7 @@ def run_check(options: CheckOptions) -> CheckReport:
         files_mode=mode, file_problems=problems, torch=checks.torch_build(info, probe), gpu=gpu,
         import_origins=origins, smoke=smoke_summary, smoke_exit=smoke_exit, strict=strict,
         target_why=target.why, host=_hostname(), lock_sha256=_sha256(lock_path) if lock_path else None,
-        distributed=dist_result,
+        distributed=dist_result, lock_why=lock_why,
     )
 
 

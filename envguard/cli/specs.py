@@ -68,6 +68,12 @@ def lock_cmd(
     if check and (names or update_all):
         raise UserError("--check is read-only and moves nothing", key="--update" if names else "--update-all",
                         fix="run `envguard lock --check` alone, or the update without --check")
+    from envguard.filekind import require_lock, require_spec
+
+    for f in files or ():
+        require_spec(f)
+    if lockfile is not None and lockfile.exists():  # never judge, nor overwrite, an environment file as a lock
+        require_lock(lockfile, accept={"conda-lock"}, unknown_ok=True)
     if check:
         from envguard.lock import check_fresh
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from envguard.create.plan import LockPlan, read_plan
 from envguard.create.report import CreateReporter
 from envguard.create.staging import fault_hook
-from envguard.errors import EnvguardError, StaleLockError, UserError
+from envguard.errors import EnvguardError, IntegrityError, StaleLockError, UserError
 
 if TYPE_CHECKING:
     from envguard.lock import Freshness
@@ -28,7 +28,9 @@ def spec_files_for(env_files: Sequence[Path], lockfile: Path | None, cwd: Path) 
     in the working directory) when it exists. Their ``name:`` names the environment without -p/-n."""
     if env_files:
         return [Path(f) for f in env_files]
-    spec = (Path(lockfile).parent if lockfile is not None else cwd) / "environment.yml"
+    from envguard.project import project_dir
+
+    spec = (Path(lockfile).parent if lockfile is not None else project_dir(cwd)) / "environment.yml"
     return [spec] if spec.is_file() else []
 
 
@@ -44,12 +46,23 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
             raise UserError("is a directory, expected an environment file" if f.is_dir() else
                             special_file(f) or "environment file not found", file=str(f), key="-f",
                             fix="pass an existing environment.yml")
+    from envguard.filekind import require_spec
+
+    for f in files:
+        require_spec(f)  # a lock given as -f would be a spec with no dependencies
     specs = list(spec_files) if spec_files is not None else files
+    if lockfile is None and not files:
+        from envguard.project import project_dir
+
+        cwd = project_dir(cwd)  # the project's lock, from a subdirectory too
     lockfile = Path(lockfile) if lockfile is not None else (files[0].parent if files else cwd) / "conda-lock.yml"
     if lockfile.is_dir() or special_file(lockfile):  # never lock into a FIFO or a device either
         raise UserError("is a directory, expected a lock file" if lockfile.is_dir() else str(special_file(lockfile)),
                         file=str(lockfile), key="--lockfile", fix="pass the path of conda-lock.yml")
     if lockfile.is_file():
+        from envguard.filekind import require_lock
+
+        require_lock(lockfile, accept={"conda-lock"})  # an environment file here is a lock of nothing
         return lockfile
     if not specs or locked or frozen:
         flag = "--frozen" if frozen else "--locked"
@@ -81,7 +94,11 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
                      reporter: CreateReporter | None = None) -> tuple[LockPlan, list[str]]:
     """Staleness as uv and pixi treat it: a stale lock is re-locked first (then installed), refused with
     ``--locked`` (exit 4) and not looked at with ``--frozen``. Returns the plan to install and notes.
-    Sources named by the lock that no longer exist are not checked."""
+    Sources named by the lock that no longer exist are not checked.
+
+    Only the default lock of the spec being read (conda-lock.yml beside it) is ever re-locked: any other
+    lock (a colleague's, another project's) is installed exactly as written or refused (exit 4), never
+    rewritten from a spec it was not made from."""
     if frozen:
         return plan, []
     files = [Path(f) for f in env_files] or [s for s in plan.sources if s.is_file()]
@@ -94,19 +111,60 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
         raise StaleLockError(f"--locked: {verdict.message}; `envguard create` without --locked re-locks it first, "
                              "--frozen installs it as it is", command=verdict.command or None)
     reason = verdict.reason
+    default_lock = Path(files[0]).parent / "conda-lock.yml"
+    own = plan.lockfile.resolve() == default_lock.resolve()
+    if not own:
+        spec = " ".join(f"-f {f}" for f in files)
+        relock = f"re-lock it on purpose first: `envguard lock {spec} --lockfile {plan.lockfile}`"
+        raise StaleLockError(f"{verdict.reason}; it is not the lock of {files[0]} (that is {default_lock}), so "
+                             "it is installed exactly as written or not at all",
+                             fix=f"install it as it is with `--frozen`, or {relock}",
+                             command=verdict.command or None)
     if reporter is not None:
-        reporter.stage(f"re-locking: {reason}")
+        reporter.stage(f"re-locking {plan.lockfile}, the lock of {', '.join(str(f) for f in files)}: {reason}")
     from envguard.lock import lock as do_lock
     from envguard.lock import read_lock
 
     platforms = None if _spec_declares_platforms(files) else list(read_lock(plan.lockfile).platforms) or None
     fault_hook("relock")
+    before = plan.lockfile.read_bytes()
     try:
-        relocked = do_lock(files, platforms=platforms, lockfile=plan.lockfile)
+        result = do_lock(files, platforms=platforms, lockfile=plan.lockfile)
     except EnvguardError as e:
         raise EnvguardError(f"{reason}, and re-locking it failed: {e.message}",
                             fix="correct that and rerun, or install the lock as it is with `envguard create --frozen`",
                             exit_code=e.exit_code) from None
-    moved = relocked.changes.summary(plan.platform) if relocked.changes is not None else ""
-    note = f"{reason}: re-locked it first" + (f" ({moved})" if moved else "")
-    return read_plan(plan.lockfile, plan.platform), [note]
+    relocked = read_plan(plan.lockfile, plan.platform)
+    changed = _hashes_changed(plan, relocked)
+    if changed:  # the same package file under another hash: a re-lock must not paper over tampering
+        _put_back(plan.lockfile, before)
+        raise IntegrityError(f"{plan.lockfile}: {changed[0]} has a different hash in the lock than in its channel"
+                             + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else "")
+                             + "; the lock was left as it was, not re-locked",
+                             fix="find out who changed the lock or the channel; re-lock on purpose with "
+                                 f"`envguard lock {' '.join(f'-f {f}' for f in files)} --lockfile {plan.lockfile}` "
+                                 "only once you trust the channel")
+    moved = result.changes.summary(plan.platform) if result.changes is not None else ""
+    note = f"{reason}: re-locked it first" + (f" ({moved})" if moved else "")  # the reason names the file
+    return relocked, [note]
+
+
+def _put_back(path: Path, data: bytes) -> None:
+    """Restore a file's bytes whole (write beside it, then rename over it): never half a lock."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.envguard-restore")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _hashes_changed(old: LockPlan, new: LockPlan) -> list[str]:
+    """Packages both locks name by the same URL with different hashes: one of the two was tampered with."""
+    by_url = {a.url: a for a in old.conda}
+    out = []
+    for a in new.conda:
+        was = by_url.get(a.url)
+        if was is not None and ((was.sha256 and a.sha256 and was.sha256 != a.sha256)
+                                or (was.md5 and a.md5 and was.md5 != a.md5)):
+            out.append(f"{a.name} {a.version} {a.build}")
+    return out

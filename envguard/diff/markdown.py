@@ -45,7 +45,8 @@ def to_markdown(result: DiffResult, *, max_rows: int = 200) -> str:
             lines.append(f"\n… and {len(pd.changes) - max_rows} more (see `--format json`)")
         lines.append("")
     for r in result.spec_reports:
-        title = f"#### Requested specs ({result.spec_side}) against the lock" + (f" {r.where}" if r.where else "")
+        title = (f"#### Requested specs ({result.spec_side}) against {result.other_words()}"
+                 + (f" {r.where}" if r.where else ""))
         lines += [title, "", "| | spec | locked | note |", "|---|---|---|---|"]
         for sc in r.checks:
             icon = "✅" if sc.status == "satisfied" else "❌"
@@ -55,6 +56,10 @@ def to_markdown(result: DiffResult, *, max_rows: int = 200) -> str:
             names = ", ".join(p.name for p in r.unrequested)
             lines += ["", f"<details><summary>{len(r.unrequested)} locked packages nobody asked for directly"
                           f"</summary>\n\n{_md(names)}\n\n</details>"]
+        lines.append("")
+    for meta in result.spec_changes:
+        lines.append(f"- ⚠️ {_md(meta)}")
+    if result.spec_changes:
         lines.append("")
     for n in result.notes:
         lines.append(f"> {_md(n)}  ")

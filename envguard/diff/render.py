@@ -39,7 +39,7 @@ def print_diff(result: DiffResult, max_unrequested: int = 25) -> None:
         render.out.print(table)
     for rep in r.spec_reports:
         where = f" {rep.where}" if rep.where else ""
-        table = Table(title=Text(f"requested specs ({r.spec_side}) against the lock{where}"), expand=False)
+        table = Table(title=Text(f"requested specs ({r.spec_side}) against {r.other_words()}{where}"), expand=False)
         for col in ("", "spec", "locked", "note"):
             table.add_column(col, overflow="fold")
         for chk in rep.checks:
@@ -52,6 +52,8 @@ def print_diff(result: DiffResult, max_unrequested: int = 25) -> None:
             more = f", … (+{len(names) - max_unrequested})" if len(names) > max_unrequested else ""
             render.out.print(Text(f"{len(names)} locked packages nobody asked for directly{where}: "
                            f"{redact(', '.join(names[:max_unrequested]))}{more}", style="dim"))
+    for c in getattr(r, "spec_changes", []):
+        render.out.print(Text(f"{redact(c)}", style="bold yellow"))
     for n in r.notes:
         render.out.print(Text(f"note: {redact(n)}", style="dim"))
     render.out.print(Text(redact(r.summary()), style="bold" if not r.equal else "green"))

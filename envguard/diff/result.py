@@ -68,11 +68,17 @@ class DiffResult:
     only_in_a: list[str] = field(default_factory=list)  # platforms (with --all-platforms)
     only_in_b: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    spec_changes: list[str] = field(default_factory=list)  # channels, platforms, name of two environment files
 
     @property
     def equal(self) -> bool:
         return (not any(pd.changes for pd in self.platforms) and not any(r.failing for r in self.spec_reports)
-                and not self.only_in_a and not self.only_in_b)
+                and not self.only_in_a and not self.only_in_b and not self.spec_changes)
+
+    def other_words(self) -> str:
+        """What the side a spec is checked against is, in a title: a live prefix is not "the lock"."""
+        other = self.b if self.spec_side == "A" else self.a
+        return "the environment" if other.kind == "prefix" else "the lock"
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in KINDS}
@@ -104,6 +110,9 @@ class DiffResult:
             where = f" {r.where}" if r.where else ""
             parts.append(f"{total - bad} of {total} requested specs satisfied{where}"
                          + (f", {bad} not" if bad else "") + f"; {len(r.unrequested)} locked packages not requested")
+        if self.spec_changes:
+            k = len(self.spec_changes)
+            parts.append(f"{k} channel/platform/name change{'s' * (k != 1)}")
         if self.only_in_a:
             parts.append(f"platforms only in A: {', '.join(self.only_in_a)}")
         if self.only_in_b:
@@ -119,6 +128,7 @@ class DiffResult:
             "platforms": [pd.to_dict() for pd in self.platforms],
             "spec_side": self.spec_side, "spec_reports": [r.to_dict() for r in self.spec_reports],
             "only_in_a": self.only_in_a, "only_in_b": self.only_in_b, "notes": [redact(n) for n in self.notes],
+            "spec_changes": [redact(c) for c in self.spec_changes],
         }
 
     @classmethod
@@ -129,4 +139,5 @@ class DiffResult:
         return cls(a=side(d["a"]), b=side(d["b"]), platforms=[PlatformDiff.from_dict(p) for p in d["platforms"]],
                    spec_reports=[SpecReport.from_dict(r) for r in d.get("spec_reports", [])],
                    spec_side=d.get("spec_side"), only_in_a=list(d.get("only_in_a", [])),
-                   only_in_b=list(d.get("only_in_b", [])), notes=list(d.get("notes", [])))
+                   only_in_b=list(d.get("only_in_b", [])), notes=list(d.get("notes", [])),
+                   spec_changes=list(d.get("spec_changes", [])))

@@ -217,4 +217,8 @@ def compare(a: SideArgs, b: SideArgs, *, platform: str | None = None, all_platfo
                 result.notes += [f"{where}{pa or pb or 'any platform'}: {n}" if len(pairs) > 1 else where + n
                                  for n in notes]
     assert result is not None
+    if da.kind == "environment" and db.kind == "environment":
+        from envguard.diff.specmeta import spec_changes
+
+        result.spec_changes = spec_changes(a.spec, b.spec)
     return result

@@ -346,10 +346,12 @@ def _lock_description(lockfile: Path) -> tuple[Any, str]:
     import hashlib
 
     from envguard import sources
+    from envguard.filekind import require_lock
 
-    if not Path(lockfile).is_file():
+    if not Path(lockfile).exists():
         raise UserError("lock file not found", file=str(lockfile), key="--lockfile",
                         fix="pass the conda-lock.yml the nodes were built from")
+    require_lock(Path(lockfile))
     return sources.load(str(lockfile)), hashlib.sha256(Path(lockfile).read_bytes()).hexdigest()
 
 

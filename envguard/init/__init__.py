@@ -211,9 +211,13 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
             raise UserError(f"unknown platform {p!r}; use one of {', '.join(LOCKABLE_PLATFORMS)}")
 
     python = python or c.default_python
-    if python not in c.supported_python:
-        raise UserError(f"Python {python} has no envguard template (supported: {', '.join(c.supported_python)}); "
-                        f"use {_or('--python', _nearest(python, list(c.supported_python)))}")
+    # One policy with lint (EG102): a newer Python the channel builds torch for is offered, and the file
+    # carries lint's warning; an older one, or one the channel has no torch for, is refused, as lint errs.
+    newer = re.fullmatch(r"\d+\.\d+", python) is not None and line_key(python) > line_key(c.supported_python[-1])
+    if python not in c.supported_python and not (newer and c.releases_for_python(python, channel)):
+        why = (f"{route.title} builds no torch for Python {python}" if newer else
+               f"Python {python} is not supported (envguard supports {', '.join(c.supported_python)})")
+        raise UserError(f"{why}; use {_or('--python', _nearest(python, list(c.supported_python)))}")
 
     if not route.released:  # the channel answered, without a single pytorch record on these platforms
         raise UserError(f"{route.evidence} hold no pytorch for {_and(platforms or list(DEFAULT_PLATFORMS))}; use "

@@ -19,6 +19,7 @@ literal credentials, whatever its kind, even one lint cannot otherwise read.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,11 @@ def lint_file(path: str | Path) -> list[Finding]:
 def default_targets(directory: str | Path = ".") -> list[Path]:
     """environment.yml (and conda-lock.yml when present) in ``directory``."""
     d = Path(directory)
+    if Path(directory) == Path("."):  # the project's, from a subdirectory too (envguard.project), shown from here
+        from envguard.project import project_dir
+
+        found = project_dir()
+        d = Path(os.path.relpath(found)) if found != Path.cwd() else d
     env = next((d / n for n in ENV_FILE_NAMES if (d / n).is_file()), None)
     if env is None:
         raise UserError(f"no environment.yml in {d.resolve()}", fix="pass the files to lint, or run `envguard init`")

@@ -11,6 +11,7 @@ for locks envguard wrote, never imports conda-lock (see lockfile.py).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import time
@@ -124,7 +125,12 @@ class Freshness:
 
 
 def default_files(files: list[Path] | None) -> list[Path]:
-    return [Path(f) for f in files] if files else [Path(DEFAULT_FILE)]
+    if files:
+        return [Path(f) for f in files]
+    from envguard.project import project_dir
+
+    found = project_dir()  # the project's environment.yml, from a subdirectory too; shown relative to here
+    return [Path(os.path.relpath(found / DEFAULT_FILE))] if found != Path.cwd() else [Path(DEFAULT_FILE)]
 
 
 def default_lockfile(files: list[Path], lockfile: Path | None) -> Path:

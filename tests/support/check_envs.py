@@ -86,6 +86,7 @@ def envguard(*args: str, cwd: Path | None = None, env: dict[str, str] | None = N
     """Run the real CLI in a subprocess."""
     full_env = dict(os.environ)
     full_env.pop("CONDA_PREFIX", None)
+    full_env.pop("VIRTUAL_ENV", None)  # an activated venv is an environment envguard may pick: tests pass one
     if env:
         full_env.update(env)
     return subprocess.run([*ENVGUARD, *args], capture_output=True, text=True, cwd=cwd, env=full_env,
