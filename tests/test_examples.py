@@ -299,3 +299,85 @@ def test_kubernetes_indexed_job_writes_reports_that_fleet_reads() -> None:
     assert claim == {"envguard-reports"}
     reports_dir = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == "reports")
     assert f"> \"{reports_dir}/" in container["args"][0] and reports_dir in fleet_cmd
+
+
+# ---------------------------------------------------------------- where envguard itself is installed from
+
+# PyPI's `envguard` is an unrelated project; torch-envguard (ours) is published on no index yet. Either name,
+# installed by bare name from an index, would run whatever a stranger uploaded under it.
+_INSTALL = re.compile(r"\b(?:pip3?|pipx|uv\s+pip|uv\s+tool|pipx\s+run)\s+install\b([^\n;&|`]*)")
+_BARE_NAME = re.compile(r"^(?:torch-)?envguard(?:\[[^\]]*\])?(?:\s*[<>=!~].*)?$", re.IGNORECASE)
+
+
+def index_installs_of_envguard(text: str) -> list[str]:
+    """Every `pip/pipx/uv install` argument that names envguard by bare name (so: from an index)."""
+    found = []
+    for m in _INSTALL.finditer(text.replace("\\\n", " ")):
+        try:
+            argv = shlex.split(m.group(1), comments=True)
+        except ValueError:
+            argv = m.group(1).split()
+        for i, raw in enumerate(argv):
+            tok = raw.strip("`'\",.()")  # prose: `pipx install envguard`, or ...
+            if tok.startswith("-") or " @ " in tok:
+                continue
+            if _BARE_NAME.match(tok.strip()) and not (i + 1 < len(argv) and argv[i + 1] == "@"):
+                found.append(f"{m.group(0).strip()}")
+    return found
+
+
+def test_index_install_scanner_catches_both_forms() -> None:
+    for bad in ("run: pip install envguard\n", "pipx install envguard\n", "RUN pip install --no-cache-dir envguard\n",
+                "pip install 'envguard[plot]'\n", "pip install torch-envguard==0.1.0\n", "uv tool install envguard",
+                "(`pipx install envguard`, or inside the environment)"):
+        assert index_installs_of_envguard(bad), bad
+    for good in ('pip install "torch-envguard @ git+https://example.invalid/envguard@abc"\n',
+                 'pipx install "git+https://example.invalid/envguard@abc"\n', "pip install -e '.[plot]'\n",
+                 "pip install matplotlib\n", "pip install torch==2.13.0 -e .\n"):
+        assert not index_installs_of_envguard(good), good
+
+
+def _install_texts() -> list[Path]:
+    files = [p for p in EXAMPLES.rglob("*") if p.is_file()]
+    return files + [REPO / "README.md", REPO / ".pre-commit-hooks.yaml", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def test_examples_and_docs_never_install_envguard_from_an_index() -> None:
+    bad = {str(p.relative_to(REPO)): hits for p in _install_texts()
+           if (hits := index_installs_of_envguard(p.read_text(encoding="utf-8", errors="replace")))}
+    assert not bad, f"installs envguard by bare name from an index (PyPI's `envguard` is another project): {bad}"
+
+
+def test_distribution_name_is_not_pypis_envguard() -> None:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["name"] == "torch-envguard"
+    assert project["scripts"] == {"envguard": "envguard.__main__:main"}  # the command keeps its name
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "torch-envguard" in readme and "The `envguard` on PyPI is a different project" in readme
+
+
+def test_examples_pin_a_commit_of_this_repository() -> None:
+    """The examples install envguard from one commit, and it is a commit of this repository's history."""
+    pins = set()
+    for p in [*_install_texts()]:
+        pins.update(re.findall(r"(?:envguard@|ENVGUARD_REV[:=]\s*)([0-9a-f]{40})\b", p.read_text(encoding="utf-8")))
+    for name in ("docker/Dockerfile", "github-actions/envguard.yml", "slurm/check-nodes.sbatch"):
+        assert re.search(r"(?:envguard@|ENVGUARD_REV[:=]\s*)[0-9a-f]{40}\b", (EXAMPLES / name).read_text()), name
+    assert len(pins) == 1, f"the examples and docs pin different commits: {sorted(pins)}"
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    [rev] = pins
+    known = subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True,
+                           check=False)
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=REPO, capture_output=True,
+                             text=True, check=False).stdout.strip() == "true"
+    if known.returncode and shallow:
+        pytest.skip("a shallow clone does not hold the pinned commit")
+    assert known.returncode == 0, f"{rev} is not a commit of this repository"
+    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", rev, "HEAD"], cwd=REPO, capture_output=True,
+                              check=False)
+    assert ancestor.returncode == 0, f"{rev} is not in this branch's history"

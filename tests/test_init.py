@@ -231,7 +231,7 @@ def test_templates_ship_in_the_wheel(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                            "-w", str(wheels), str(src)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    wheel = next(wheels.glob("envguard-*.whl"))
+    wheel = next(wheels.glob("torch_envguard-*.whl"))  # the distribution name (pyproject.toml)
     names = zipfile.ZipFile(wheel).namelist()
     for t in (REPO / "templates").glob("*.yml"):
         assert f"envguard/templates/{t.name}" in names

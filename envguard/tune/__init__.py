@@ -265,7 +265,8 @@ def check_plot(path: str | os.PathLike[str]) -> Path:
     missing = matplotlib_missing()
     if missing:
         raise UserError(f"--plot needs matplotlib, which is not importable here ({missing})", key="--plot",
-                        fix="pip install 'envguard[plot]', or leave out --plot (the terminal chart needs nothing)")
+                        fix="pip install matplotlib (envguard's `plot` extra), or leave out --plot "
+                            "(the terminal chart needs nothing)")
     if not p.parent.exists():
         raise UserError("the plot's directory does not exist", file=str(p), key="--plot",
                         fix="create the directory or name another file")

@@ -1,6 +1,6 @@
 """``--plot FILE``: throughput against workers, one line per setting, as PNG or SVG.
 
-matplotlib is an optional extra (``pip install 'envguard[plot]'``); without it the terminal chart
+matplotlib is an optional extra (``torch-envguard[plot]``: matplotlib); without it the terminal chart
 (``report.text_chart``) is all there is, and ``--plot`` says so in one line before any trial runs.
 """
 
