@@ -1,10 +1,12 @@
 """The pre-commit hooks, end to end, with the real `pre-commit` and real git commits.
 
-A snapshot of this working tree is committed into a temporary git repository
-(the hook repository); a second temporary repository (the project) points its
-.pre-commit-config.yaml at it by local path and rev. pre-commit builds its own
-virtualenv with envguard and its dependencies from PyPI (slow: one test does
-the whole flow). The project's environment.yml names the offline test channel,
+A clone of this repository (the hook repository) gets a snapshot of this working
+tree committed on top. A second temporary repository (the project) first runs
+the snippet of docs/commands/pre-commit.md exactly as written (its `repo:` URL
+led to the clone by git's `url.<base>.insteadOf`, its `rev:` a commit the clone
+already has), then the working tree's hooks at the snapshot commit. pre-commit
+builds its own virtualenvs with envguard and its dependencies from the package
+index (slow: one test does the whole flow). The project's environment.yml names the offline test channel,
 so `envguard lock` solves without conda-forge.
 """
 
@@ -34,6 +36,10 @@ def test_hook_definitions() -> None:
     assert hooks["envguard-lock-check"]["entry"] == "envguard lock --check"
     assert hooks["envguard-lock-check"]["pass_filenames"] is False
     assert set(hooks["envguard-check"]["stages"]) == {"post-checkout", "post-merge"}
+    # every hook says when it runs: without `stages:` a hook runs (and prints `Skipped`) in every hook type
+    # installed, post-checkout included
+    for hook_id in ("envguard-lint", "envguard-lock-check"):
+        assert set(hooks[hook_id]["stages"]) == {"pre-commit", "pre-push", "manual"}, hook_id
     assert hooks["envguard-check"]["entry"] == "envguard check --skip-missing --if-changed"
     assert all(h["language"] == "python" for h in hooks.values())
     import re
@@ -61,7 +67,10 @@ def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
 
 
 def _snapshot(dest: Path) -> str:
-    """Copy the working tree (tracked and untracked, not ignored) into a fresh git repo; return its rev."""
+    """Clone this repository (its whole history: the documented `rev:` is one of its commits), commit the
+    working tree (tracked and untracked, not ignored) on top; return that commit."""
+    _git(dest.parent, "clone", "-q", "--no-checkout", str(REPO), str(dest))
+    _git(dest, "read-tree", "--empty")
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                             text=True, check=True).stdout.splitlines()
     for rel in listed:
@@ -69,9 +78,8 @@ def _snapshot(dest: Path) -> str:
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    _git(dest, "init", "-q")
     _git(dest, "add", "-A")
-    _git(dest, "commit", "-q", "-m", "snapshot")
+    _git(dest, "commit", "-q", "--allow-empty", "-m", "snapshot of the working tree")
     return _git(dest, "rev-parse", "HEAD").stdout.strip()
 
 
@@ -88,36 +96,50 @@ platforms:
 """
 
 
-def documented_snippet() -> dict:
-    """The `.pre-commit-config.yaml` docs/commands/pre-commit.md shows, parsed: the test runs it as written."""
+def documented_snippet_text() -> str:
+    """The `.pre-commit-config.yaml` docs/commands/pre-commit.md shows, as written."""
     import re
 
     text = (REPO / "docs" / "commands" / "pre-commit.md").read_text(encoding="utf-8")
     block = re.search(r"```yaml\n(.*?)```", text, re.S)
     assert block, "docs/commands/pre-commit.md has no yaml snippet"
-    return yaml.safe_load(block.group(1))
+    return block.group(1)
 
 
-def test_documented_rev_is_a_tag_of_this_repository() -> None:
-    """The snippet's `rev:` must name a tag this repository has (a clone without any tags cannot tell)."""
+def documented_snippet() -> dict:
+    return yaml.safe_load(documented_snippet_text())
+
+
+def _is_commit(rev: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True,
+                          check=False).returncode == 0
+
+
+def test_documented_rev_is_a_commit_of_this_repository() -> None:
+    """The snippet's `rev:` is a full commit hash of this branch's history (there are no release tags)."""
+    import re
+
     rev = documented_snippet()["repos"][0]["rev"]
+    assert re.fullmatch(r"[0-9a-f]{40}", str(rev)), f"rev: {rev} is not a full commit hash"
     require((REPO / ".git").exists(), "not a git checkout")
-    tags = subprocess.run(["git", "tag", "--list"], cwd=REPO, capture_output=True, text=True).stdout.split()
-    require(tags, "this clone has no tags (cloned with --no-tags?)")
-    assert rev in tags, f"docs/commands/pre-commit.md's rev: {rev} is not a tag of this repository ({', '.join(tags)})"
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=REPO, capture_output=True,
+                             text=True, check=False).stdout.strip() == "true"
+    require(_is_commit(rev) or not shallow, "a shallow clone does not hold the documented commit")
+    assert _is_commit(rev), f"docs/commands/pre-commit.md's rev: {rev} is not a commit of this repository"
+    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", rev, "HEAD"], cwd=REPO, capture_output=True,
+                              check=False)
+    assert ancestor.returncode == 0, f"rev: {rev} is not in this branch's history"
 
 
 @pytest.mark.requires(PRE_COMMIT.exists(), "pre-commit is not installed next to the test interpreter")
 @pytest.mark.skipif(sys.platform != "linux", reason="the test channel's interpreter package is Linux-only here")
 def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
-    snippet = documented_snippet()
-    [entry] = snippet["repos"]
+    require((REPO / ".git").exists(), "not a git checkout: the hook repository is a clone of this one")
+    written = documented_snippet_text()
+    [entry] = yaml.safe_load(written)["repos"]
+    require(_is_commit(entry["rev"]), "this clone does not hold the documented commit (shallow?)")
     hook_repo = tmp_path / "hook-repo"
-    hook_repo.mkdir()
-    _snapshot(hook_repo)
-    # this repository at the snippet's tag: only `repo:` (where envguard is published) is filled in here
-    _git(hook_repo, "tag", entry["rev"])
-    entry["repo"] = str(hook_repo)
+    snapshot = _snapshot(hook_repo)
 
     project = tmp_path / "project"
     project.mkdir()
@@ -125,15 +147,33 @@ def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
     env_name = f"hooked-{os.getpid()}"
     (project / "environment.yml").write_text(ENV.format(name=env_name, channel=channel_url, python=HOST_PY),
                                              encoding="utf-8")
-    (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(snippet), encoding="utf-8")
     envguard = [sys.executable, "-m", "envguard"]
     prefix = Path(os.environ["ENVGUARD_ENVS_DIR"]) / env_name  # where `envguard create` puts it (conftest)
+    # the documented `repo:` URL is where the team keeps envguard: here, the clone (pre-commit passes
+    # GIT_CONFIG_COUNT/KEY/VALUE on to git)
+    insteadof = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{hook_repo}.insteadOf",
+                 "GIT_CONFIG_VALUE_0": entry["repo"]}
 
     def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=900)
+        return subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=900,
+                              env={**os.environ, **insteadof})
 
     locked = run([*envguard, "lock"])
     assert locked.returncode == 0, locked.stderr
+    _git(project, "add", "-A")
+
+    # 0. the documented snippet, byte for byte: pre-commit fetches the documented commit and both commit hooks
+    #    pass on the project's files
+    (project / ".pre-commit-config.yaml").write_text(written, encoding="utf-8")
+    as_written = run([str(PRE_COMMIT), "run", "--all-files"])
+    assert as_written.returncode == 0, as_written.stdout + as_written.stderr
+    assert "envguard lint" in as_written.stdout and "envguard lock --check" in as_written.stdout
+    assert "Failed" not in as_written.stdout and "mutable reference" not in as_written.stderr + as_written.stdout
+
+    # the rest runs the working tree's hooks: the same snippet at the snapshot commit (a commit, not a tag) of
+    # the clone, named by its path
+    own_hooks = written.replace(entry["rev"], snapshot).replace(entry["repo"], str(hook_repo))
+    (project / ".pre-commit-config.yaml").write_text(own_hooks, encoding="utf-8")
     _git(project, "add", "-A")
 
     # 1. pre-commit run --all-files: installs envguard from the hook repo into its own venv; both commit
@@ -154,6 +194,9 @@ def test_precommit_end_to_end(tmp_path: Path, channel_url: str) -> None:
     assert branch.returncode == 0, branch.stdout + branch.stderr
     assert "envguard check: skipped: the checkout moved no commit" in branch.stdout + branch.stderr, \
         branch.stdout + branch.stderr
+    # the commit hooks declare their stages: a checkout does not list them as `Skipped`
+    assert "envguard lint" not in branch.stdout + branch.stderr, branch.stdout + branch.stderr
+    assert "Skipped" not in branch.stdout + branch.stderr, branch.stdout + branch.stderr
 
     # 4. environment.yml changes without a re-lock: the commit is blocked, nothing is committed
     env_file = project / "environment.yml"
