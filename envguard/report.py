@@ -9,6 +9,11 @@ from envguard.findings import Finding, Severity, sort_findings
 from envguard.redact import redact
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 node``, ``2 nodes``; ``many`` for words whose plural is not word + s (``1 deviates``/``2 deviate``)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
 def summary_line(findings: Iterable[Finding]) -> str:
     fs = list(findings)
     n_err = sum(f.severity is Severity.ERROR for f in fs)

@@ -339,7 +339,9 @@ def test_check_the_test_virtualenv_itself_with_smoke(tmp_path: Path) -> None:
     # the smoke test's findings (failure-catalogue ids, not EG codes) are the ones the summary counts, and on
     # a machine without CUDA pinned memory is reported as not exercised, never as passed
     smoke_codes = [f["code"] for f in rep["findings"] if not f["code"].startswith("EG")]
-    assert rep["smoke"] == {"exit_code": 0, "timed_out": False, "findings": len(smoke_codes)}
+    assert {k: rep["smoke"][k] for k in ("exit_code", "timed_out", "findings")} == \
+        {"exit_code": 0, "timed_out": False, "findings": len(smoke_codes)}
+    assert set(rep["smoke"]) == {"exit_code", "timed_out", "findings", "duration_s", "checks"}
     import torch
 
     if not torch.cuda.is_available():

@@ -88,6 +88,10 @@ class CheckReport:
                 "warnings": sum(f.severity is Severity.WARNING for f in fs),
                 "info": sum(f.severity is Severity.INFO for f in fs),
             },
+            "counts": {**{k: v for k, v in zip(("errors", "warnings", "info"), (
+                sum(f.severity is s for f in fs) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)))},
+                "packages": len(self.packages), "file_problems": len(self.file_problems),
+                "smoke_checks_passed": sum(c.get("status") == "pass" for c in (self.smoke or {}).get("checks", []))},
             "findings": findings_to_json(fs),
             "files": {
                 "mode": self.files_mode,
@@ -240,6 +244,19 @@ def _default_driver_info() -> Any:
     return get_driver_info()
 
 
+def _smoke_checks(probe: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the smoke probe ran and how each check ended, for the report: name, status, seconds, reason."""
+    out = []
+    for c in probe.get("checks") or []:
+        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
+            continue
+        detail = c.get("detail") if isinstance(c.get("detail"), Mapping) else {}
+        out.append({"name": c["name"], "status": str(c.get("status")),
+                    "seconds": c.get("seconds") if isinstance(c.get("seconds"), (int, float)) else None,
+                    "reason": str(detail.get("reason") or c.get("error") or "") or None})
+    return out
+
+
 def _run_smoke(python: str, timeout: float, require_cuda: bool, driver_raw: Any, driver_checked: bool,
                progress: Callable[[str], None] | None = None, distributed: bool = False,
                only_distributed: bool = False) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any], int]:
@@ -261,6 +278,7 @@ def _run_smoke(python: str, timeout: float, require_cuda: bool, driver_raw: Any,
 
     code = int(ExitCode.SMOKE_TIMEOUT) if res.timed_out else int(ExitCode.SMOKE_FAILED) if res.failed else 0
     summary = {"exit_code": code, "timed_out": bool(res.timed_out), "findings": len(res.findings),
+               "duration_s": round(res.duration, 2), "checks": _smoke_checks(probe),
                "distributed": distributed_summary(res.probe)}
     return list(res.findings), torch_facts, summary, code
 

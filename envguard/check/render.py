@@ -34,7 +34,12 @@ def show(report: Any, fmt: str) -> None:
     if fmt == "json":
         sys.stdout.write(json.dumps(r.to_json(), indent=2) + "\n")
     elif fmt == "markdown":
-        sys.stdout.write(findings_to_markdown(check_title(r), r.findings))
+        from envguard.smoke import proved_line
+
+        sys.stdout.write(findings_to_markdown(check_title(r), r.findings) + f"\n{proved_line(r.smoke)}\n")
     else:
+        from envguard.smoke import proved_line
+
         render.out.print(check_title(r), markup=False)
+        render.out.print(proved_line(r.smoke), markup=False, highlight=False)
         render.print_findings(r.findings)

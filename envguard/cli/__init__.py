@@ -14,11 +14,12 @@ from envguard.cli import environments, measure, specs
 from envguard.cli.app import app, fail
 from envguard.cli.entry import main, run
 
+# the order a project meets them (README, "The workflow")
 for _name, _command in (
-    ("lock", specs.lock_cmd), ("why", specs.why_cmd), ("create", environments.create_cmd),
-    ("smoke", environments.smoke_cmd), ("check", environments.check_cmd), ("diff", specs.diff_cmd),
-    ("init", specs.init_cmd), ("lint", specs.lint_cmd), ("export", environments.export_cmd),
-    ("fleet", measure.fleet_cmd), ("tune", measure.tune_cmd),
+    ("init", specs.init_cmd), ("lint", specs.lint_cmd), ("lock", specs.lock_cmd), ("why", specs.why_cmd),
+    ("create", environments.create_cmd), ("check", environments.check_cmd), ("smoke", environments.smoke_cmd),
+    ("diff", specs.diff_cmd), ("export", environments.export_cmd), ("tune", measure.tune_cmd),
+    ("fleet", measure.fleet_cmd),
 ):
     app.command(_name)(_command)
 

@@ -5,6 +5,7 @@
 import os
 import signal
 import sys
+from typing import Any
 
 import typer
 
@@ -98,6 +99,7 @@ def _run(argv: list[str]) -> int:
 
         line = with_fix(f"{_escape(redact(where))}: {_escape(redact(message))}", f"see `{_escape(where)} --help`")
         render.err.print(f"[red]error:[/red] {line}", markup=True, highlight=False)
+        _json_error(argv, int(ExitCode.USAGE), f"{where}: {message}", reason=message, fix=f"see `{where} --help`")
         return int(ExitCode.USAGE)
     except EnvguardError as e:
         from envguard.redact import redact
@@ -105,6 +107,8 @@ def _run(argv: list[str]) -> int:
         if run_state["verbose"]:
             _print_traceback()
         render.err.print(f"[red]error:[/red] {_escape(redact(e.message))}", markup=True)
+        _json_error(argv, int(e.exit_code), e.message, reason=getattr(e, "problem", None) or e.reason, fix=e.fix,
+                    file=getattr(e, "file", None), key=getattr(e, "key", None), line=getattr(e, "line", None))
         return int(e.exit_code)
     except KeyboardInterrupt:
         return say_interrupted("interrupted")
@@ -117,6 +121,28 @@ def _run(argv: list[str]) -> int:
         hint = "" if run_state["verbose"] else " (rerun with --verbose for a traceback)"
         render.err.print(f"[red]internal error:[/red] {type(e).__name__}: {detail}{hint}")
         return int(ExitCode.BACKEND)
+
+
+def _json_error(argv: list[str], code: int, message: str, **parts: Any) -> None:
+    """Under ``--format json`` an error is a JSON document on stdout as well as the line on stderr
+    (docs/json.md, ``envguard.error/1``); text and markdown keep stdout empty."""
+    from envguard.jsonout import error_document, json_requested
+
+    if not json_requested(argv):
+        return
+    import json
+
+    from envguard.redact import redact
+
+    names = {c.name for c in app.registered_commands}
+    command = next((a for a in argv if a in names), "")
+    doc = error_document(command, code, redact(message),
+                         **{k: redact(v) if isinstance(v, str) else v for k, v in parts.items()})
+    try:
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):  # a closed stdout: the line on stderr has said it
+        pass
 
 
 def _asks_for_help(argv: list[str]) -> bool:

@@ -1,6 +1,7 @@
 """The commands about one environment: create (from the lock), check and smoke (the installed environment)
 and export (an environment that works, into a spec and a lock). Registered by envguard/cli/__init__.py."""
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -193,14 +194,22 @@ def export_cmd(
         help="Index to look pip hashes up on (repeatable; default: pip's own configuration, else PyPI).")] = None,
     no_index: Annotated[bool, flag("--no-index",
         help="Ask no index: pip dists without a recorded hash are written without one.")] = False,
+    as_json: Annotated[bool, flag("--json",
+        help="Report what was written as JSON on stdout (envguard.export/1; --format names the files' "
+             "format).")] = False,
 ) -> None:
     """Adopt an environment that already works: environment.yml and conda-lock.yml from what is installed."""
     from envguard.export import export
-    from envguard.export.render import print_export
+    from envguard.export.render import export_json, print_export
 
     result = export(prefix, name=name, output=output, fmt=fmt, pinned=pinned, force=force, deep=deep,
                     index_urls=index_url or None, use_index=not no_index)
-    print_export(result)
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps(export_json(result), indent=2, ensure_ascii=False) + "\n")
+    else:
+        print_export(result)
     raise typer.Exit(result.exit_code)
 
 

@@ -25,6 +25,9 @@ def fleet_cmd(
     lockfile: Annotated[Path | None, lockfile_option(
         help="The lock the nodes should match (default: compare with the majority).")] = None,
     fmt: Annotated[str, format_option()] = "text",
+    details: Annotated[bool, flag("--details",
+        help="Text: every package change and finding of each group (default: counts per change class and "
+             "per finding code).")] = False,
 ) -> None:
     """One verdict over many nodes' check reports: groups, their nodes and what differs."""
     from envguard.fleet import run_fleet
@@ -32,7 +35,7 @@ def fleet_cmd(
 
     check_format(fmt)
     result = run_fleet(reports, lockfile=lockfile)
-    show(result, fmt)
+    show(result, fmt, details=details)
     raise typer.Exit(result.exit_code)
 
 

@@ -176,8 +176,9 @@ def diff_cmd(
     )
     if chosen:
         result.notes.insert(0, chosen)
+    result.exit_code = 0 if result.equal or exit_zero else int(ExitCode.PROBLEMS)
     show(result, fmt)
-    raise typer.Exit(0 if result.equal or exit_zero else int(ExitCode.PROBLEMS))
+    raise typer.Exit(result.exit_code)
 
 # ---------------------------------------------------------------- init, lint
 

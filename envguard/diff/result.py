@@ -69,6 +69,7 @@ class DiffResult:
     only_in_b: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     spec_changes: list[str] = field(default_factory=list)  # channels, platforms, name of two environment files
+    exit_code: int | None = None  # what the run exits with (--exit-zero); None: 1 when the sides differ, else 0
 
     @property
     def equal(self) -> bool:
@@ -124,6 +125,7 @@ class DiffResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA, "equal": self.equal, "summary": redact(self.summary()), "counts": self.counts(),
+            "exit_code": self.exit_code if self.exit_code is not None else int(not self.equal),
             "a": self.a.to_dict(), "b": self.b.to_dict(),
             "platforms": [pd.to_dict() for pd in self.platforms],
             "spec_side": self.spec_side, "spec_reports": [r.to_dict() for r in self.spec_reports],

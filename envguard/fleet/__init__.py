@@ -99,9 +99,11 @@ class FleetResult:
         dev = [g for g in self.groups if g.deviates]
         ref = "the lock" if self.lockfile else ("the majority of their platform" if len(self.platforms) > 1
                                                  else "the majority")
-        text = f"{self.matching} of {self.nodes} nodes match {ref}"
+        from envguard.report import plural
+
+        text = f"{self.matching} of {plural(self.nodes, 'node')} {'matches' if self.nodes == 1 else 'match'} {ref}"
         if dev:
-            text += f"; {sum(len(g.nodes) for g in dev)} deviate in {len(dev)} group{'s' * (len(dev) != 1)}"
+            text += f"; {plural(sum(len(g.nodes) for g in dev), 'deviates', 'deviate')} in {plural(len(dev), 'group')}"
         failed = sum(1 for g in self.groups for c in g.exit_codes if c)
         if failed:
             text += f"; {failed} node{'s' * (failed != 1)} failed their own check"
@@ -112,7 +114,12 @@ class FleetResult:
     def to_dict(self) -> dict[str, Any]:
         from envguard.redact import redact
 
-        return {"schema": SCHEMA, "exit_code": self.exit_code, "summary": self.summary(), "nodes": self.nodes,
+        counts = {"nodes": self.nodes, "matching": self.matching, "groups": len(self.groups),
+                  "deviating_groups": sum(1 for g in self.groups if g.deviates),
+                  "failed_nodes": sum(1 for g in self.groups for c in g.exit_codes if c),
+                  "unreadable": len(self.unreadable)}
+        return {"schema": SCHEMA, "exit_code": self.exit_code, "counts": counts, "summary": self.summary(),
+                "nodes": self.nodes,
                 "matching": self.matching, "reference": redact(self.reference),
                 "lockfile": redact(self.lockfile) if self.lockfile else None,
                 "groups": [g.to_dict() for g in self.groups],

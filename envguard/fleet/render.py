@@ -21,7 +21,9 @@ def print_fleet(result: FleetResult, max_changes: int = 30) -> None:
     r = result
     ref = f"reference: {redact(r.lockfile)}" if r.lockfile else (
         "reference: the majority of each platform" if len(r.platforms) > 1 else "reference: the majority")
-    render.out.print(Text(f"envguard fleet · {r.nodes} nodes · {ref}", style="bold"))
+    from envguard.report import plural
+
+    render.out.print(Text(f"envguard fleet · {plural(r.nodes, 'node')} · {ref}", style="bold"))
     table = Table(expand=False)
     for col in ("", "nodes", "n", "torch", "driver · GPUs", "smoke", "findings"):
         table.add_column(col, overflow="fold")

@@ -56,6 +56,16 @@ class LintResult:
         return unread + (f"; nothing to report in the other {linted}" if linted > 0 else "")
 
     @property
+    def exit_code(self) -> int:
+        """2 a file could not be read > 1 an error finding > 0."""
+        from envguard.errors import ExitCode
+        from envguard.findings import has_errors
+
+        if self.unreadable:
+            return int(ExitCode.USAGE)
+        return int(ExitCode.PROBLEMS) if has_errors(self.findings) else int(ExitCode.OK)
+
+    @property
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for f in self.findings:

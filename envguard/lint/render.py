@@ -18,8 +18,13 @@ def show(result: Any, fmt: str) -> None:
         render.err.print(f"[red]error:[/red] {render.escape(redact(str(message)))}", markup=True)
     title = f"envguard lint: {', '.join(r.files)}"
     if fmt == "json":
-        doc = {"files": [redact(str(f)) for f in r.files], "findings": findings_to_json(r.findings),
-               "unreadable": [redact(str(m)) for m in r.unreadable], "summary": r.summary}
+        from envguard.jsonout import severity_counts
+
+        doc = {"schema": "envguard.lint/1", "exit_code": r.exit_code,
+               "counts": {"files": len(r.files), "unreadable": len(r.unreadable), **severity_counts(r.findings)},
+               "files": [redact(str(f)) for f in r.files], "findings": findings_to_json(r.findings),
+               "unreadable": [redact(str(m)) for m in r.unreadable], "summary": r.summary,
+               "codes": r.counts}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "markdown":
         sys.stdout.write(findings_to_markdown(title, r.findings, summary=r.summary))

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard import catalog
+from envguard.smoke.summary import check_label as check_label, proved_line as proved_line  # public
 from envguard.envs import resolve_python as resolve_python  # public: what smoke probes
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding, Severity, has_errors
@@ -40,6 +41,7 @@ from envguard.procsession import (
     stop_session,
 )
 
+SCHEMA = "envguard.smoke/1"  # its --format json document (docs/json.md)
 DEFAULT_TIMEOUT = 120.0
 SMOKE_DIR_TAG = "envguard-smoke-"  # + "<pid>-": the probe's work dir in TMPDIR, named after its owner
 SHM_WARN_BYTES = 1 << 30  # under 1 GiB free (Docker's default is 64 MB) is a warning
@@ -77,7 +79,12 @@ class SmokeResult:
     def to_dict(self) -> dict[str, Any]:
         from envguard.report import findings_to_json
 
-        return {"python": self.python, "ok": self.ok, "exit_code": self.exit_code, "timed_out": self.timed_out,
+        checks = [c for c in self.probe.get("checks") or [] if isinstance(c, dict)]
+        counts = {"checks": len(checks), **{k: sum(c.get("status") == s for c in checks) for k, s in (
+            ("passed", "pass"), ("failed", "fail"), ("not_exercised", "not-exercised"), ("skipped", "skip"))},
+            "findings": len(self.findings)}
+        return {"schema": SCHEMA, "counts": counts,
+                "python": self.python, "ok": self.ok, "exit_code": self.exit_code, "timed_out": self.timed_out,
                 "duration": round(self.duration, 3), "phase": self.phase, "returncode": self.returncode,
                 "shm_removed": self.shm_removed, "pids": self.pids, "driver": self.driver,
                 "findings": findings_to_json(self.findings), "probe": self.probe}
@@ -185,6 +192,10 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
                        driver=driver.to_dict() if driver is not None else None)
 
 
+# the phase ``progress`` is told last, when the probe has exited (no probe phase has this name)
+PROBE_ENDED = "probe-ended"
+
+
 def _wait(proc: subprocess.Popen[bytes], timeout: float, events: Path,
           progress: Callable[[str], None] | None) -> bool:
     """Wait for the probe; False when it ran past ``timeout``. With ``progress``, report each new phase the
@@ -197,15 +208,22 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float, events: Path,
             return False
     deadline = time.monotonic() + timeout
     seen = 0
+
+    def report_new() -> None:
+        nonlocal seen
+        phases = [e["phase"] for e in read_events(events) if isinstance(e.get("phase"), str)]
+        for phase in phases[seen:]:
+            progress(phase)
+        seen = max(seen, len(phases))
+
     while True:
         try:
             proc.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+            report_new()
+            progress(PROBE_ENDED)  # the last phase ends here: its time is a duration
             return True
         except subprocess.TimeoutExpired:
-            phases = [e["phase"] for e in read_events(events) if isinstance(e.get("phase"), str)]
-            for phase in phases[seen:]:
-                progress(phase)
-            seen = max(seen, len(phases))
+            report_new()
             if time.monotonic() >= deadline:
                 return False
 def join_timeout(timeout: float) -> float:

@@ -40,29 +40,42 @@ def phase_label(phase: str) -> str | None:
 
 
 class SmokeProgress:
-    """On a terminal, one line per phase the smoke probe enters (each start method has its own), on stderr;
-    nothing otherwise. ``with SmokeProgress(enabled=...) as p: run_smoke(..., progress=p.phase)``."""
+    """On a terminal, one line per phase the smoke probe went through (each start method has its own), on
+    stderr, with the time that phase took; nothing otherwise. A phase's line comes when the next one starts (or
+    the probe ends), so its number is a duration, never the time since the start.
+    ``with SmokeProgress(enabled=...) as p: run_smoke(..., progress=p.phase)``."""
 
     def __init__(self, *, enabled: bool, prefix: str = "smoke") -> None:
-        import time
-
         self.enabled = enabled
         self.prefix = prefix
-        self._t0 = time.monotonic()
+        self._current: tuple[str, float] | None = None  # (label, when it started)
+
+    def _finish(self, now: float, note: str = "") -> None:
+        if self._current is None:
+            return
+        label, started = self._current
+        self._current = None
+        render.err.print(f"[dim]·[/dim] {self.prefix}: {render.escape(label)} "
+                         f"[dim]({now - started:.1f} s{note})[/dim]", markup=True, highlight=False)
 
     def phase(self, phase: str) -> None:
         import time
 
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        self._finish(now)  # any new phase, one without a line of its own too, ends the one before
         label = phase_label(phase)
-        if self.enabled and label:
-            render.err.print(f"[dim]·[/dim] {self.prefix}: {render.escape(label)} "
-                             f"[dim]({time.monotonic() - self._t0:.1f} s)[/dim]", markup=True, highlight=False)
+        self._current = (label, now) if label else None
 
     def __enter__(self) -> SmokeProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        import time
+
+        if self.enabled:  # the last phase: it ended with the probe (or was cut short by its end)
+            self._finish(time.monotonic(), ", interrupted" if exc and exc[0] is not None else "")
 
 
 def print_smoke_checks(result: SmokeResult) -> None:

@@ -394,6 +394,8 @@ def to_json(result: TuneResult) -> dict[str, Any]:
         "duration_s": round(result.duration, 3),
         "samples_per_trial": result.options.get("samples_per_trial"),
         "exit_code": result.exit_code,
+        "counts": {"trials": len(trials), "ok": len(result.ok_trials), "failed": len(trials) - len(result.ok_trials),
+                   "findings": len(result.findings)},
         "timed_out": result.timed_out,
         "stopped": result.stopped,
         "machine": {"cpus": insp.get("cpus"), "limits": insp.get("limits"), "cuda": insp.get("cuda"),
