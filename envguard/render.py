@@ -104,16 +104,25 @@ def escape(text: str) -> str:
     return escape(text)
 
 
-def print_findings(findings: list, title: str | None = None, summary: str | None = None) -> None:
-    """A rich table of findings grouped by severity, then a one-line summary (``summary`` replaces it)."""
-    from rich.table import Table
+# Below this many columns, or when the table's fixed columns would leave the message too little room, a
+# terminal gets one finding per line: a table squeezed into 80 columns folds paths mid-word and takes a dozen
+# lines per finding.
+_TABLE_MIN_WIDTH = 100
+_MESSAGE_MIN_WIDTH = 40
 
+
+def print_findings(findings: list, title: str | None = None, summary: str | None = None) -> None:
+    """The findings grouped by severity and a one-line summary (``summary`` replaces it). In a log or a pipe,
+    one plain line per finding and the summary last; on a terminal the summary first (the verdict before the
+    detail), then a table that fits the width, without the columns no finding fills, or one finding per
+    line where it would not fit."""
     from envguard.errors import with_fix
     from envguard.findings import sort_findings
     from envguard.redact import redact
     from envguard.report import summary_line
 
     fs = sort_findings(list(findings))
+    verdict = summary if summary is not None else summary_line(fs)
     if fs and not is_terminal(out):
         # logs and pipes: one plain line per finding, nothing wrapped, easy to grep
         if title:
@@ -124,14 +133,42 @@ def print_findings(findings: list, title: str | None = None, summary: str | None
             print_plain(out, with_fix(line, redact(f.fix) if f.fix else None))
         print_plain(out, summary_line(fs))
         return
-    if fs:
-        table = Table(title=title, show_lines=False, expand=False)
-        for col in ("severity", "code", "where", "message", "fix"):
-            table.add_column(col, overflow="fold")
-        style = {"error": "red", "warning": "yellow", "info": "blue"}
-        for f in fs:
-            sev = f.severity.value
-            table.add_row(f"[{style[sev]}]{sev}[/]", escape(f.code), escape(redact(f.location or f.package or "")),
-                          escape(redact(f.message)), escape(redact(f.fix)))
-        out.print(table)
-    out.print(summary if summary is not None else summary_line(fs))
+    if not fs:
+        out.print(verdict)
+        return
+    rows = [(f.severity.value, f.code, redact(f.location or f.package or ""), redact(f.message), redact(f.fix or ""))
+            for f in fs]
+    if title:
+        out.print(title, markup=False)
+    out.print(verdict, markup=False)
+    style = {"error": "red", "warning": "yellow", "info": "blue"}
+    width = int(out.width)  # type: ignore[arg-type]
+    names = ("severity", "code", "where", "message", "fix")
+    used = [i for i in range(len(names)) if any(r[i] for r in rows)]  # no column that every finding leaves empty
+    # the short columns never wrap (a path stays whole); message and fix wrap between words, so each must be
+    # as wide as its longest word (a path in a fix)
+    least = {i: max(len(r[i]) for r in rows) if i < 3 else max(
+        [_MESSAGE_MIN_WIDTH if i == 3 else 0] + [len(w) for r in rows for w in r[i].split()]) for i in used}
+    if width < _TABLE_MIN_WIDTH or sum(least.values()) + 3 * len(used) + 1 > width:
+        _findings_per_line(rows, style)
+        return
+    from rich.table import Table
+
+    table = Table(show_lines=False, expand=False)
+    for i in used:
+        table.add_column(names[i], no_wrap=i < 3, min_width=least[i], overflow="fold")
+    for r in rows:
+        cells = [f"[{style[r[0]]}]{r[0]}[/]" if i == 0 else escape(r[i]) for i in used]
+        table.add_row(*cells)
+    out.print(table)
+
+
+def _findings_per_line(rows: list[tuple[str, str, str, str, str]], style: dict[str, str]) -> None:
+    """One finding per line (its fix on the next, indented); lines wrap between words, never inside one."""
+    from rich.text import Text
+
+    for sev, code, where, message, fix in rows:
+        line = Text.assemble((sev, style[sev]), " ", (code, "bold"), (f" {where}" if where else ""), ": ", message)
+        out.print(line, soft_wrap=False, overflow="fold")
+        if fix:
+            out.print(Text(f"  fix: {fix}", style="dim"), soft_wrap=False, overflow="fold")
