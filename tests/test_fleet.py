@@ -250,3 +250,26 @@ def test_each_platform_is_compared_with_its_own_part_of_the_lock(channel_url: st
     odd = next(g for g in doc["groups"] if not g["reference"])
     assert odd["nodes"] == "arm03" and [c["key"] for c in odd["changes"]] == ["numpy"]
     assert odd["fact_changes"] == []  # compared with the reference of its own platform
+
+
+def test_text_reads_in_a_log_verdict_first_findings_grouped_by_code(real: dict[str, Any], tmp_path: Path) -> None:
+    """Three reports, one with 88 findings: the verdict is the second line, each group one line, the 88
+    findings one line per code with their count; every line fits 80 columns when COLUMNS says so, and stays
+    short in a log that has no width."""
+    (_, a), (_, b), (_, c) = real["reports"]["a"], real["reports"]["b"], real["reports"]["c"]
+    warning = next(f for f in b["findings"] if f["severity"] in ("warning", "error"))
+    many = {**b, "findings": b["findings"] + [dict(warning, package=f"pkg{i}") for i in range(88)]}
+    write_nodes(tmp_path, a, ["node1"])
+    write_nodes(tmp_path, many, ["node2"])
+    write_nodes(tmp_path, c, ["node3"])
+    for columns, limit in (("80", 80), (None, 400)):
+        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
+        proc = subprocess.run([*ENVGUARD, "fleet", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                              env=env, check=False)
+        lines = proc.stdout.splitlines()
+        assert max(len(ln) for ln in lines) <= limit, max(lines, key=len)
+        assert lines[0].startswith("envguard fleet · 3 nodes") and "of 3 nodes match" in lines[1], lines[:3]
+        assert len(lines) < 40, proc.stdout
+        assert f"{warning['code']} {warning['severity']} ×" in proc.stdout, proc.stdout
+    detailed = fleet(str(tmp_path), "--details")
+    assert detailed.stdout.count(warning["code"]) > 88

@@ -106,7 +106,7 @@ class FleetResult:
             text += f"; {plural(sum(len(g.nodes) for g in dev), 'deviates', 'deviate')} in {plural(len(dev), 'group')}"
         failed = sum(1 for g in self.groups for c in g.exit_codes if c)
         if failed:
-            text += f"; {failed} node{'s' * (failed != 1)} failed their own check"
+            text += f"; {plural(failed, 'node')} failed {'its' if failed == 1 else 'their'} own check"
         if self.unreadable:
             text += f"; {len(self.unreadable)} report{'s' * (len(self.unreadable) != 1)} unreadable"
         return text
