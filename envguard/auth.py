@@ -125,16 +125,18 @@ class Credentials:
                 return {"Authorization": header}
         return None
 
-    def client(self) -> Any:
-        """A rattler ``Client`` with the standard middleware and these credentials; None when there are none
-        (rattler's default client is then used, exactly as before)."""
-        if not self:
+    def client(self, mirrors: dict[str, list[str]] | None = None) -> Any:
+        """A rattler ``Client`` with the standard middleware, these credentials and ``mirrors`` (channel URL ->
+        mirror URLs, envguard.condaconfig); None when there are neither (rattler's default client is then
+        used, exactly as before)."""
+        if not self and not mirrors:
             return None
         from rattler.networking import (
             AddHeadersMiddleware,
             AuthenticationMiddleware,
             Client,
             GCSMiddleware,
+            MirrorMiddleware,
             OciMiddleware,
             RetryMiddleware,
             S3Middleware,
@@ -145,6 +147,8 @@ class Credentials:
             chain: list[Any] = [RetryMiddleware(3), AuthenticationMiddleware()]
             if self.basic:
                 chain.append(AddHeadersMiddleware(self._headers))
+            if mirrors:  # before the OCI/GCS/S3 handlers: a mirror may itself be one of those
+                chain.append(MirrorMiddleware(mirrors))
             return chain + [OciMiddleware(), GCSMiddleware(), S3Middleware()]
 
         if not self.tokens:

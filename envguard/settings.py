@@ -147,6 +147,21 @@ def verbose(env: Mapping[str, str] | None = None) -> bool:
     return _verbose_flag or text(VERBOSE, env) == "1"
 
 
+_offline_flag = False
+
+
+def set_offline(on: bool) -> None:
+    global _offline_flag
+    _offline_flag = bool(on)
+
+
+def solve_offline() -> bool:
+    """Whether ``--offline`` was given to this command: solves read repodata from the cache and local channels
+    only. (``ENVGUARD_OFFLINE`` is init's: the test suite sets it everywhere, and lock solves against local
+    HTTP channels it serves.)"""
+    return _offline_flag
+
+
 def test_hook(knob: Knob, env: Mapping[str, str] | None = None) -> str:
     """The value of a test hook, honoured only together with ``ENVGUARD_TESTING=1``: "" otherwise."""
     if not knob.test_hook or knob is TESTING:

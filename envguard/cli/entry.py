@@ -57,6 +57,7 @@ def run(argv: list[str] | None = None) -> int:
         return _run(_verbose_anywhere(list(argv if argv is not None else sys.argv[1:])))
     finally:
         settings.set_verbose(False)
+        settings.set_offline(False)
 
 
 def _run(argv: list[str]) -> int:

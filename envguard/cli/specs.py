@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from envguard import render
+from envguard import render, settings
 from envguard.cli.app import (
     check_format,
     env_files_option,
@@ -26,6 +26,16 @@ from envguard.errors import ExitCode
 from envguard.render import warn
 
 # ---------------------------------------------------------------- lock
+
+
+def _say_channel_config() -> None:
+    """One line on stderr naming the conda/pixi channel configuration a solve follows, when there is any."""
+    from envguard import condaconfig
+    from envguard.redact import redact
+
+    used = condaconfig.load().used
+    if used:
+        render.err.print(f"channel configuration: {redact(', '.join(used))}", markup=False, highlight=False)
 
 
 def lock_cmd(
@@ -50,6 +60,8 @@ def lock_cmd(
         help="Re-solve everything from scratch, ignoring the existing lock's versions.")] = False,
     fmt: Annotated[str, format_option(
         help="text, or json (the change report, schema envguard.lock-changes/1).")] = "text",
+    offline: Annotated[bool, flag("--offline",
+        help="No network: cached repodata and local channels only.")] = False,
 ) -> None:
     """Solve environment.yml for several platforms into a conda-lock.yml (no conda needed)."""
     import re
@@ -57,6 +69,8 @@ def lock_cmd(
     from envguard.errors import UserError
 
     no_prefix_here("lock", misused_p)
+    settings.set_offline(offline)
+    _say_channel_config()
     if cuda is not None and no_cuda:
         raise UserError("--cuda and --no-cuda exclude each other", key="--cuda", fix="pass only one of them")
     if cuda is not None and not re.fullmatch(r"\d+(\.\d+){0,2}", cuda):

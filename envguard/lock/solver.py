@@ -173,15 +173,25 @@ def solve_platforms(
 
     # Credentials go to rattler's client, never inside a URL its repodata cache would write (envguard.auth);
     # the solved records get them back so that the lock keeps the channel URL as written.
+    from envguard import condaconfig
     from envguard.auth import Credentials
 
+    # channel names resolved the way this user's conda resolves them (.condarc, CONDA_*), pixi's mirrors
+    config = condaconfig.load()
+    channels = config.expand(list(channels))
+    offline = settings.solve_offline()
     creds = Credentials()
     clean = [creds.strip(c) for c in channels]
     restore = {c.rstrip("/") + "/": real.rstrip("/") + "/"
                for c, real in zip(clean, channels, strict=True) if c != real}
 
     async def run() -> Solution:
-        gateway = Gateway(cache_dir=settings.rattler_cache_dir(), client=creds.client())
+        from rattler import SourceConfig
+
+        # offline: repodata only from rattler's cache (and local channels, read from disk), never the network
+        source = SourceConfig(cache_action="force-cache-only") if offline else None
+        gateway = Gateway(cache_dir=settings.rattler_cache_dir(), client=creds.client(config.mirror_map()),
+                          default_config=source)
         chans = [Channel(c) for c in clean]
         out = Solution(records={})
         for i, (platform, deps) in enumerate(dependencies.items(), start=1):
@@ -214,8 +224,16 @@ def solve_platforms(
                     raise BackendError(f"cannot solve for {platform}{hint}:\n{_explain(e)}", lines=True) from None
                 # one line: rattler chains its causes as "\nCaused by: ..." lines
                 cause = "; ".join(line.strip() for line in _explain(e).splitlines() if line.strip())
+                if offline:
+                    remote = [redact(c) for c in channels if not c.startswith(("file://", "/", "."))]
+                    raise BackendError(
+                        f"offline: cannot load channels for {platform} from the cache ({kind}): {cause}",
+                        fix="lock once online so that rattler caches the repodata of "
+                        + (", ".join(remote) or "these channels")
+                        + ", or name a local channel (docs/offline.md)") from None
                 raise BackendError(f"cannot load channels for {platform} ({kind}): {cause}",
-                                   fix="check the channel URLs and that they are reachable") from None
+                                   fix="check the channel URLs and that they are reachable; without a network "
+                                   "use --offline with cached repodata or a local channel (docs/offline.md)") from None
         return out
 
     return asyncio.run(run())
