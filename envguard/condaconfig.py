@@ -14,6 +14,7 @@ are merged with the later file's entries winning. ``CONDA_CHANNEL_ALIAS`` and ``
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,10 +100,10 @@ def _read_yaml(p: Path) -> dict[str, Any] | None:
 
 
 def _read_toml(p: Path) -> dict[str, Any] | None:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:
+        import tomli as tomllib
     try:
         return tomllib.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -37,9 +37,8 @@ def json_requested(argv: Sequence[str]) -> bool:
     return False
 
 
-def error_document(command: str, exit_code: int, message: str, *, reason: str | None = None,
-                   fix: str | None = None, file: str | None = None, key: str | None = None,
-                   line: int | None = None) -> dict[str, Any]:
+def error_document(command: str, exit_code: int, message: str, *, reason: Any = None, fix: Any = None,
+                   file: Any = None, key: Any = None, line: Any = None) -> dict[str, Any]:
     """The ``envguard.error/1`` document: the same one line stderr gets, and its parts as data."""
     return {"schema": ERROR_SCHEMA, "command": command, "exit_code": int(exit_code),
             "counts": {"errors": 1},

@@ -142,7 +142,7 @@ def print_findings(findings: list, title: str | None = None, summary: str | None
         out.print(title, markup=False)
     out.print(verdict, markup=False)
     style = {"error": "red", "warning": "yellow", "info": "blue"}
-    width = int(out.width)  # type: ignore[arg-type]
+    width = int(out.width)
     names = ("severity", "code", "where", "message", "fix")
     used = [i for i in range(len(names)) if any(r[i] for r in rows)]  # no column that every finding leaves empty
     # the short columns never wrap (a path stays whole); message and fix wrap between words, so each must be

@@ -151,7 +151,7 @@ _offline_flag = False
 
 
 def set_offline(on: bool) -> None:
-    global _offline_flag
+    global _offline_flag  # noqa: PLW0603 - one flag for this process, set once per command
     _offline_flag = bool(on)
 
 

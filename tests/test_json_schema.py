@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parent / "support"  # tune_datasets.py is there
 DOC = REPO / "docs" / "json.md"
 ENVGUARD = [sys.executable, "-m", "envguard"]
 TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
@@ -159,5 +159,5 @@ def test_bad_input_is_a_json_document_and_one_line(argv: list[str], tmp_path: Pa
     assert stderr.strip().startswith("error:") and "Traceback" not in stderr
     if doc["schema"] == "envguard.error/1":
         assert doc["command"] == argv[0]
-        assert doc["error"]["message"] and doc["error"]["message"] in stderr.replace("\n", " ") or \
-            doc["error"]["reason"] in stderr
+        assert doc["error"]["message"]
+        assert doc["error"]["message"] in stderr.replace("\n", " ") or doc["error"]["reason"] in stderr

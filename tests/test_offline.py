@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import channels
 import pytest
+from support import channels
 
 from envguard import condaconfig
 

@@ -88,10 +88,12 @@ class CheckReport:
                 "warnings": sum(f.severity is Severity.WARNING for f in fs),
                 "info": sum(f.severity is Severity.INFO for f in fs),
             },
-            "counts": {**{k: v for k, v in zip(("errors", "warnings", "info"), (
-                sum(f.severity is s for f in fs) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)))},
-                "packages": len(self.packages), "file_problems": len(self.file_problems),
-                "smoke_checks_passed": sum(c.get("status") == "pass" for c in (self.smoke or {}).get("checks", []))},
+            "counts": {"errors": sum(f.severity is Severity.ERROR for f in fs),
+                       "warnings": sum(f.severity is Severity.WARNING for f in fs),
+                       "info": sum(f.severity is Severity.INFO for f in fs),
+                       "packages": len(self.packages), "file_problems": len(self.file_problems),
+                       "smoke_checks_passed": sum(c.get("status") == "pass"
+                                                  for c in (self.smoke or {}).get("checks", []))},
             "findings": findings_to_json(fs),
             "files": {
                 "mode": self.files_mode,
@@ -250,7 +252,7 @@ def _smoke_checks(probe: Mapping[str, Any]) -> list[dict[str, Any]]:
     for c in probe.get("checks") or []:
         if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
             continue
-        detail = c.get("detail") if isinstance(c.get("detail"), Mapping) else {}
+        detail: Mapping[str, Any] = c["detail"] if isinstance(c.get("detail"), Mapping) else {}
         out.append({"name": c["name"], "status": str(c.get("status")),
                     "seconds": c.get("seconds") if isinstance(c.get("seconds"), (int, float)) else None,
                     "reason": str(detail.get("reason") or c.get("error") or "") or None})

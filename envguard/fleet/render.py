@@ -66,7 +66,7 @@ def _say(text: object) -> None:
     render.out.print(text, soft_wrap=False, overflow="fold")
 
 
-def _change_counts(changes: "list") -> str:
+def _change_counts(changes: list) -> str:
     from envguard.diff import LABELS
 
     counts: dict[str, int] = {}
@@ -76,7 +76,7 @@ def _change_counts(changes: "list") -> str:
     return ", ".join(f"{n} {label}" for label, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
-def _by_code(findings: "list[dict[str, Any]]") -> "list[tuple[str, str, int, str]]":
+def _by_code(findings: list[dict[str, Any]]) -> list[tuple[str, str, int, str]]:
     """(code, severity, how many, the first one's message): one line per code, in the order they come."""
     seen: dict[tuple[str, str], list[Any]] = {}
     for x in findings:
@@ -88,7 +88,7 @@ def _by_code(findings: "list[dict[str, Any]]") -> "list[tuple[str, str, int, str
     return [(code, sev, n, message) for (code, sev), (n, message) in seen.items()]
 
 
-def _print_details(g: "Any", max_changes: int) -> None:
+def _print_details(g: Any, max_changes: int) -> None:
     from rich.table import Table
     from rich.text import Text
 

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from envguard import catalog
-from envguard.smoke.summary import check_label as check_label, proved_line as proved_line  # public
 from envguard.envs import resolve_python as resolve_python  # public: what smoke probes
 from envguard.errors import ExitCode, UserError
 from envguard.findings import Finding, Severity, has_errors
@@ -40,6 +39,8 @@ from envguard.procsession import (
     start_session,
     stop_session,
 )
+from envguard.smoke.summary import check_label as check_label  # public
+from envguard.smoke.summary import proved_line as proved_line
 
 SCHEMA = "envguard.smoke/1"  # its --format json document (docs/json.md)
 DEFAULT_TIMEOUT = 120.0

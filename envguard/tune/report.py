@@ -448,7 +448,8 @@ def trial_rows(result: TuneResult) -> list[dict[str, str]]:
             "#": str(t["id"]), "settings": Settings.from_dict(t["settings"]).short(),
             "samples/s": _num(t.get("samples_per_s")) if ok else f"{t.get('status')}: {t.get('code', '')}".rstrip(": "),
             "epoch start": _num(t.get("epoch_start_s"), "{:.2f} s"),
-            "waits": _num(t.get("wait_fraction"), "{:.0%}"), "eff.": "above est." if d.get("ideal_underestimated") else _num(d.get("efficiency"), "{:.0%}"),
+            "waits": _num(t.get("wait_fraction"), "{:.0%}"),
+            "eff.": "above est." if d.get("ideal_underestimated") else _num(d.get("efficiency"), "{:.0%}"),
             "mem/worker": ("+" + human_bytes(grow)) if isinstance(grow, int) and grow >= 0 else "",
             "": role})
     return rows
