@@ -101,6 +101,10 @@ class ChangeReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
+            # the fields every command's JSON carries (docs/json.md): a report is only written for a lock made
+            "exit_code": 0,
+            "counts": {"platforms": len(self.platforms), "packages": sum(p.packages for p in self.platforms),
+                       "changes": sum(len(p.changes) for p in self.platforms)},
             "lockfile": self.lockfile,
             "written": self.written,
             "current": self.current,

@@ -62,7 +62,10 @@ class WhyResult:
                     "constraint": s.constraint}
 
         return {
-            "schema": SCHEMA, "name": self.name, "lockfile": self.lockfile, "cuda": self.cuda,
+            "schema": SCHEMA, "exit_code": 0,  # the fields every command's JSON carries (docs/json.md)
+            "counts": {"platforms": len(self.platforms), "found": sum(p.found is not None for p in self.platforms),
+                       "paths": sum(len(p.paths) for p in self.platforms)},
+            "name": self.name, "lockfile": self.lockfile, "cuda": self.cuda,
             "spec_files": list(self.spec_files),
             "platforms": [{"platform": p.platform, "found": p.found is not None,
                            "package": step(p.found) if p.found else None,
