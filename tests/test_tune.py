@@ -21,7 +21,8 @@ from support.require import importorskip
 from envguard.errors import UserError
 from envguard.findings import Severity
 from envguard.tune import TuneOptions, TuneResult, check_plot, parse_current, tune, write_plot
-from envguard.tune.report import not_tried, snippet, text_chart, to_json, to_markdown
+from envguard.tune.formats import text_chart, to_json, to_markdown
+from envguard.tune.report import not_tried, snippet
 from envguard.tune.search import Settings
 
 DATASETS = Path(__file__).resolve().parent / "support"  # tune_datasets.py

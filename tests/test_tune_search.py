@@ -10,7 +10,8 @@ import pytest
 
 from envguard.findings import Severity
 from envguard.tune import TuneResult
-from envguard.tune.report import findings, gain, not_tried, snippet, text_chart, to_json, verdict_lines
+from envguard.tune.formats import text_chart, to_json, verdict_lines
+from envguard.tune.report import findings, gain, not_tried, snippet
 from envguard.tune.search import AdaptiveSearch, GridSearch, Settings, Space, best_of, growth_sequence, untried
 
 MiB = 1 << 20
@@ -321,8 +322,8 @@ def test_a_second_look_cut_at_the_budget_is_not_called_untried() -> None:
 def test_the_terminal_report_prints_names_as_they_are(capsys: pytest.CaptureFixture[str]) -> None:
     """A dataset called "data:boom" followed by ": " is text, not rich's :boom: emoji code; a dataset that
     did not load says so instead of "?: ?, unknown samples, batch size None"."""
+    from envguard.tune.formats import summary_lines
     from envguard.tune.render import print_tune
-    from envguard.tune.report import summary_lines
 
     r = _result([_t(0, 90.0, role="current"), _t(2, 180.0)])
     r.inspect["dataset"]["label"] = "data:boom"
@@ -343,7 +344,7 @@ def test_a_setting_measured_twice_is_reported_by_its_mean() -> None:
                              "6.50x the current settings' 100") for ln in verdict_lines(r)), verdict_lines(r)
     doc = to_json(r)
     assert doc["recommended_samples_per_s"] == 650.0 and doc["gain"] == 6.5
-    from envguard.tune.report import series
+    from envguard.tune.formats import series
     assert series(r)["fork, prefetch 2, persistent"] == [(4, 500.0), (8, 650.0)]
 
 

@@ -81,12 +81,12 @@ class TuneResult:
         return next((t for t in self.trials if t.get("role") == "current"), None)
 
     def to_dict(self) -> dict[str, Any]:
-        from envguard.tune.report import to_json
+        from envguard.tune.formats import to_json
 
         return to_json(self)
 
     def to_markdown(self) -> str:
-        from envguard.tune.report import to_markdown
+        from envguard.tune.formats import to_markdown
 
         return to_markdown(self)
 

@@ -1,7 +1,7 @@
 """``--plot FILE``: throughput against workers, one line per setting, as PNG or SVG.
 
 matplotlib is an optional extra (``torch-envguard[plot]``: matplotlib); without it the terminal chart
-(``report.text_chart``) is all there is, and ``--plot`` says so in one line before any trial runs.
+(``formats.text_chart``) is all there is, and ``--plot`` says so in one line before any trial runs.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def write_plot(result: Any, path: Path) -> Path:
     matplotlib.use("Agg")  # files only: never a window
     import matplotlib.pyplot as plt
 
-    from envguard.tune.report import series
+    from envguard.tune.formats import series
 
     data = series(result)
     rec = result.recommended

@@ -46,7 +46,8 @@ def print_tune(result: Any) -> None:
     from rich import box
     from rich.table import Table
 
-    from envguard.tune.report import not_tried, snippet, summary_lines, text_chart, trial_rows, verdict_lines
+    from envguard.tune.formats import summary_lines, text_chart, trial_rows, verdict_lines
+    from envguard.tune.report import not_tried, snippet
 
     out = render.out
     out.print(tune_title(result), markup=False)
