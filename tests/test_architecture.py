@@ -264,3 +264,34 @@ def test_the_document_lists_exactly_the_edges() -> None:
                                      f"in ALLOWED_EDGES only: {sorted(ALLOWED_EDGES - listed)}")
     missing = [w for w in sorted(WINGS) if f"\n  {w}/" not in doc]
     assert not missing, f"docs/architecture.md's tree does not show the wings {missing}"
+
+
+MAX_MODULE_LINES = 600
+PROBE_DIRS = ("smoke/probe", "tune/probe", "in_process")  # standalone files run by path: one file a probe
+
+
+def long_modules(package: Path = PACKAGE, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """Modules over ``limit`` lines outside the standalone probes: a module that long has seams to split along."""
+    found = []
+    for path in _modules(package):
+        rel = path.relative_to(package).as_posix()
+        if rel.startswith(PROBE_DIRS):
+            continue
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        if n > limit:
+            found.append(f"{path.relative_to(package.parent)}: {n} lines")
+    return found
+
+
+def test_no_module_outside_the_probes_is_over_600_lines() -> None:
+    assert long_modules() == []
+
+
+def test_long_modules_finds_a_long_module(tmp_path: Path) -> None:
+    pkg = tmp_path / "envguard"
+    (pkg / "lint").mkdir(parents=True)
+    (pkg / "smoke" / "probe").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "lint" / "__init__.py").write_text("x = 1\n" * 601)
+    (pkg / "smoke" / "probe" / "smoke_probe.py").write_text("x = 1\n" * 900)  # a probe may be long
+    assert long_modules(pkg) == ["envguard/lint/__init__.py: 601 lines"]
