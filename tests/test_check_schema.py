@@ -18,7 +18,7 @@ DOC = REPO / "docs" / "check-schema.md"
 # Changing any of these is a schema change: bump SCHEMA in envguard/check/__init__.py and the doc.
 TOP = {
     "schema": str, "envguard_version": str, "prefix": str, "target": (str, type(None)), "platform": str, "kind": str,
-    "python": (str, type(None)), "lockfile": (str, type(None)), "exit_code": int, "summary": dict,
+    "python": (str, type(None)), "lockfile": (str, type(None)), "exit_code": int, "summary": dict, "counts": dict,
     "findings": list, "files": dict, "torch": (dict, type(None)), "gpu": (dict, type(None)),
     "import_origins": (dict, type(None)), "smoke": (dict, type(None)), "packages": list,
     "host": str, "lock_sha256": (str, type(None)), "distributed": (dict, type(None)),
