@@ -327,6 +327,8 @@ def lock_for(target: Path, lockfile: str | os.PathLike[str] | None, *,
     named = spec_name([spec])
     if named is not None and "/" not in named[0] and "\\" not in named[0]:
         found, _dirs = _lookup(named[0], env)
-        if found is not None and os.path.realpath(found) == os.path.realpath(prefix):
+        # where the name is found, or where create puts it (also while a killed swap has it moved aside)
+        places = [p for p in (found, create_dir(env) / named[0]) if p is not None]
+        if any(os.path.realpath(p) == os.path.realpath(prefix) for p in places):
             return lock, f"the project's lock: {spec.name} names this environment"
     return None, ""

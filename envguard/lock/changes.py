@@ -28,6 +28,7 @@ from typing import Any
 from envguard.lock.lockfile import LockEntry
 from envguard.lock.relock import MODE_NEW, MODE_UPDATE_ALL, RelockPlan, canonical, rank
 from envguard.redact import redact
+from envguard.versions import conda_key, pypi_version
 
 SCHEMA = "envguard.lock-changes/1"
 KINDS = ("added", "removed", "upgraded", "downgraded", "rebuilt")
@@ -217,17 +218,12 @@ def _label(n: Node | None) -> dict[str, str] | None:
 
 def _kind(old: Node, new: Node) -> str | None:
     if old.version != new.version:
-        if new.manager == "pip":
-            from packaging.version import InvalidVersion
-            from packaging.version import Version as PipVersion
-
-            try:
-                return "upgraded" if PipVersion(new.version) > PipVersion(old.version) else "downgraded"
-            except InvalidVersion:
-                return "upgraded" if new.version > old.version else "downgraded"
-        from rattler import Version
-
-        return "upgraded" if Version(new.version) > Version(old.version) else "downgraded"
+        if new.manager == "pip":  # PyPI's order for pip's packages, conda's for conda's (envguard.versions)
+            after, before = pypi_version(new.version), pypi_version(old.version)
+            if after is not None and before is not None:
+                return "upgraded" if after > before else "downgraded"
+            return "upgraded" if new.version > old.version else "downgraded"
+        return "upgraded" if conda_key(new.version) > conda_key(old.version) else "downgraded"
     if old.build != new.build or (old.sha256 and new.sha256 and old.sha256 != new.sha256):
         return "rebuilt"
     return None
