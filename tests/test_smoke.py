@@ -403,3 +403,17 @@ def test_cli_bad_input_exits_2() -> None:
                        (["-n", "x", "-p", "/tmp"], "both given")):
         p = _cli(*args)
         assert p.returncode == 2 and text in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+
+
+def test_old_driver_minimum_follows_the_hosts_os(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the driver smoke sees is this host's: a Windows host is held to the Windows minimum, not Linux's
+    import envguard.platforms
+
+    old = DriverInfo("470.57.02", "11.4", [("Tesla T4", "7.5")], "nvidia-smi")
+    doc = _doc(cuda="12.6", available=False, error="RuntimeError: The NVIDIA driver on your system is too old")
+    monkeypatch.setattr(envguard.platforms, "host_platform", lambda: "win-64")
+    fs = classify(doc, require_cuda=True, driver=old, driver_checked=True)
+    assert _codes(fs, Severity.ERROR) == ["driver-old"] and "527.41" in fs[0].message
+    monkeypatch.setattr(envguard.platforms, "host_platform", lambda: "linux-64")
+    fs = classify(doc, require_cuda=True, driver=old, driver_checked=True)
+    assert "525.60.13" in fs[0].message

@@ -413,8 +413,10 @@ def _cuda_findings(probe: dict[str, Any], require_cuda: bool, driver: Any, drive
         return out
     if driver is not None:
         from envguard import compat
+        from envguard.platforms import host_platform
 
-        minimum = compat.load().min_driver(str(built_for))
+        # the driver is this host's, so its OS decides the minimum (Windows and Linux differ)
+        minimum = compat.load().min_driver(str(built_for), host_platform())
         if minimum and not compat.driver_satisfies(driver.driver_version, minimum):
             out.append(_f("driver-old", sev,
                           f"NVIDIA driver {driver.driver_version} is older than {minimum}, the minimum for CUDA "
