@@ -51,6 +51,9 @@ def validate(doc: dict[str, Any]) -> None:
         ok = (value is None and nullable) or (isinstance(value, types) and not (
             isinstance(value, bool) and bool not in types))
         assert ok, f"{doc['schema']}: {name} = {value!r} is not {types} (nullable: {nullable})"
+    # every top-level field is in the table, except check's, whose full report is check-schema.md
+    undocumented = sorted(set(doc) - set(spec["fields"])) if doc["schema"] != "envguard.check/1" else []
+    assert not undocumented, f"docs/json.md: {doc['schema']} does not list {undocumented}"
     counts = doc["counts"]
     assert all(isinstance(v, int) and not isinstance(v, bool) for v in counts.values()), counts
     if doc["schema"] == "envguard.diff/1":  # the change classes present: a subset of the documented ones
