@@ -28,7 +28,6 @@ from envguard.versions import line_key, release_line
 
 # pytorch and its two wrappers (they force the variant), the CUDA toolkit selector, the interpreter.
 RECORD_NAMES = ("pytorch", "pytorch-cpu", "pytorch-gpu", "cuda-version", "python")
-DEFAULT_ALIAS = "https://conda.anaconda.org"
 STALE_AFTER_DAYS = 90
 
 _PY_DEP = re.compile(r"^python\s+>=\s*(\d+\.\d+)")
@@ -46,18 +45,19 @@ def offline() -> bool:
     return settings.text(settings.OFFLINE) not in ("", "0")
 
 
-# anaconda's `defaults` is no channel under the alias but a set of its own (the legacy templates list it)
-_DEFAULTS_URL = "https://repo.anaconda.com/pkgs/main"
-
-
 def channel_url(channel: str) -> str:
-    """A channel name as the URL its records are read from; a URL is kept as it is."""
-    if re.match(r"^[a-z][a-z0-9+.-]*://", channel):
-        return channel.rstrip("/")
-    if channel == "defaults":
-        return _DEFAULTS_URL
-    alias = settings.text(settings.CHANNEL_ALIAS) or DEFAULT_ALIAS
-    return f"{alias.rstrip('/')}/{channel}"
+    """A channel name as the URL its records are read from (envguard.condaconfig.resolve_channel: conda's and
+    pixi's configuration, ENVGUARD_CHANNEL_ALIAS); a URL is kept as it is."""
+    from envguard import condaconfig
+
+    return condaconfig.resolve_channel(channel).url
+
+
+def _client(creds: Any) -> Any:
+    """rattler's client for these credentials and the configured mirrors (envguard.condaconfig)."""
+    from envguard import condaconfig
+
+    return creds.client(condaconfig.load().mirror_map())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +165,7 @@ def fetch(channel: str, platforms: Sequence[str], url: str | None = None) -> Cha
     clean = creds.strip(real)
 
     async def run() -> list[list[Any]]:
-        gateway = Gateway(cache_dir=_cache_dir(), client=creds.client())
+        gateway = Gateway(cache_dir=_cache_dir(), client=_client(creds))
         subdirs = [Subdir(p) for p in (*platforms, "noarch")]
         return await gateway.query([Channel(clean)], subdirs, list(RECORD_NAMES), recursive=False)
 
@@ -239,7 +239,7 @@ def solve(urls: Sequence[str], specs: Sequence[str], platform: str, cuda: str | 
     vps = virtual_packages(platform, cuda)
 
     async def run() -> list[Any]:
-        gateway = Gateway(cache_dir=_cache_dir(), client=creds.client())
+        gateway = Gateway(cache_dir=_cache_dir(), client=_client(creds))
         return await rattler.solve([Channel(creds.strip(u)) for u in urls],
                                    [MatchSpec(s, strict=False) for s in specs], gateway=gateway,
                                    platforms=[Subdir(platform), Subdir("noarch")], virtual_packages=vps,

@@ -61,9 +61,11 @@ NVIDIA_SMI = Knob("ENVGUARD_NVIDIA_SMI", "path", "NVML, else `nvidia-smi` from P
                   "the `nvidia-smi` whose answer is the driver's, NVML not consulted; empty: no driver")
 VERBOSE = Knob("ENVGUARD_VERBOSE", "flag (1)", "off",
                "show the installer's native output (a Rust panic report), as `--verbose` does")
-CHANNEL_ALIAS = Knob("ENVGUARD_CHANNEL_ALIAS", "URL", "https://conda.anaconda.org",
-                     "where `init` reads a channel's records by name (conda's channel_alias): a mirror, or a "
-                     "`file://` folder holding `<channel>/<subdir>/repodata.json`")
+CHANNEL_ALIAS = Knob("ENVGUARD_CHANNEL_ALIAS", "URL", "conda's channel_alias (.condarc, CONDA_CHANNEL_ALIAS), "
+                     "else https://conda.anaconda.org",
+                     "where a channel name points, for envguard only (init, lint, lock, create): overrides conda's "
+                     "channel_alias; a mirror, or a `file://` folder holding `<channel>/<subdir>/repodata.json` "
+                     "(docs/offline.md)")
 OFFLINE = Knob("ENVGUARD_OFFLINE", "flag (1)", "off",
                "`init` never asks the channel: envguard's dated table answers, as when the channel is "
                "unreachable")

@@ -136,7 +136,7 @@ def test_the_cli_says_what_it_checked_against(realdata_channel, tmp_path: Path) 
                           capture_output=True, text=True, env=env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert lines[-2] == f"checked against conda-forge records ({alias.as_uri()}/conda-forge)"
+    assert lines[-2] == f"checked against conda-forge records ({alias.as_uri()}/conda-forge, from ENVGUARD_CHANNEL_ALIAS)"
     assert lines[-1] == "next: envguard lock" and "days old" not in proc.stderr
     env["ENVGUARD_OFFLINE"] = "1"
     proc = subprocess.run([sys.executable, "-m", "envguard", "init", "-o", "-"], capture_output=True, text=True,

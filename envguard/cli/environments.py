@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from envguard import render
+from envguard import render, settings
 from envguard.cli.app import (
     check_format,
     env_files_option,
@@ -50,17 +50,22 @@ def create_cmd(
              "5.")] = None,
     quiet: Annotated[bool, flag("--quiet", "-q", help="No progress display and no step messages.")] = False,
     no_check: Annotated[bool, flag("--no-check", help="Do not run `envguard check` on the new environment.")] = False,
+    offline: Annotated[bool, flag("--offline",
+        help="No network: packages from the package cache and local channels only; names what is missing "
+             "(exit 6).")] = False,
 ) -> None:
     """Make an environment exactly the lock: create it, rebuild it if it drifted, atomic, every hash verified."""
     from envguard.create import CreateOptions
     from envguard.create.render import CreateRenderer, print_created
     from envguard.workflow import create_and_check
 
+    settings.set_offline(offline)  # a (re-)lock create makes solves offline too
     reporter = CreateRenderer(quiet=quiet, live=not quiet and is_terminal(render.out))
     try:
         result = create_and_check(CreateOptions(prefix=prefix, name=name, lockfile=lockfile, env_files=files or (),
                                                 force=force, locked=locked, frozen=frozen, backend=backend,
-                                                timeout=timeout, reporter=reporter), check=not no_check)
+                                                timeout=timeout, reporter=reporter, offline=offline),
+                                  check=not no_check)
     except KeyboardInterrupt as e:  # typer would turn it into a silent exit 130; say what the target holds
         run_state["interrupt_reported"] = True
         raise typer.Exit(say_interrupted(str(e) or "interrupted")) from None

@@ -60,8 +60,8 @@ def create(options: CreateOptions) -> CreateResult:
     BackendError (6: installer, permissions, disk full, a failed re-lock).
     """
     o = options
-    prefix, name, lockfile, env_files, force, locked, frozen = (o.prefix, o.name, o.lockfile, o.env_files, o.force,
-                                                                o.locked, o.frozen)
+    prefix, name, lockfile, env_files, locked, frozen = (o.prefix, o.name, o.lockfile, o.env_files, o.locked,
+                                                         o.frozen)
     backend, timeout, reporter, cache_dir, cwd, platform = (o.backend, o.timeout, o.reporter, o.cache_dir, o.cwd,
                                                             o.platform)
     started = time.monotonic()
@@ -98,8 +98,8 @@ def create(options: CreateOptions) -> CreateResult:
             rep.note(n)
         expected = plan.fingerprint(be.name)
         pkgs = Path(cache_dir) if cache_dir is not None else settings.package_cache_dir()
-        return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, force=force, timeout=timeout,
-                              rep=rep, started=started, found=found)
+        return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, o, rep=rep, started=started,
+                              found=found)
     except Interrupted:
         raise
     except KeyboardInterrupt:  # say what the target really holds now (a (re-)lock is replaced atomically)

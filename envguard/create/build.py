@@ -12,6 +12,7 @@ from pathlib import Path
 from envguard.create.backends import Backend, InstallPlan
 from envguard.create.backends.pip_step import install_pip
 from envguard.create.integrity import Artifact, verify_cache_entries
+from envguard.create.options import CreateOptions
 from envguard.create.plan import LockPlan
 from envguard.create.prefixlock import PrefixLock
 from envguard.create.prelink import prepare
@@ -69,9 +70,11 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, platform: str, expected: Fingerprint,
-                   pkgs: Path, *, force: bool, timeout: float | None,
+                   pkgs: Path, options: CreateOptions, *,
                    rep: CreateReporter, started: float,
                    found: dict[str, tuple[int, int] | None]) -> CreateResult:
+    """``options``: its force, timeout and offline (the rest is resolved into the other arguments)."""
+    force, timeout, offline = options.force, options.timeout, options.offline
     drift: list[str] = []
     with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
         for note in cleanup_leftovers(target):
@@ -93,9 +96,13 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
                                     fingerprint=expected, conda_count=len(plan.conda), pip_count=len(plan.pip),
                                     waited=plock.waited, seconds=time.monotonic() - started)
 
+        if offline:  # every package from the cache or a local channel, else all the missing ones named
+            from envguard.create.offline import require
+
+            require(plan.conda, plan.pip, pkgs, use_cache=be.name == "rattler")
         # hashes, the package cache and every path checked before anything is linked (envguard.create.prelink)
         prepared = prepare(plan.conda, pkgs, platform=platform, lockfile=lock_path, use_cache=be.name == "rattler",
-                           note=rep.note, stage=rep.stage)
+                           note=rep.note, stage=rep.stage, offline=offline)
         verified = prepared.verified_local
         plan.conda = list(prepared.artifacts)
         progress = _Progress(rep)

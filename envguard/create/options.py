@@ -19,7 +19,8 @@ class CreateOptions:
     ``locked`` refuses a stale lock, ``frozen`` installs it without reading the spec. ``backend``: rattler
     (default), micromamba, mamba or conda. ``timeout``: seconds to wait for another create of this prefix.
     ``cache_dir``: the package cache (default: envguard.settings.package_cache_dir). ``platform``: default
-    the host's."""
+    the host's. ``offline``: no network, only the package cache and local channels (envguard.create.offline;
+    a re-lock then solves offline too, envguard.settings.set_offline)."""
 
     prefix: str | os.PathLike[str] | None = None
     name: str | None = None
@@ -34,3 +35,4 @@ class CreateOptions:
     cache_dir: str | os.PathLike[str] | None = None
     cwd: str | os.PathLike[str] | None = None
     platform: str | None = None
+    offline: bool = False

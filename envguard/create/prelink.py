@@ -106,10 +106,11 @@ class Prepared:
 
 def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lockfile: Path | None = None,
             use_cache: bool = True, note: Callable[[str], None] = lambda _t: None,
-            stage: Callable[[str], None] = lambda _t: None) -> Prepared:
+            stage: Callable[[str], None] = lambda _t: None, offline: bool = False) -> Prepared:
     """Verify and check everything the installer will link; see the module doc. Raises IntegrityError (3)
     or BackendError (6). ``use_cache`` False (external installers with caches of their own): every artifact
-    is taken from its verified archive."""
+    is taken from its verified archive. ``offline``: an artifact that would have to be downloaded (its cache
+    entry found altered) is refused, named, instead (envguard.create.offline)."""
     creds = Credentials()
     arts = [_without_credentials(a, creds) for a in artifacts]
     missing: set[str] = set()
@@ -132,7 +133,14 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
                 note(f"{art.name} {art.version}: its package cache entry was altered ({altered}); extracting it "
                      "again from the verified archive")
         cold.append((i, art, altered))
-    client = creds.client()
+    remote = [a for _i, a, _w in cold if not is_file_url(a.url)]
+    if offline and remote:
+        from envguard.create.offline import missing_error
+
+        raise missing_error([f"{a.name} {a.version} ({redact(a.locked_url or a.url)})" for a in remote], cache_dir)
+    from envguard import condaconfig
+
+    client = creds.client(condaconfig.load().mirror_map())  # downloads go to the configured mirrors
     prepared = Prepared(tuple(arts), client, verified, cache_dir=cache_dir if use_cache else None)
     try:
         if cold:

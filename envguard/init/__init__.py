@@ -370,7 +370,13 @@ def _records_route(channel: str, platforms: list[str] | None,
         except channelfacts.ChannelUnreachable as e:
             why = f"{e} did not answer"
         else:
-            return records.route(table), f"checked against {channel} records ({records.url})", [], records
+            where = records.url
+            if not channel_url:  # say which setting (a .condarc, pixi's mirrors) pointed the name there
+                from envguard import condaconfig
+                from envguard.redact import redact
+
+                where = redact(condaconfig.resolve_channel(channel).describe())
+            return records.route(table), f"checked against {channel} records ({where})", [], records
     note, stale = channelfacts.table_note(table)
     warnings = [stale] if stale else []
     return table, note + (f"; {why}" if why else ""), warnings, None
@@ -435,9 +441,9 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
          channel: str | None = None, platforms: list[str] | None = None, name: str | None = None,
          output: str | Path = "environment.yml", force: bool = False, channel_url: str | None = None) -> InitResult:
     """Write an environment.yml (``output`` "-": return its text, written nowhere); see the module docstring
-    for the rules. ``channel_url``: where the channel's records are read (default: the channel's name under
-    $ENVGUARD_CHANNEL_ALIAS, https://conda.anaconda.org); offline ($ENVGUARD_OFFLINE=1) or unreachable, the
-    table answers."""
+    for the rules. ``channel_url``: where the channel's records are read (default: the channel's name as
+    envguard.condaconfig.resolve_channel points it: .condarc, pixi's mirrors, $ENVGUARD_CHANNEL_ALIAS);
+    offline ($ENVGUARD_OFFLINE=1) or unreachable, the table answers."""
     to_stdout = str(output) == "-"
     out = Path("environment.yml" if to_stdout else output)
     route, evidence, notes, records = _records_route(channel or DEFAULT_CHANNEL, platforms, channel_url)
