@@ -36,13 +36,16 @@ def test_the_documented_blocks_run_as_written(tmp_path: Path) -> None:
     for d in (home, work, pkgs):
         d.mkdir()
     channels.build_package(pkgs, "numpy", "2.0.0", noarch="generic", files={"share/numpy-demo.txt": "x"})
-    env = _env(home, PKGS=str(pkgs), XDG_CACHE_HOME=str(tmp_path / "cache"))  # an empty cache: truly offline
+    env = _env(home, PKGS=str(pkgs), XDG_CACHE_HOME=str(tmp_path / "cache"),  # an empty cache: truly offline
+               RATTLER_CACHE_DIR=str(tmp_path / "cache" / "rattler"), ENVGUARD_PKGS_DIR=str(tmp_path / "pkgs-cache"))
     local, mirror = doc_blocks()
     first = subprocess.run(["bash", "-euo", "pipefail", "-c", local], cwd=work, env=env, capture_output=True,
                            text=True, timeout=300, check=False)
     assert first.returncode == 0, first.stdout + first.stderr
     lock = (work / "conda-lock.yml").read_text(encoding="utf-8")
     assert f"{(work / 'local-channel').as_uri()}/noarch/numpy-2.0.0-h0_0.tar.bz2" in lock
+    # create --offline with a cold package cache: the local channel's archives are all it needs
+    assert (work / "offline-env" / "share" / "numpy-demo.txt").read_text(encoding="utf-8") == "x"
     second = subprocess.run(["bash", "-euo", "pipefail", "-c", mirror], cwd=work, env=env, capture_output=True,
                             text=True, timeout=300, check=False)
     assert second.returncode == 0, second.stdout + second.stderr
