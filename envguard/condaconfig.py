@@ -180,7 +180,11 @@ def load(env: Mapping[str, str] | None = None, home: Path | None = None,
     ``.pixi/config.toml`` counts (default: the current directory)."""
     env = os.environ if env is None else env
     home = Path(env.get("HOME") or Path.home()) if home is None else home
-    project = Path.cwd() if project is None else project
+    if project is None:
+        try:
+            project = Path.cwd()
+        except OSError:  # the working directory was removed: no project config to read
+            project = None
     cfg = ChannelSettings()
 
     def note(key: str, where: str) -> None:

@@ -136,8 +136,20 @@ def test_the_cli_says_what_it_checked_against(realdata_channel, tmp_path: Path) 
                           capture_output=True, text=True, env=env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert lines[-2] == f"checked against conda-forge records ({alias.as_uri()}/conda-forge, from ENVGUARD_CHANNEL_ALIAS)"
+    assert lines[-2] == (f"checked against conda-forge records ({alias.as_uri()}/conda-forge, "
+                         "from ENVGUARD_CHANNEL_ALIAS)")
     assert lines[-1] == "next: envguard lock" and "days old" not in proc.stderr
+    # the same mirror named the way conda users name it, in ~/.condarc: init takes lock's route to it
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".condarc").write_text(f"custom_channels:\n  conda-forge: {alias.as_uri()}\n")
+    rc_env = {k: v for k, v in env.items() if k != "ENVGUARD_CHANNEL_ALIAS" and not k.startswith("CONDA")}
+    proc = subprocess.run([sys.executable, "-m", "envguard", "init", "--torch", "2.12", "--cuda", "12.9",
+                           "--platform", "linux-64", "-o", "-"], capture_output=True, text=True,
+                          env={**rc_env, "HOME": str(home)}, cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"checked against conda-forge records ({alias.as_uri()}/conda-forge, from ~/.condarc: "
+            "custom_channels)") in proc.stdout + proc.stderr
     env["ENVGUARD_OFFLINE"] = "1"
     proc = subprocess.run([sys.executable, "-m", "envguard", "init", "-o", "-"], capture_output=True, text=True,
                           env=env, timeout=300, check=False)

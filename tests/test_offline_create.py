@@ -151,3 +151,19 @@ def test_one_route_from_a_name_to_a_url_says_which_setting(tmp_path: Path,
     monkeypatch.chdir(bare)
     assert channelfacts.channel_url("pytorch") == "https://pt.example/pytorch"
     assert channelfacts.channel_url("defaults") == condaconfig.DEFAULTS_URL
+
+
+def test_readme_offline_section_names_what_the_commands_have() -> None:
+    """README's "Offline and mirrors" is prose pointing at docs/offline.md (whose blocks test_offline runs):
+    the options and files it names exist."""
+    from typer.testing import CliRunner
+
+    from envguard.cli import app
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Offline and mirrors", 1)[1].split("\n## ", 1)[0]
+    assert "envguard lock --offline" in section and "envguard create --offline" in section
+    assert "(docs/offline.md)" in section and (Path(__file__).resolve().parent.parent / "docs/offline.md").is_file()
+    for cmd in ("lock", "create"):
+        result = CliRunner().invoke(app, [cmd, "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0 and "--offline" in result.output, result.output
