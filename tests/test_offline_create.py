@@ -7,6 +7,7 @@ URL (condaconfig.resolve_channel), with the setting that decided it, for every c
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -87,6 +88,11 @@ def test_condarc_mirror_then_create_offline_warm_and_cold(tmp_path: Path) -> Non
                         timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "env2" / "share" / "alpha.txt").read_text() == "alpha"
+    # an environment that already is the lock needs no package at all: unchanged, even with the cache gone
+    shutil.rmtree(tmp_path / "pkgs")
+    proc = envguard_run("create", "--offline", "-p", str(tmp_path / "env2"), "--no-check", env=env, cwd=work,
+                        timeout=300)
+    assert proc.returncode == 0 and "unchanged" in proc.stdout, proc.stdout + proc.stderr
     proc = envguard_run("lock", "--offline", "--update-all", env=env, cwd=work, timeout=300)
     assert proc.returncode == 0, proc.stderr
 
