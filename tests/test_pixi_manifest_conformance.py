@@ -25,13 +25,30 @@ ACCEPTED = [
     ("the older [project] table", WS.replace("[workspace]", "[project]"), "pixi still reads [project]"),
     ("inheritance from the workspace", WS + '[package]\nname = "foo"\nversion = { workspace = true }\n'
      '[package.build]\nbackend = { name = "b", version = "*" }\n', "`{ workspace = true }`"),
+    ("a platform table with its CUDA", WS.replace('["linux-64"]', '["osx-arm64", { name = "gpu", platform = '
+     '"linux-64", cuda = "12" }]'), "pixi's named platforms"),
+    ("the settings of every kind", WS + 'channel-priority = "strict"\nconda-pypi-map = false\npreview = true\n'
+     'exclude-newer = "2025-01-31"\n[system-requirements]\ncuda = 12\nlibc = { family = "glibc", version = 2.28 }\n'
+     '[activation]\nscripts = ["a.sh"]\nenv = { X = "1" }\n[pypi-options]\nno-build = true\n'
+     'index-strategy = "unsafe-best-match"\n', "numbers where the schema allows them"),
+    ("tasks of every form", WS + '[tasks]\na = "echo a"\nb = { cmd = ["echo", "b"], depends-on = ["a"] }\n'
+     'c = [{ task = "b", args = ["x"] }]\n[tasks.d]\nargs = [{ arg = "who", choices = ["me"] }]\ncmd = "echo"\n',
+     "string, table and alias tasks"),
+    ("dependency tables of every form", WS + '[dependencies]\nzlib = { version = ">=1.3", build = "h*", channel = '
+     '"conda-forge" }\nfoo = { git = "https://x/y.git", branch = "main" }\n'
+     'bar = { version = "*", when = { any = ["__linux", "__osx"] } }\n'
+     '[pypi-dependencies]\nrich = { version = ">=13", extras = ["jupyter"] }\nme = { path = ".", editable = true }\n'
+     '[environments]\ndefault = { solve-group = "s" }\nlist = []\n', "pixi's spec tables"),
+    ("a package with pins and run exports", PKG + '[package.host-dependencies]\npython = { pin-compatible = true }\n'
+     '[package.run-exports.weak]\nlibfoo = "*"\n[package.run-dependencies]\nnumpy = { workspace = true }\n',
+     "pixi-build's package tables"),
     ("a package-only member, read alone", PKG + '\n[package.run-dependencies]\nnumpy = ">= 1.26"\n',
      "a [package] manifest: read alone with a note"),
 ]
 
 REFUSED = [
     ("inheritance written `workspace = false`", WS + '[package]\nname = { workspace = false }\n'
-     '[package.build]\nbackend = { name = "b", version = "*" }\n', "package.name", "`workspace = false`"),
+     '[package.build]\nbackend = { name = "b", version = "*" }\n', "package.name.workspace", "`workspace = false`"),
     ("an unknown top-level table", WS + "[dependecies]\nnumpy = \"*\"\n", "dependecies", "has no key 'dependecies'"),
     ("an unknown key of [workspace]", WS + 'chanels = ["x"]\n', "workspace.chanels", "has no key 'chanels'"),
     ("an unknown key of a feature", WS + '[feature.cuda]\ndependences = {}\n', "feature.cuda.dependences",
@@ -40,11 +57,68 @@ REFUSED = [
      "lower-case letters"),
     ("an empty version string", WS + '[dependencies]\nnumpy = ""\n', "dependencies.numpy", "empty version string"),
     ("a platform table naming no platform", WS.replace('platforms = ["linux-64"]', "platforms = [{}]"),
-     "workspace.platforms", "names no `platform`"),
+     "workspace.platforms.0", "names no `platform`"),
     ("a build backend with empty channels", PKG.replace('version = "*" }', 'version = "*", channels = [] }'),
      "package.build.backend.channels", "no channels for the build backend"),
     ("malformed TOML", WS + "[dependencies\n", None, "malformed TOML"),
+    # the type of every known key, as pixi's schema gives it
+    ("channels as a string", WS.replace('["conda-forge"]', '"conda-forge"'), "workspace.channels",
+     "expected a list of"),
+    ("a channel table without `channel`", WS.replace('["conda-forge"]', '[{ priority = 1 }]'),
+     "workspace.channels.0", "needs `channel`"),
+    ("a channel priority as a string", WS.replace('["conda-forge"]', '[{ channel = "c", priority = "1" }]'),
+     "workspace.channels.0.priority", "expected an integer"),
+    ("channel-priority outside its values", WS + 'channel-priority = "loose"\n', "workspace.channel-priority",
+     "one of disabled, flexible, strict"),
+    ("a dependency as a number", WS + "[dependencies]\nnumpy = 1\n", "dependencies.numpy",
+     "expected a version string or a table, found the integer 1"),
+    ("an unknown key of a dependency table", WS + '[dependencies]\nnumpy = { verison = "1" }\n',
+     "dependencies.numpy.verison", "has no key 'verison'"),
+    ("a sha256 that is not 64 hex digits", WS + '[dependencies]\nzlib = { version = "*", sha256 = "abc" }\n',
+     "dependencies.zlib.sha256", "64 hex digits"),
+    ("`workspace = true` in a PyPI dependency", WS + "[pypi-dependencies]\nrich = { workspace = true }\n",
+     "pypi-dependencies.rich.workspace", "has no key 'workspace'"),
+    ("no-default-feature as a string", WS + '[environments]\na = { no-default-feature = "yes" }\n',
+     "environments.a.no-default-feature", "expected true or false"),
+    ("an activation variable as a list", WS + '[activation.env]\nX = ["a"]\n', "activation.env.X",
+     "expected a non-empty string, found a list"),
+    ("a conda-pypi-map entry `true`", WS + "conda-pypi-map = { conda-forge = true }\n",
+     "workspace.conda-pypi-map.conda-forge", "found `true`"),
+    ("a task name with a space", WS + '[tasks]\n"run it" = "echo"\n', 'tasks.run it', "without spaces"),
+    ("a task argument named `pixi`", WS + '[tasks.t]\nargs = ["pixi"]\ncmd = "echo {{ pixi }}"\n',
+     "tasks.t.args.0", "reserved argument name"),
+    ("empty task choices", WS + '[tasks.t]\nargs = [{ arg = "a", choices = [] }]\ncmd = "echo"\n',
+     "tasks.t.args.0.choices", "at least one item"),
+    ("a platform named like a selector", WS.replace('["linux-64"]', '[{ name = "linux", platform = "linux-64" }]'),
+     "workspace.platforms.0", "reserved platform name"),
+    ("a platform name with spaces", WS.replace('["linux-64"]', '[{ name = "my box", platform = "linux-64" }]'),
+     "workspace.platforms.0.name", "a platform name"),
+    ("a platform table's subdir unknown", WS.replace('["linux-64"]', '[{ name = "b", platform = "linux-65" }]'),
+     "workspace.platforms.0.platform", "one of emscripten-wasm32"),
+    ("a feature platform named like a selector", WS + '[feature.a]\nplatforms = ["osx"]\n',
+     "feature.a.platforms.0", "reserved platform name"),
+    ("[package.target] (replaced by conditional tables)", PKG + '[package.target.linux-64.host-dependencies]\n'
+     'foo = "*"\n', "package.target", "has no key 'target'"),
+    ("a package without [package.build]", '[package]\nname = "foo"\nversion = "1"\n', "package", "needs `build`"),
+    ("a build number as a string", PKG + 'build-number = "3"\n', "package.build.build-number", "expected an integer"),
+    ("a build channels list empty", PKG + "channels = []\n", "package.build.channels", "no channels for the build"),
+    ("exclude-newer that is no date", WS + 'exclude-newer = "yesterday"\n', "workspace.exclude-newer",
+     "a date"),
+    ("an empty dependency name", WS + '[dependencies]\n"" = "*"\n', "dependencies.", "an empty key"),
 ]
+
+# read, where pixi's schema says no: what envguard reports instead, and why
+DIFFERS = [
+    ("a workspace without `channels`", '[workspace]\nname = "w"\nplatforms = ["linux-64"]\n',
+     "pixi refuses it; lint names it (EG129) beside the other findings, which a refusal would hide"),
+]
+
+
+@pytest.mark.parametrize("form, text, why", DIFFERS, ids=[f[0] for f in DIFFERS])
+def test_differs_from_pixi_with_a_finding(form: str, text: str, why: str, tmp_path: Path) -> None:
+    f = tmp_path / "pixi.toml"
+    f.write_text(text + '[dependencies]\npython = "3.11.*"\n')
+    assert "EG129" in {x.code for x in lint_file(f)}, form
 
 
 @pytest.mark.parametrize("form, text, why", ACCEPTED, ids=[f[0] for f in ACCEPTED])
