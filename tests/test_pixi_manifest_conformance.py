@@ -186,6 +186,23 @@ def test_pyproject_dependencies_that_conda_provides_are_not_requested_twice(tmp_
     assert "EG123" in {x.code for x in lint_file(f)}
 
 
+@pytest.mark.parametrize("pep621, conda, provided", [
+    ("dask", "dask-core", True),  # the mapping: conda's dask-core is PyPI's dask
+    ("torch", "pytorch", True),
+    ("tzdata", "tzdata", False),  # conda's tzdata is the time zone database; PyPI's is conda's python-tzdata
+    ("tzdata", "python-tzdata", True),
+    ("rich", "numpy", False),
+])
+def test_which_project_dependencies_pixi_takes_from_conda(pep621: str, conda: str, provided: bool,
+                                                           tmp_path: Path) -> None:
+    f = tmp_path / "pyproject.toml"
+    f.write_text(f'[project]\nname = "p"\nversion = "0.1"\ndependencies = ["{pep621}"]\n'
+                 '[tool.pixi.workspace]\nchannels = ["conda-forge"]\nplatforms = ["linux-64"]\n'
+                 f'[tool.pixi.dependencies]\n{conda} = "*"\n')
+    got = {(r.name, r.manager) for r in load(str(f)).requested}
+    assert ((pep621, "pip") not in got) is provided, got
+
+
 def test_every_real_manifest_is_accepted(realworld: Path) -> None:
     for f in sorted((realworld / "pixi").glob("*.toml")):
         assert load(str(f)).kind == "pixi-manifest", f.name
