@@ -33,6 +33,7 @@ from envguard.model import Manager
 from envguard.platforms import SELECTOR_PLATFORMS
 from envguard.redact import redact
 from envguard.sources import Description, RequestedSpec
+from envguard.sources.pixi_names import satisfied_by_pixi
 
 _DEP_TABLES = ("dependencies", "host-dependencies", "build-dependencies")
 DEFAULT = "default"
@@ -531,42 +532,6 @@ class _Reader:
         return ManifestDep(name=r.name, manager="pip", spec=redact(str(req)), version=str(r.specifier) or None,
                            build=None, channel=None, platforms=None, line=self.lines.get(where), feature=feature,
                            source=r.url is not None, pep621=True)
-
-
-@lru_cache(maxsize=1)
-def _pypi_to_conda() -> dict[str, str]:
-    """PyPI name -> the conda-forge package that provides it, from the shipped conda-PyPI mapping
-    (``data/conda-pypi-mapping.json``; conda-lock's format): pixi's own mapping says the same."""
-    import json
-
-    from envguard.model import pep503
-
-    path = Path(__file__).resolve().parents[1] / "data" / "conda-pypi-mapping.json"
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {pep503(str(e.get("pypi_name") or k)): pep503(str(e.get("conda_name") or k))
-            for k, e in entries.items() if isinstance(e, dict)}
-
-
-def satisfied_by_pixi(deps: list[ManifestDep]) -> list[ManifestDep]:
-    """An environment's dependencies without the pyproject ``[project]`` requirements that a conda
-    dependency of the same environment provides: pixi installs those from conda and nothing from PyPI, so
-    they are not a package "requested from both conda and pip" (and deleting them breaks the package).
-    "Provides" per the conda-PyPI mapping: conda's ``dask-core`` is PyPI's ``dask``, conda's ``pytorch``
-    PyPI's ``torch``; conda's ``tzdata`` (the time zone database) is not PyPI's ``tzdata``."""
-    from envguard.model import canonical_name, pep503
-
-    conda = {canonical_name(d.name, "conda") for d in deps if d.manager == "conda"}
-    conda_names = {pep503(d.name) for d in deps if d.manager == "conda"}
-    mapped = _pypi_to_conda()
-
-    def provided(d: ManifestDep) -> bool:
-        n = pep503(d.name)
-        return canonical_name(d.name, "pip") in conda or mapped.get(n, "\0") in conda_names
-
-    return [d for d in deps if not (d.manager == "pip" and d.pep621 and provided(d))]
 
 
 def parse_manifest(text: str, data: Any, shown: str) -> Manifest:

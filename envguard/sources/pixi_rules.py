@@ -37,7 +37,8 @@ _ENV_NAME = ("re", r"^[a-z\d\-]+$", "lower-case letters, digits and dashes")
 _TASK_NAME = ("re", r"^[^\s\$]+$", "a task name without spaces or `$`")
 _ARG_NAME = ("re", r"^[a-zA-Z_][a-zA-Z\d_]*$", "an argument name (letters, digits, `_`)")
 _NO_BACKSLASH = ("re", r"^[^\\]+$", "a path written with `/`, not `\\`")
-_DATE = ("re", r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})|\d{4}-\d{2}-\d{2}|(\d+\s*[A-Za-z]+\s*)+)$",
+_DATE = ("re", r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})|\d{4}-\d{2}-\d{2}"
+         r"|(\d+\s*[A-Za-z]+\s*)+)$",
          "a date (2025-01-31), an RFC 3339 time, or a duration (`7d`, `2 weeks`)")
 _MD5 = ("re", r"^[a-fA-F0-9]{32}$", "32 hex digits")
 _SHA256 = ("re", r"^[a-fA-F0-9]{64}$", "64 hex digits")
@@ -152,7 +153,7 @@ TABLES: dict[str, dict[str, Any]] = {
     "WhenAll": {"required": ("all",), "keys": {"all": ("list", _WHEN, 1)}},
     "WhenAny": {"required": ("any",), "keys": {"any": ("list", _WHEN, 1)}},
     "WhenPackage": {"required": ("package",), "keys": {
-        k: ("version" if k == "version" else _SPEC_KEYS[k] if k in _SPEC_KEYS else "str")
+        k: "str" if k == "package" else _SPEC_KEYS.get(k, "str")
         for k in ("build", "build-number", "extras", "file-name", "flags", "license", "license-family", "package",
                   "subdir", "track-features", "version")}},
     "Package": {"required": ("build",), "keys": {

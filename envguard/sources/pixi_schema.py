@@ -86,10 +86,12 @@ def _shape_of(value: Any) -> str:
         return "bool"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", list: "list", dict: "table"}.get(type(value), "other")
+    if isinstance(value, str):
+        return "string"
+    return "list" if isinstance(value, list) else "table" if isinstance(value, dict) else "other"
 
 
-def _check(value: Any, rule: Any, path: tuple[str, ...]) -> None:  # noqa: C901 - one branch per kind of rule
+def _check(value: Any, rule: Any, path: tuple[str, ...]) -> None:
     if isinstance(rule, str):
         ok = {"str": lambda v: isinstance(v, str) and v != "", "any-str": lambda v: isinstance(v, str),
               "version": lambda v: isinstance(v, str) and v.strip() != "", "bool": lambda v: isinstance(v, bool),
@@ -167,15 +169,15 @@ def _table(value: Any, name: str, path: tuple[str, ...]) -> None:
             raise _Broken(path, f"{where} needs `{k}`", f"add `{k} = ...` (see {URL})")
 
 
-def _beyond_schema(table: dict[str, Any]) -> None:  # noqa: C901 - pixi's own checks, one per rule
+def _beyond_schema(table: dict[str, Any]) -> None:
     """What pixi checks beyond its schema."""
-    lists = [((k,), table.get(k)) for k in ("workspace", "project")]
+    lists: list[tuple[tuple[str, ...], Any]] = [((k,), table.get(k)) for k in ("workspace", "project")]
     for group in ("feature", "environments"):
         for fname, f in (table.get(group) or {}).items() if isinstance(table.get(group), dict) else ():
             lists.append(((group, str(fname)), f))
     for at, body in lists:
         for i, p in enumerate(body.get("platforms") or [] if isinstance(body, dict) else []):
-            where = (*at, "platforms", str(i))
+            where: tuple[str, ...] = (*at, "platforms", str(i))
             if isinstance(p, dict) and not (p.get("platform") or p.get("name")):
                 raise _Broken(where, "a platform table names no `platform` (or `name`)",
                               "write `{ name = \"...\", platform = \"linux-64\" }`")
