@@ -26,6 +26,7 @@ _EXTRA_IN_MARKER = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
 class Extras:
     installed: list[str] = field(default_factory=list)  # extra names, as the dist spells them
     requires: list[str] = field(default_factory=list)  # pep503 names those extras add
+    adds: dict[str, list[str]] = field(default_factory=dict)  # installed extra -> the pep503 names it adds
     partly: dict[str, list[str]] = field(default_factory=dict)  # extra -> the requirements not installed
 
 
@@ -120,6 +121,7 @@ def installed_extras(d: PipDist, by_key: Mapping[str, PipDist], env: Mapping[str
         missing = [str(r) for r in adds if not _satisfied(r, by_key)]
         if not missing:
             result.installed.append(extra)
+            result.adds[extra] = [pep503(r.name) for r in adds]
             result.requires += [pep503(r.name) for r in adds if pep503(r.name) not in result.requires]
         elif len(missing) < len(adds):
             result.partly[extra] = missing

@@ -174,16 +174,22 @@ def _extras(dists: list[PipDist], asked: list[PipDist], python_version: str | No
     """(dist path -> ``[a,b]`` for the spec line, dist path -> the names its installed extras add), and a
     finding for each extra only partly installed (envguard.export.extras)."""
     from envguard.export.extras import installed_extras, marker_environment
+    from envguard.export.pipdists import requirement_names
 
     env = marker_environment(python_version)
     by_key = {d.key: d for d in dists}
+    # what is there for another reason: asked for itself, or a plain requirement of some dist
+    explained = {d.key for d in asked}.union(*(requirement_names(d.requires) for d in dists))
     tags: dict[str, str] = {}
     adds: dict[str, list[str]] = {}
     for d in asked:
         found = installed_extras(d, by_key, env)
-        if found.installed:
-            tags[d.path] = "[" + ",".join(sorted(found.installed, key=str.lower)) + "]"
+        if found.installed and d.source in ("editable", "dir"):  # its requirements are kept, pinned
             adds[d.path] = found.requires
+        elif found.installed:  # named on the spec line, when the extra explains something nothing else does
+            shown = [e for e in found.installed if not set(found.adds[e]) <= explained]
+            if shown:
+                tags[d.path] = "[" + ",".join(sorted(shown, key=str.lower)) + "]"
         for extra, missing in sorted(found.partly.items()):
             plan.findings.append(finding(
                 "EG622", f"{d.name} {d.version}: the extra [{extra}] is only partly installed (not installed: "
