@@ -161,7 +161,8 @@ def diff_cmd(
     fmt: Annotated[str, format_option(help="text, markdown (for a pull-request comment) or json.")] = "text",
     exit_zero: Annotated[bool, flag("--exit-zero", help="Exit 0 even when the sides differ.")] = False,
 ) -> None:
-    """Compare two environment descriptions: what changed, and which changes matter."""
+    """Compare two environment descriptions: what changed, and which changes matter. With no side: the
+    environment here against the lock that belongs to it (the project's, found upward)."""
     from envguard.diff import SideArgs, compare
     from envguard.diff.render import show
     from envguard.errors import UserError
