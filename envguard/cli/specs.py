@@ -161,7 +161,8 @@ def diff_cmd(
     fmt: Annotated[str, format_option(help="text, markdown (for a pull-request comment) or json.")] = "text",
     exit_zero: Annotated[bool, flag("--exit-zero", help="Exit 0 even when the sides differ.")] = False,
 ) -> None:
-    """Compare two environment descriptions: what changed, and which changes matter."""
+    """Compare two environment descriptions: what changed, and which changes matter. With no side: the
+    environment here against the lock that belongs to it (the project's, found upward)."""
     from envguard.diff import SideArgs, compare
     from envguard.diff.render import show
     from envguard.errors import UserError
@@ -173,7 +174,10 @@ def diff_cmd(
                         fix="give one of them")
     sides = [s for s in (a, b) if s] + [NAME_PREFIX + n for n in (name or [])]
     chosen = ""
-    if len(sides) == 1:  # the other side is the environment every command would act on here
+    if not sides:  # the environment every command would act on here, against the lock that belongs to it
+        sides, chosen = _project_sides()
+        a_kind, b_kind = a_kind or kind, b_kind or "prefix"
+    elif len(sides) == 1:  # the other side is the environment every command would act on here
         from envguard.envs import resolve_target
 
         target = resolve_target(None, None)
@@ -193,6 +197,27 @@ def diff_cmd(
     result.exit_code = 0 if result.equal or exit_zero else int(ExitCode.PROBLEMS)
     show(result, fmt)
     raise typer.Exit(result.exit_code)
+
+def _project_sides() -> tuple[list[str], str]:
+    """``envguard diff`` alone: A is the lock that belongs to the environment (the project's, found upward
+    from here as git finds its repository: envguard.project; or the one given to check), B that environment."""
+    import os
+
+    from envguard.envs import lock_for, resolve_target
+    from envguard.errors import UserError
+    from envguard.project import spec_file
+
+    target = resolve_target(None, None)
+    lock, why = lock_for(target, None)
+    if lock is None:
+        spec = spec_file()
+        where = (f"{os.path.relpath(spec.parent / 'conda-lock.yml')} does not exist" if spec.is_file() else
+                 "no environment.yml here or above (up to the repository root)")
+        raise UserError(f"no lock to compare {target} with: {where}, and no lock belongs to that environment",
+                        key="A B", fix="name both sides: envguard diff LOCK PREFIX (or run `envguard lock` first)")
+    shown = os.path.relpath(lock) if Path(os.path.abspath(lock)).is_relative_to(Path.cwd().parent) else str(lock)
+    return [str(lock), str(target)], f"A is {shown} ({why}); B is {target} ({target.why})"
+
 
 # ---------------------------------------------------------------- init, lint
 

@@ -96,6 +96,11 @@ def create(options: CreateOptions) -> CreateResult:
         plan, notes = check_lock_fresh(plan, files, locked=locked, frozen=frozen, reporter=rep)
         for n in notes:
             rep.note(n)
+        from envguard.create.freshness import checked_spec_files
+        from envguard.create.history import read_request
+
+        checked = [] if frozen else checked_spec_files(plan, files)
+        plan.request = read_request(checked or specs, platform, checked=bool(checked))
         expected = plan.fingerprint(be.name)
         pkgs = Path(cache_dir) if cache_dir is not None else settings.package_cache_dir()
         return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, o, rep=rep, started=started,

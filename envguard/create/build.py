@@ -145,6 +145,9 @@ def _complete(plan: LockPlan, expected: Fingerprint, build_dir: Path, target: Pa
     if plan.pip:
         rep.stage(f"installing {len(plan.pip)} pip packages (--no-deps --require-hashes)")
         install_pip(plan.pip, build_dir, target, plan.lockfile)
+    from envguard.create.history import write_history
+
+    write_history(build_dir, plan, plan.request)  # what was asked for, as conda records it
     write_fingerprint(build_dir, expected)
 
 

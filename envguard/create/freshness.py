@@ -90,6 +90,15 @@ def _spec_declares_platforms(files: Sequence[Path]) -> bool:
     return False
 
 
+def checked_spec_files(plan: LockPlan, env_files: Sequence[Path]) -> list[Path]:
+    """The environment files :func:`check_lock_fresh` checks the lock against: ``-f``, else the lock's own
+    sources when every one of them still exists; empty when there is nothing to check against."""
+    files = [Path(f) for f in env_files] or [s for s in plan.sources if s.is_file()]
+    if not files or (not env_files and len(files) != len(plan.sources)):
+        return []
+    return files
+
+
 def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool, frozen: bool = False,
                      reporter: CreateReporter | None = None) -> tuple[LockPlan, list[str]]:
     """Staleness as uv and pixi treat it: a stale lock is re-locked first (then installed), refused with
@@ -101,8 +110,8 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
     rewritten from a spec it was not made from."""
     if frozen:
         return plan, []
-    files = [Path(f) for f in env_files] or [s for s in plan.sources if s.is_file()]
-    if not files or (not env_files and len(files) != len(plan.sources)):
+    files = checked_spec_files(plan, env_files)
+    if not files:
         return plan, []
     verdict = _freshness(files, plan.lockfile, plan.platform)
     if verdict.fresh:

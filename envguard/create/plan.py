@@ -26,6 +26,8 @@ class LockPlan:
     conda: list[Artifact]
     pip: list[PipArtifact]
     sources: list[Path]
+    #: the spec the lock was checked against, for conda-meta/history (envguard.create.history.Request)
+    request: Any = None
 
     def fingerprint(self, backend: str) -> Fingerprint:
         return Fingerprint(

@@ -93,9 +93,13 @@ def _check_target(prefix: Path, info: PrefixInfo) -> str:
                     file=str(prefix), key="-p/-n", fix="pass the root directory of a conda environment or virtualenv")
 
 
-def _env_name(prefix: Path, name: str | None) -> str:
+def _env_name(prefix: Path, name: str | None, built: Any = None) -> str:
+    """``--name``; else the name of the spec ``envguard create`` built the prefix from (conda-meta/history);
+    else the prefix's directory name, as conda names an environment (a ``.venv``: its project's directory)."""
     if name:
         return name
+    if built is not None and built.name:
+        return str(built.name)
     base = prefix.name if not prefix.name.startswith(".") else prefix.parent.name
     return base.lstrip(".") or "env"
 
@@ -242,7 +246,7 @@ _HEADERS = {
 
 
 def _spec_plan(target: Path, shown: str, info: PrefixInfo, name: str | None, pip_spec: list[str],
-               repositories: list[str], pinned: bool, platform: str) -> tuple[SpecPlan, str]:
+               repositories: list[str], pinned: bool, platform: str, built: Any = None) -> tuple[SpecPlan, str]:
     """What environment.yml says, and where its conda specs came from."""
     from envguard.export import conda as conda_side
 
@@ -256,8 +260,10 @@ def _spec_plan(target: Path, shown: str, info: PrefixInfo, name: str | None, pip
         specs = ([f"python={version}"] if version else []) + ["pip"]
         source, channels = ("pinned" if pinned else "none"), ["conda-forge"]
     header = [f"Written by `envguard export` from {shown} ({platform}).", _HEADERS[source]]
-    plan = SpecPlan(name=_env_name(target, name), channels=channels or ["conda-forge"], conda=specs, pip=pip_spec,
-                    platform=platform, pip_repositories=repositories, header=header)
+    if built is not None and source == "history" and built.conda_specs is not None:
+        header[-1] = "Requested specs from conda-meta/history: the spec `envguard create` built it from."
+    plan = SpecPlan(name=_env_name(target, name, built), channels=channels or ["conda-forge"], conda=specs,
+                    pip=pip_spec, platform=platform, pip_repositories=repositories, header=header)
     return plan, source
 
 
@@ -313,12 +319,16 @@ def export(
     out_dir = Path(output) if output is not None else Path.cwd()
     shown = shown_prefix(target, env)
 
+    from envguard.history import read_built
+
+    built = read_built(target)  # what `envguard create` recorded: the spec's name, specs and pip packages
     dists = read_dists(info)
     targets = _targets(out_dir, fmt, platform, info.is_conda, bool(dists))
     _refuse_existing(targets, force)  # before any index is asked anything
     indexes = [u.rstrip("/") for u in index_urls] if index_urls else pip_index_urls(env)
     hashed = "lock" in targets or "requirements" in targets  # files that carry pip hashes
-    pip = plan_pip(dists, indexes, use_index and hashed, index_timeout)
+    pip = plan_pip(dists, indexes, use_index and hashed, index_timeout, built=built,
+                   python_version=info.python_version)
     if not hashed:  # only the spec is written: nothing about hashes concerns it
         pip.findings = [f for f in pip.findings if f.code not in ("EG614", "EG616", "EG618")]
     locked_conda, explicit_lines, findings = _plan_conda(info)
@@ -326,7 +336,8 @@ def export(
     if "requirements" in targets:
         findings += _mixed_hashes(pip.requirements, targets["requirements"].name)
 
-    plan, requested_from = _spec_plan(target, shown, info, name, pip.spec, pip.repositories, pinned, platform)
+    plan, requested_from = _spec_plan(target, shown, info, name, pip.spec, pip.repositories, pinned, platform,
+                                      built)
     if not info.is_conda and fmt == "lock":
         findings.append(finding(
             "EG621", f"not a conda environment ({kind}): python is not a conda package, so no conda-lock.yml was "

@@ -29,6 +29,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "EG619": (W, "a requirements file with --hash on some lines only: pip's hash-checking refuses the others"),
     "EG620": (I, "a CPU build of torch (a warning on a machine with an NVIDIA driver)"),
     "EG621": (I, "not a conda environment: no conda-lock.yml (python itself is not a conda package here)"),
+    "EG622": (W, "an extra of a pip dist only partly installed: its requirements were left out of the spec"),
 }
 
 

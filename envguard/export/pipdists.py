@@ -43,6 +43,7 @@ class PipDist:
     sha256: str | None = None  # from direct_url.json's archive_info
     tags: tuple[str, ...] = ()  # WHEEL "Tag:" lines: the wheel it was installed from
     requires: tuple[str, ...] = ()  # Requires-Dist lines, as written
+    provides_extra: tuple[str, ...] = ()  # Provides-Extra lines
     has_metadata: bool = True
     problem: str | None = None  # an unreadable direct_url.json and the like
 
@@ -72,13 +73,15 @@ def _read_small(path: str) -> str | None:
     return data.decode("utf-8", "replace")
 
 
-def _requires(meta: str) -> tuple[tuple[str, ...], bool]:
-    """(Requires-Dist lines, whether METADATA exists), reading headers only, in bounded lines."""
+def _requires(meta: str) -> tuple[tuple[str, ...], bool, tuple[str, ...]]:
+    """(Requires-Dist lines, whether METADATA exists, Provides-Extra lines), reading headers only, in bounded
+    lines."""
     if not os.path.lexists(meta):
-        return (), False
+        return (), False, ()
     if not is_regular(meta):
-        return (), True
+        return (), True, ()
     out: list[str] = []
+    extras: list[str] = []
     read = 0
     try:
         with open(meta, "rb") as fh:
@@ -90,9 +93,11 @@ def _requires(meta: str) -> tuple[tuple[str, ...], bool]:
                     break
                 if line.startswith("Requires-Dist:"):
                     out.append(line[len("Requires-Dist:"):].strip())
+                elif line.startswith("Provides-Extra:"):
+                    extras.append(line[len("Provides-Extra:"):].strip())
     except OSError:
-        return (), True
-    return tuple(out), True
+        return (), True, ()
+    return tuple(out), True, tuple(e for e in extras if e)
 
 
 def _tags(wheel_text: str | None) -> tuple[str, ...]:
@@ -137,7 +142,7 @@ def read_dist(prefix: Path, dist: Dist) -> PipDist:
     if not os.path.isdir(base):  # a bare *.egg-info file (distutils): nothing but the name and version
         return PipDist(dist.name, dist.version, dist.path, dist.installer, False, "unknown")
     meta_name = "METADATA" if dist.path.endswith(".dist-info") else "PKG-INFO"
-    requires, has_meta = _requires(os.path.join(base, meta_name))
+    requires, has_meta, provides = _requires(os.path.join(base, meta_name))
     requested = os.path.exists(os.path.join(base, "REQUESTED"))
     tags = _tags(_read_small(os.path.join(base, "WHEEL")))
     source: SourceKind = "index" if dist.owner == "pip" else "unknown"
@@ -148,7 +153,7 @@ def read_dist(prefix: Path, dist: Dist) -> PipDist:
     elif os.path.exists(os.path.join(base, "direct_url.json")):
         problem = "direct_url.json is unreadable or too large"
     return PipDist(dist.name, dist.version, dist.path, dist.installer, requested, source, url, sha256, tags,
-                   requires, has_meta, problem)
+                   requires, provides, has_meta, problem)
 
 
 def read_dists(info: PrefixInfo) -> list[PipDist]:
@@ -180,9 +185,32 @@ def requirement_names(lines: Iterable[str]) -> set[str]:
     return {pep503(req.name) for req in _requirements(lines)}
 
 
-def requested(dists: list[PipDist]) -> Requested:
-    """The dists someone asked for: a REQUESTED marker or a direct URL; else those nothing requires."""
-    asked = [d for d in dists if d.requested or d.source in ("url", "file", "vcs", "dir", "editable")]
+def created_by_envguard(d: PipDist, built: Any) -> bool:
+    """Whether ``envguard create`` installed this dist from its lock (conda-meta/history says so, with this
+    version and, where pip recorded one, this hash): it was pinned by name, not asked for by its URL."""
+    if built is None or d.source not in ("url", "file"):
+        return False
+    got = built.pip_installed.get(d.key)
+    if got is None or got[0] != d.version:
+        return False
+    return not (got[1] and d.sha256 and got[1] != d.sha256)
+
+
+def requested(dists: list[PipDist], built: Any = None) -> Requested:
+    """The dists someone asked for: the pip specs of the spec ``envguard create`` built the prefix from
+    (``built``, envguard.history.Built), and a REQUESTED marker or a direct URL on anything else; with no
+    such record, the dists nothing requires."""
+    wanted = set()
+    if built is not None:
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        for line in built.pip_specs:
+            try:
+                wanted.add(pep503(Requirement(line).name))
+            except InvalidRequirement:
+                continue
+    asked = [d for d in dists if d.key in wanted or (not created_by_envguard(d, built) and (
+        d.requested or d.source in ("url", "file", "vcs", "dir", "editable")))]
     if asked:
         return Requested(asked, inferred=False)
     required: set[str] = set()
@@ -191,16 +219,19 @@ def requested(dists: list[PipDist]) -> Requested:
     return Requested([d for d in dists if d.key not in required], inferred=True)
 
 
-def kept_dependencies(dists: list[PipDist], asked: list[PipDist]) -> list[PipDist]:
+def kept_dependencies(dists: list[PipDist], asked: list[PipDist],
+                      extras: dict[str, list[str]] | None = None) -> list[PipDist]:
     """What the requested dists the spec cannot hold (editable installs, directories built in place) require,
-    and so on through any such dist among them. The spec names these instead, pinned: without them a re-lock
-    of the spec would lose the versions the project works with, and `pip install -e` would pick new ones."""
+    and so on through any such dist among them; ``extras`` (dist path -> pep503 names) adds what their
+    installed extras require. The spec names these instead, pinned: without them a re-lock of the spec would
+    lose the versions the project works with, and `pip install -e` would pick new ones."""
     by_key = {d.key: d for d in dists}
     todo = [d for d in asked if d.source in ("editable", "dir")]
     seen = {d.key for d in todo}
     out: list[PipDist] = []
     while todo:
-        for name in sorted(requirement_names(todo.pop().requires)):
+        d = todo.pop()
+        for name in sorted(requirement_names(d.requires) | set((extras or {}).get(d.path, ()))):
             dep = by_key.get(name)
             if dep is None or dep.key in seen:
                 continue

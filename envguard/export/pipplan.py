@@ -114,7 +114,15 @@ def _lookups(dists: list[PipDist], indexes: list[str], timeout: float) -> tuple[
     return found, unreachable
 
 
-def _source(d: PipDist, hit: Found | None, default_index: str, plan: PipPlan) -> _Source:
+def _source(d: PipDist, hit: Found | None, default_index: str, plan: PipPlan, built: Any = None,
+            extras: str = "") -> _Source:
+    from envguard.export.pipdists import created_by_envguard
+
+    if created_by_envguard(d, built):  # installed by `envguard create` from its lock: pinned by name there
+        for repo in built.pip_repositories:
+            plan.use_index(repo)
+        sha256 = built.pip_installed[d.key][1] or d.sha256
+        return _Source(spec=f"{d.name}{extras}=={d.version}", url=d.url, sha256=sha256, hashless=sha256 is None)
     if d.source == "editable":
         plan.findings.append(finding(
             "EG610", f"{d.name} {d.version} is an editable install of {d.url}: the files cannot carry a working tree",
@@ -138,7 +146,8 @@ def _source(d: PipDist, hit: Found | None, default_index: str, plan: PipPlan) ->
             plan.findings.append(finding(
                 "EG612", f"{d.name} {d.version} was installed from the local file {d.url}",
                 "publish it to an index (or a shared URL) so other machines can fetch it", file=d.path, package=d.name))
-        return _Source(spec=f"{d.name} @ {d.url}", url=d.url, sha256=sha256, direct=True, hashless=sha256 is None)
+        return _Source(spec=f"{d.name}{extras} @ {d.url}", url=d.url, sha256=sha256, direct=True,
+                       hashless=sha256 is None)
     if hit is not None:
         plan.use_index(hit.index)
         if hit.sdist:
@@ -146,7 +155,8 @@ def _source(d: PipDist, hit: Found | None, default_index: str, plan: PipPlan) ->
                 "EG616", f"{d.name} {d.version} was built on this machine from its sdist: no wheel on {hit.index} "
                 f"matches its tags ({', '.join(d.tags) or 'none recorded'})", "the lock names the sdist; a machine "
                 "without a compiler cannot rebuild it", file=d.path, package=d.name))
-        return _Source(spec=f"{d.name}=={d.version}", url=hit.url, sha256=hit.sha256, hashless=hit.sha256 is None)
+        return _Source(spec=f"{d.name}{extras}=={d.version}", url=hit.url, sha256=hit.sha256,
+                       hashless=hit.sha256 is None)
     if d.source == "unknown":
         plan.findings.append(finding(
             "EG615", f"{d.name} {d.version} was installed by {d.installer or 'no INSTALLER file'}, not by pip, and "
@@ -155,20 +165,55 @@ def _source(d: PipDist, hit: Found | None, default_index: str, plan: PipPlan) ->
         return _Source(spec=f"{d.name}=={d.version}", comment=f"{d.name}=={d.version}: no known source")
     index = torch_label_index(d.version) or default_index
     plan.use_index(index)
-    return _Source(spec=f"{d.name}=={d.version}", url=f"{index.rstrip('/')}/{pep503(d.name)}/", hashless=True)
+    return _Source(spec=f"{d.name}{extras}=={d.version}", url=f"{index.rstrip('/')}/{pep503(d.name)}/",
+                   hashless=True)
 
 
-def plan_pip(dists: list[PipDist], indexes: list[str], use_index: bool, timeout: float) -> PipPlan:
-    """The pip part of every output, and the findings for what it cannot hold."""
+def _extras(dists: list[PipDist], asked: list[PipDist], python_version: str | None,
+            plan: PipPlan) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(dist path -> ``[a,b]`` for the spec line, dist path -> the names its installed extras add), and a
+    finding for each extra only partly installed (envguard.export.extras)."""
+    from envguard.export.extras import installed_extras, marker_environment
+    from envguard.export.pipdists import requirement_names
+
+    env = marker_environment(python_version)
+    by_key = {d.key: d for d in dists}
+    # what is there for another reason: asked for itself, or a plain requirement of some dist
+    explained = {d.key for d in asked}.union(*(requirement_names(d.requires) for d in dists))
+    tags: dict[str, str] = {}
+    adds: dict[str, list[str]] = {}
+    for d in asked:
+        found = installed_extras(d, by_key, env)
+        if found.installed and d.source in ("editable", "dir"):  # its requirements are kept, pinned
+            adds[d.path] = found.requires
+        elif found.installed:  # named on the spec line, when the extra explains something nothing else does
+            shown = [e for e in found.installed if not set(found.adds[e]) <= explained]
+            if shown:
+                tags[d.path] = "[" + ",".join(sorted(shown, key=str.lower)) + "]"
+        for extra, missing in sorted(found.partly.items()):
+            plan.findings.append(finding(
+                "EG622", f"{d.name} {d.version}: the extra [{extra}] is only partly installed (not installed: "
+                f"{listed(missing)}), so its requirements were left out of the spec",
+                f"install it whole (`pip install '{d.name}[{extra}]'`) and export again, or add what the project "
+                "needs to the pip: section by hand", file=d.path, package=d.name))
+    return tags, adds
+
+
+def plan_pip(dists: list[PipDist], indexes: list[str], use_index: bool, timeout: float, *, built: Any = None,
+             python_version: str | None = None) -> PipPlan:
+    """The pip part of every output, and the findings for what it cannot hold. ``built``: what ``envguard
+    create`` recorded in conda-meta/history (envguard.history.Built); ``python_version``: the environment's
+    own, for the markers of extras' requirements."""
     from envguard.export.pipdists import dependencies, kept_dependencies, requested
     from envguard.lock import AdoptedPackage
 
     plan = PipPlan()
     if not dists:
         return plan
-    req = requested(dists)
+    req = requested(dists, built)
     plan.inferred = req.inferred
-    wanted = {d.path for d in req.dists} | {d.path for d in kept_dependencies(dists, req.dists)}
+    extra_tags, extra_adds = _extras(dists, req.dists, python_version, plan)
+    wanted = {d.path for d in req.dists} | {d.path for d in kept_dependencies(dists, req.dists, extra_adds)}
     found, unreachable = _lookups(dists, indexes, timeout) if use_index else ({}, {})
     hashless: list[str] = []
     for d in dists:
@@ -179,7 +224,7 @@ def plan_pip(dists: list[PipDist], indexes: list[str], use_index: bool, timeout:
                                          f"--no-deps {d.name}`", file=d.path, package=d.name))
             if not valid:
                 continue
-        src = _source(d, found.get(d.path), indexes[0] if indexes else PYPI, plan)
+        src = _source(d, found.get(d.path), indexes[0] if indexes else PYPI, plan, built, extra_tags.get(d.path, ""))
         # pip itself is a conda dependency of every exported spec (a pip: section needs it)
         if d.path in wanted and src.spec and pep503(d.name) != "pip" and _valid_requirement(src.spec):
             plan.spec.append(src.spec)

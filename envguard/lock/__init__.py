@@ -52,6 +52,8 @@ _LAZY = {"read_spec": "spec", "validate": "spec", "SpecIssue": "spec", "EnvSpec"
 _LAZY.update({"write_adopted": "adopted", "AdoptedPackage": "adopted", "AdoptedLock": "adopted"})
 # `envguard why`: dependency paths read from a lock (the command's function, for cli.py)
 _LAZY.update({"why_locked": "why", "WhyResult": "why"})
+# create reads the spec it records in conda-meta/history without PyYAML where the layout allows
+_LAZY.update({"load_subset": "lockscan"})
 
 
 def __getattr__(name: str) -> Any:

@@ -913,6 +913,10 @@ def _wheel_metadata(name: str, version: str, requires: Sequence[str], requires_p
     lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {name} test wheel"]
     if requires_python:
         lines.append(f"Requires-Python: {requires_python}")
+    # as a build backend writes them: every extra a requirement's marker names is provided (pip installs
+    # `name[extra]` only for an extra the METADATA provides)
+    extras = dict.fromkeys(re.findall(r"""extra\s*==\s*['"]([^'"]+)['"]""", " ".join(requires)))
+    lines += [f"Provides-Extra: {e}" for e in extras]
     lines += [f"Requires-Dist: {r}" for r in requires]
     return "\n".join(lines) + "\n"
 
