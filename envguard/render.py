@@ -53,14 +53,16 @@ def rich_console(console: Console | _LazyConsole) -> Console:
 
 
 def print_plain(console: Console | _LazyConsole, text: str) -> None:
-    """``console.print(text, markup=False, emoji=False)``, without rich when the console is still unbuilt,
-    surely no terminal (rich would write the text as it is) and the text is plain printable ASCII."""
+    """Plain text (no markup, no emoji codes), each line wrapped between words at the console's width (a
+    terminal's or COLUMNS; a log's is unlimited: :func:`print_wrapped`). Without rich when the console is
+    still unbuilt, surely no terminal, COLUMNS unset (nothing would wrap) and the text plain printable ASCII."""
     if isinstance(console, _LazyConsole) and console._console is None and text.isascii() and text.isprintable() \
-            and not is_terminal(console, build=False):
+            and not os.environ.get("COLUMNS") and not is_terminal(console, build=False):
         stream = sys.stderr if console._options.get("stderr") else sys.stdout
         stream.write(text + "\n")
         return
-    console.print(text, markup=False, emoji=False)
+    for line in text.split("\n"):
+        print_wrapped(line, console=console)
 
 
 def is_terminal(console: Console | _LazyConsole, *, build: bool = True) -> bool:
@@ -110,12 +112,11 @@ def escape(text: str) -> str:
 _TABLE_MIN_WIDTH = 100
 _MESSAGE_MIN_WIDTH = 40
 
-
 def print_findings(findings: list, title: str | None = None, summary: str | None = None) -> None:
     """The findings grouped by severity and a one-line summary (``summary`` replaces it). In a log or a pipe,
     one plain line per finding and the summary last; on a terminal the summary first (the verdict before the
     detail), then a table that fits the width, without the columns no finding fills, or one finding per
-    line where it would not fit."""
+    line where it would not fit (:func:`print_table`)."""
     from envguard.errors import with_fix
     from envguard.findings import sort_findings
     from envguard.redact import redact
@@ -133,42 +134,168 @@ def print_findings(findings: list, title: str | None = None, summary: str | None
             print_plain(out, with_fix(line, redact(f.fix) if f.fix else None))
         print_plain(out, summary_line(fs))
         return
-    if not fs:
-        out.print(verdict)
-        return
-    rows = [(f.severity.value, f.code, redact(f.location or f.package or ""), redact(f.message), redact(f.fix or ""))
-            for f in fs]
     if title:
-        out.print(title, markup=False)
-    out.print(verdict, markup=False)
+        print_plain(out, title)
+    if not fs:
+        print_plain(out, verdict)
+        return
     style = {"error": "red", "warning": "yellow", "info": "blue"}
-    width = int(out.width)
-    names = ("severity", "code", "where", "message", "fix")
-    used = [i for i in range(len(names)) if any(r[i] for r in rows)]  # no column that every finding leaves empty
-    # the short columns never wrap (a path stays whole); message and fix wrap between words, so each must be
-    # as wide as its longest word (a path in a fix)
-    least = {i: max(len(r[i]) for r in rows) if i < 3 else max(
-        [_MESSAGE_MIN_WIDTH if i == 3 else 0] + [len(w) for r in rows for w in r[i].split()]) for i in used}
-    if width < _TABLE_MIN_WIDTH or sum(least.values()) + 3 * len(used) + 1 > width:
-        _findings_per_line(rows, style)
+    columns = [Column("severity"), Column("code", style="bold"), Column("where"),
+               Column("message", wrap=True, least=_MESSAGE_MIN_WIDTH, sep=": "),
+               Column("fix", wrap=True, sep="\nfix: ", style="dim")]
+    rows = [[(f.severity.value, style[f.severity.value]), f.code, redact(f.location or f.package or ""),
+             redact(f.message), redact(f.fix or "")] for f in fs]
+    print_table(columns, rows, verdict=verdict, min_width=_TABLE_MIN_WIDTH)
+
+
+# ---------------------------------------------------------------- tables and long lines that fit the width
+
+class Column:
+    """One column of :func:`print_table`.
+
+    ``wrap``: the cells may wrap between words (a message); otherwise a cell stays on one line (a name, a
+    version, a path). ``least``: a wrapping column's narrowest width (never more than its longest cell).
+    ``sep``: one item per line, what comes before this cell; a ``sep`` starting with a newline starts an
+    indented line of its own. ``style``: every cell's style (a cell given as (text, style) has its own)."""
+
+    __slots__ = ("justify", "least", "name", "sep", "style", "wrap")
+
+    def __init__(self, name: str, *, wrap: bool = False, least: int = 0, sep: str = " ", style: str = "",
+                 justify: str = "left") -> None:
+        self.name, self.wrap, self.least, self.sep, self.style, self.justify = name, wrap, least, sep, style, justify
+
+
+def _cell(value: Any, column: Column) -> tuple[str, str]:
+    return (value[0], value[1] or column.style) if isinstance(value, tuple) else (str(value), column.style)
+
+
+def table_layout(columns: list[Column], rows: list[list[Any]], width: int, *, min_width: int = 0,
+                 edges: bool = True) -> tuple[list[int], list[int] | None]:
+    """The columns some row fills (the others are left out), and each one's width in a table that fits
+    ``width`` with every word and path whole, or None where no table does: then one item per line. Below
+    ``min_width`` columns no table either. ``edges``: the table has a border left and right (else none and
+    no padding at its edges)."""
+    from rich.cells import cell_len
+
+    used = [i for i in range(len(columns)) if any(_cell(r[i], columns[i])[0] for r in rows)]
+    least: list[int] = []
+    for i in used:
+        c, texts = columns[i], [_cell(r[i], columns[i])[0] for r in rows]
+        if c.wrap:  # as wide as its longest word, and the least asked (no wider than its longest cell)
+            words = [cell_len(w) for t in texts for w in t.split()] + [cell_len(w) for w in c.name.split()]
+            least.append(max([min(c.least, max(cell_len(t) for t in texts))] + words))
+        else:
+            least.append(max([cell_len(c.name)] + [cell_len(t) for t in texts]))
+    # rich's boxes: a separator between columns, one cell of padding each side, and the edges
+    overhead = (len(used) - 1) + 2 * len(used) + (2 if edges else -2)
+    if width < min_width or sum(least) + overhead > width:
+        return used, None
+    return used, least
+
+
+def print_table(columns: list[Column], rows: list[list[Any]], *, title: str | None = None,
+                verdict: Any = None, min_width: int = 0, simple: bool = False,
+                console: Console | _LazyConsole | None = None) -> None:
+    """The one way commands put rows on a terminal: the verdict first (when given), then a table that fits
+    the console's width (a terminal's, COLUMNS, unlimited in a log) without breaking a word or a path and
+    without the columns no row fills; where no such table fits, one item per line, wrapped between words.
+    Cells are text (already redacted), or (text, style). ``simple``: a table with a header rule only."""
+    from rich.text import Text
+
+    console = out if console is None else console
+    if verdict is not None:
+        print_wrapped(verdict, console=console)
+    if not rows:
+        return
+    width = int(console.width)
+    used, widths = table_layout(columns, rows, width, min_width=min_width, edges=not simple)
+    if widths is None:
+        if title:
+            print_wrapped(Text(title, style="bold"), console=console)
+        for r in rows:
+            _print_item([(columns[i], _cell(r[i], columns[i])) for i in used], console)
         return
     from rich.table import Table
 
-    table = Table(show_lines=False, expand=False)
-    for i in used:
-        table.add_column(names[i], no_wrap=i < 3, min_width=least[i], overflow="fold")
+    options: dict[str, Any] = {"title": Text(title) if title else None, "expand": False}
+    if simple:
+        from rich import box
+
+        options.update(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table = Table(**options)
+    for i, w in zip(used, widths, strict=True):
+        c = columns[i]
+        table.add_column(c.name, no_wrap=not c.wrap, min_width=w, overflow="fold", justify=c.justify)  # type: ignore[arg-type]
     for r in rows:
-        cells = [f"[{style[r[0]]}]{r[0]}[/]" if i == 0 else escape(r[i]) for i in used]
-        table.add_row(*cells)
-    out.print(table)
+        table.add_row(*(Text(*_cell(r[i], columns[i])) for i in used))
+    console.print(table)
 
 
-def _findings_per_line(rows: list[tuple[str, str, str, str, str]], style: dict[str, str]) -> None:
-    """One finding per line (its fix on the next, indented); lines wrap between words, never inside one."""
+def _print_item(cells: list[tuple[Column, tuple[str, str]]], console: Console | _LazyConsole) -> None:
+    """One row as a line (a ``sep`` with a newline starts an indented line of its own)."""
     from rich.text import Text
 
-    for sev, code, where, message, fix in rows:
-        line = Text.assemble((sev, style[sev]), " ", (code, "bold"), (f" {where}" if where else ""), ": ", message)
-        out.print(line, soft_wrap=False, overflow="fold")
-        if fix:
-            out.print(Text(f"  fix: {fix}", style="dim"), soft_wrap=False, overflow="fold")
+    lines: list[Text] = []
+    for column, (text, style) in cells:
+        if not text:
+            continue
+        sep = column.sep
+        if not lines or sep.startswith("\n"):
+            lines.append(Text("  " + sep.lstrip("\n") if lines else ""))
+        elif sep:
+            lines[-1].append(sep)
+        lines[-1].append(text, style=style)
+    for line in lines:
+        print_wrapped(line, console=console)
+
+
+def wrap_offsets(text: str, width: int, hang: int) -> list[tuple[int, int, int]]:
+    """Where a line of ``text`` breaks at ``width`` columns: (start, end, indentation) of each piece. Breaks
+    fall between words; the pieces after the first are indented by ``hang``, except a word too long for an
+    indented line (a path), which gets a line of its own from the first column; only a word longer than a
+    whole line is cut (it cannot fit otherwise)."""
+    spans: list[tuple[int, int, int]] = []
+    i, n = 0, len(text)
+    while i < n:
+        if spans:
+            while i < n and text[i] == " ":  # the space at a break goes
+                i += 1
+            if i >= n:
+                break
+        indent = hang if spans and hang < width else 0
+        room = width - indent
+        if n - i <= room:
+            spans.append((i, n, indent))
+            break
+        body = i + len(text[i:]) - len(text[i:].lstrip(" "))  # leading indentation is no place to break
+        word_end = text.find(" ", body)
+        word = (n if word_end < 0 else word_end) - i
+        if spans and word > room:  # too long for an indented line: one of its own, cut only past the width
+            end = i + min(word, width)
+            spans.append((i, end, 0))
+            i = end
+            continue
+        cut = text.rfind(" ", body + 1, i + room + 1)
+        if cut <= body:
+            cut = i + room  # the first word alone is longer than the line
+        spans.append((i, cut, indent))
+        i = cut
+    return spans or [(0, 0, 0)]
+
+
+def print_wrapped(text: Any, *, console: Console | _LazyConsole | None = None, hang: int | None = None) -> None:
+    """One line of text (str or rich Text) at the console's width (a terminal's, COLUMNS, unlimited in a log):
+    broken between words, never inside a word or a path that fits, the continuation indented ``hang``
+    columns (the line's own indentation and two more)."""
+    from rich.text import Text
+
+    console = out if console is None else console
+    line = text if isinstance(text, Text) else Text(str(text))
+    plain = line.plain
+    if hang is None:
+        hang = len(plain) - len(plain.lstrip(" ")) + 2
+    width = int(console.width)
+    for a, b, indent in wrap_offsets(plain, width, hang):
+        piece = line[a:b]
+        console.print(Text(" " * indent) + piece if indent else piece, soft_wrap=True, emoji=False, markup=False,
+                      highlight=False)
