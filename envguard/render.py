@@ -94,9 +94,11 @@ err = _LazyConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def warn(message: str) -> None:
+    from rich.text import Text
+
     from envguard.redact import redact, shorten_words
 
-    err.print(f"[yellow]warning:[/yellow] {escape(redact(shorten_words(message)))}", markup=True)
+    print_wrapped(Text.assemble(("warning:", "yellow"), f" {redact(shorten_words(message))}"), console=err)
 
 
 def escape(text: str) -> str:
@@ -290,12 +292,12 @@ def print_wrapped(text: Any, *, console: Console | _LazyConsole | None = None, h
     from rich.text import Text
 
     console = out if console is None else console
-    line = text if isinstance(text, Text) else Text(str(text))
-    plain = line.plain
-    if hang is None:
-        hang = len(plain) - len(plain.lstrip(" ")) + 2
+    whole = text if isinstance(text, Text) else Text(str(text))
     width = int(console.width)
-    for a, b, indent in wrap_offsets(plain, width, hang):
-        piece = line[a:b]
-        console.print(Text(" " * indent) + piece if indent else piece, soft_wrap=True, emoji=False, markup=False,
-                      highlight=False)
+    for line in whole.split("\n", allow_blank=True) if "\n" in whole.plain else [whole]:
+        plain = line.plain
+        own = hang if hang is not None else len(plain) - len(plain.lstrip(" ")) + 2
+        for a, b, indent in wrap_offsets(plain, width, own):
+            piece = line[a:b]
+            console.print(Text(" " * indent) + piece if indent else piece, soft_wrap=True, emoji=False,
+                          markup=False, highlight=False)

@@ -40,6 +40,6 @@ def show(report: Any, fmt: str) -> None:
     else:
         from envguard.smoke import proved_line
 
-        render.out.print(check_title(r), markup=False)
-        render.out.print(proved_line(r.smoke), markup=False, highlight=False)
+        render.print_plain(render.out, check_title(r))
+        render.print_plain(render.out, proved_line(r.smoke))
         render.print_findings(r.findings)

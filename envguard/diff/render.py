@@ -1,4 +1,5 @@
-"""``envguard diff`` as tables: one per platform, then the requested specs against the lock."""
+"""``envguard diff`` as tables: the verdict, then one table per platform and the requested specs against the
+lock."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ if TYPE_CHECKING:
 
 
 def print_diff(result: DiffResult, max_unrequested: int = 25) -> None:
-    from rich.table import Table
+    """The verdict first, then what A and B are, one table per platform that changed and the requested
+    specs against the lock: tables that fit the width, or one package per line (render.print_table)."""
     from rich.text import Text
 
     from envguard.diff import LABELS, describe
@@ -22,41 +24,43 @@ def print_diff(result: DiffResult, max_unrequested: int = 25) -> None:
         return shorten_words(_redact(text))
 
     r = result
-    render.out.print(Text(f"A: {redact(r.a.describe())}\nB: {redact(r.b.describe())}"))
+    render.print_wrapped(Text(redact(r.summary()), style="bold" if not r.equal else "green"))
+    render.print_wrapped(f"A: {redact(r.a.describe())}")
+    render.print_wrapped(f"B: {redact(r.b.describe())}")
     style = {"error": "bold red", "warning": "yellow", "info": ""}
+    Column = render.Column
+    changes = [Column("package"), Column("change", wrap=True, sep=": "), Column("A", wrap=True, sep=": "),
+               Column("B", wrap=True, sep=" -> "), Column("note", wrap=True, sep=" · ")]
     for pd in r.platforms:
         if not pd.changes:
             continue
-        table = Table(title=Text(redact(pd.label)), expand=False)
-        for col in ("package", "change", "A", "B", "note"):
-            table.add_column(col, overflow="fold")
+        rows = []
         for c in pd.changes:
             a = describe(c.old) if c.old or c.old_spec is None else redact(c.old_spec)
             b = describe(c.new) if c.new or c.new_spec is None else redact(c.new_spec)
-            table.add_row(Text(redact(c.name), style="bold" if c.core else ""),
-                          Text(", ".join(LABELS[k] for k in c.kinds), style=style[c.severity]),
-                          Text(redact(a)), Text(redact(b)), Text(redact(c.detail)))
-        render.out.print(table)
+            rows.append([(redact(c.name), "bold" if c.core else ""),
+                         (", ".join(LABELS[k] for k in c.kinds), style[c.severity]),
+                         redact(a), redact(b), redact(c.detail)])
+        render.print_table(changes, rows, title=redact(pd.label))
+    specs = [Column(""), Column("spec", wrap=True), Column("locked", wrap=True, sep=": "),
+             Column("note", wrap=True, sep=" · ")]
     for rep in r.spec_reports:
         where = f" {rep.where}" if rep.where else ""
-        table = Table(title=Text(f"requested specs ({r.spec_side}) against {r.other_words()}{where}"), expand=False)
-        for col in ("", "spec", "locked", "note"):
-            table.add_column(col, overflow="fold")
+        rows = []
         for chk in rep.checks:
             ok = chk.status == "satisfied"
-            table.add_row(Text("ok" if ok else chk.status, style="green" if ok else "bold red"),
-                          Text(redact(chk.spec.spec)), Text(redact(describe(chk.locked))), Text(redact(chk.reason)))
-        render.out.print(table)
+            rows.append([("ok" if ok else chk.status, "green" if ok else "bold red"), redact(chk.spec.spec),
+                         redact(describe(chk.locked)), redact(chk.reason)])
+        render.print_table(specs, rows, title=f"requested specs ({r.spec_side}) against {r.other_words()}{where}")
         if rep.unrequested:
             names = [p.name for p in rep.unrequested]
             more = f", … (+{len(names) - max_unrequested})" if len(names) > max_unrequested else ""
-            render.out.print(Text(f"{len(names)} locked packages nobody asked for directly{where}: "
-                           f"{redact(', '.join(names[:max_unrequested]))}{more}", style="dim"))
+            render.print_wrapped(Text(f"{len(names)} locked packages nobody asked for directly{where}: "
+                                      f"{redact(', '.join(names[:max_unrequested]))}{more}", style="dim"))
     for c in getattr(r, "spec_changes", []):
-        render.out.print(Text(f"{redact(c)}", style="bold yellow"))
+        render.print_wrapped(Text(f"{redact(c)}", style="bold yellow"))
     for n in r.notes:
-        render.out.print(Text(f"note: {redact(n)}", style="dim"))
-    render.out.print(Text(redact(r.summary()), style="bold" if not r.equal else "green"))
+        render.print_wrapped(Text(f"note: {redact(n)}", style="dim"))
 
 
 def show(result: Any, fmt: str) -> None:

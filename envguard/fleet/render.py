@@ -59,11 +59,15 @@ def print_fleet(result: FleetResult, max_changes: int = 30, details: bool = Fals
     if r.distributed:
         _say(Text(f"\ndistributed: {redact(distributed_line(r.distributed))}"))
     for path, why in r.unreadable:
-        render.err.print(Text(f"error: {redact(path)}: {redact(why)} (skipped)", style="red"))
+        _error(Text(f"error: {redact(path)}: {redact(why)} (skipped)", style="red"))
 
 
 def _say(text: object) -> None:
-    render.out.print(text, soft_wrap=False, overflow="fold")
+    render.print_wrapped(text)
+
+
+def _error(text: object) -> None:
+    render.print_wrapped(text, console=render.err)
 
 
 def _change_counts(changes: list) -> str:
@@ -89,7 +93,6 @@ def _by_code(findings: list[dict[str, Any]]) -> list[tuple[str, str, int, str]]:
 
 
 def _print_details(g: Any, max_changes: int) -> None:
-    from rich.table import Table
     from rich.text import Text
 
     from envguard.diff import LABELS, describe
@@ -97,21 +100,19 @@ def _print_details(g: Any, max_changes: int) -> None:
 
     style = {"error": "bold red", "warning": "yellow", "info": ""}
     if g.changes:
-        t = Table(expand=False)
-        for col in ("what", "change", "reference", "this group"):
-            t.add_column(col, overflow="fold")
-        for c in g.changes[:max_changes]:
-            t.add_row(Text(c.name, style="bold" if c.core else ""),
-                      Text(", ".join(LABELS[k] for k in c.kinds), style=style[c.severity]),
-                      Text(describe(c.old)), Text(describe(c.new)))
-        render.out.print(t)
+        Column = render.Column
+        columns = [Column("what"), Column("change", wrap=True, sep=": "), Column("reference", wrap=True, sep=": "),
+                   Column("this group", wrap=True, sep=" -> ")]
+        render.print_table(columns, [[(c.name, "bold" if c.core else ""),
+                                      (", ".join(LABELS[k] for k in c.kinds), style[c.severity]),
+                                      describe(c.old), describe(c.new)] for c in g.changes[:max_changes]])
         if len(g.changes) > max_changes:
-            render.out.print(Text(f"… and {len(g.changes) - max_changes} more package changes "
-                                  "(--format json lists them all)", style="dim"))
+            _say(Text(f"… and {len(g.changes) - max_changes} more package changes "
+                      "(--format json lists them all)", style="dim"))
     for x in g.findings:
         if x.get("severity") in ("error", "warning"):
-            render.out.print(Text(f"    {x.get('code')} {x.get('severity')}: {redact(str(x.get('message')))}",
-                                  style=style.get(str(x.get("severity")), "")))
+            _say(Text(f"    {x.get('code')} {x.get('severity')}: {redact(str(x.get('message')))}",
+                      style=style.get(str(x.get("severity")), "")))
 
 
 def show(result: Any, fmt: str, details: bool = False) -> None:
@@ -135,4 +136,4 @@ def show(result: Any, fmt: str, details: bool = False) -> None:
         print_fleet(r, details=details)
         return  # the text names unreadable reports itself
     for path, why in r.unreadable:
-        render.err.print(Text(f"error: {redact(path)}: {redact(why)} (skipped)", style="red"))
+        _error(Text(f"error: {redact(path)}: {redact(why)} (skipped)", style="red"))

@@ -10,12 +10,14 @@ from envguard import render
 
 
 def show(result: Any, fmt: str) -> None:
+    from rich.text import Text
+
     from envguard.redact import redact
     from envguard.report import findings_to_json, findings_to_markdown
 
     r = result  # envguard.lint.LintResult
     for message in r.unreadable:
-        render.err.print(f"[red]error:[/red] {render.escape(redact(str(message)))}", markup=True)
+        render.print_wrapped(Text.assemble(("error:", "red"), f" {redact(str(message))}"), console=render.err)
     title = f"envguard lint: {', '.join(r.files)}"
     if fmt == "json":
         from envguard.jsonout import severity_counts

@@ -3,7 +3,7 @@ summary, the change report (text or JSON), and the dependency paths ``why`` foun
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,10 +58,11 @@ def show(result: Any, fmt: str) -> None:
     """``envguard lock`` output: the summary and the change report (text), or the report alone (json)."""
     if fmt == "json":
         import json
+        import sys
 
         for w in result.warnings:
             render.warn(w)
-        render.print_plain(render.out, json.dumps(result.changes.to_json(), indent=2))
+        sys.stdout.write(json.dumps(result.changes.to_json(), indent=2) + "\n")  # never wrapped: JSON
         return
     print_locked(result)
 
@@ -83,6 +84,19 @@ def _change_text(c: Any) -> str:
     return f"  {_VERB[c.change]} {c.change:<10} {what}{pip}: {c.reason.text}"
 
 
+def _grouped(bodies: Iterable[tuple[str, list[str]]]) -> list[tuple[list[str], list[str]]]:
+    """Platforms whose lines are the same share one heading: (platforms, lines), in the order they come."""
+    groups: list[tuple[list[str], list[str]]] = []
+    for platform, body in bodies:
+        for names, other in groups:
+            if other == body:
+                names.append(platform)
+                break
+        else:
+            groups.append(([platform], body))
+    return groups
+
+
 def change_lines(report: Any) -> list[str]:
     """The change report as plain lines. Platforms with the same changes share one heading."""
     if report.current:
@@ -93,17 +107,8 @@ def change_lines(report: Any) -> list[str]:
     fresh = [f"{p.platform} ({p.packages} packages)" for p in report.platforms if p.new_platform]
     if fresh:
         lines.append(f"{'new lock' if report.mode == 'new' else 'new platform'}, solved fresh: {', '.join(fresh)}")
-    groups: list[tuple[list[str], Any]] = []
-    for p in report.platforms:
-        if p.new_platform:
-            continue
-        body = [_change_text(c) for c in p.changes]
-        for names, other in groups:
-            if other == body:
-                names.append(p.platform)
-                break
-        else:
-            groups.append(([p.platform], body))
+    groups = _grouped((p.platform, [_change_text(c) for c in p.changes]) for p in report.platforms
+                      if not p.new_platform)
     for names, body in groups:
         if not body:
             lines.append(f"{', '.join(names)}: unchanged")
@@ -134,7 +139,7 @@ def why_lines(result: Any) -> list[str]:
     lines: list[str] = []
     if not result.spec_files:
         lines.append(f"no spec beside {result.lockfile}: the paths start at the lock's top-level packages")
-    groups: list[tuple[list[str], list[str]]] = []
+    bodies: list[tuple[str, list[str]]] = []
     for p in result.platforms:
         if p.found is None:
             body = ["  not in the lock on this platform"]
@@ -151,13 +156,8 @@ def why_lines(result: Any) -> list[str]:
                     body.append(f"  `{path.request}` ({_where(path)}): {chain}")
             if not p.paths:
                 body.append("  no spec line leads to it (the lock and the spec disagree: re-lock)")
-        for names, other in groups:
-            if other == body:
-                names.append(p.platform)
-                break
-        else:
-            groups.append(([p.platform], body))
-    for names, body in groups:
+        bodies.append((p.platform, body))
+    for names, body in _grouped(bodies):
         lines.append(f"{result.name} on {', '.join(names)}:")
         lines += body
     from envguard.lock.relock import rank
@@ -175,8 +175,9 @@ def _where(path: Any) -> str:
 def show_why(result: Any, fmt: str) -> None:
     if fmt == "json":
         import json
+        import sys
 
-        render.print_plain(render.out, json.dumps(result.to_json(), indent=2))
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")  # never wrapped: JSON
         return
     for line in why_lines(result):
         render.print_plain(render.out, line)

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def smoke_title(result: SmokeResult, why: str = "") -> str:
-    """``envguard smoke <python> · <why it was chosen> · torch ... · passed in 2.0 s``."""
+    """``envguard smoke: passed in 2.0 s · torch ... · <python> · <why it was chosen>``: the verdict first."""
     from envguard.redact import redact
 
     r = result
@@ -20,7 +20,7 @@ def smoke_title(result: SmokeResult, why: str = "") -> str:
     what = f"torch {tv['version']} ({build})" if tv.get("version") else "torch not imported"
     state = "timed out" if r.timed_out else ("passed" if r.exit_code == 0 else "failed")
     chosen = f" · {why}" if why else ""
-    return f"envguard smoke {redact(r.python)}{chosen} · {what} · {state} in {r.duration:.1f} s"
+    return f"envguard smoke: {state} in {r.duration:.1f} s · {what} · {redact(r.python)}{chosen}"
 
 
 _PHASES = {"import-torch": "importing torch", "numpy": "NumPy interop", "limits": "reading /dev/shm and ulimit -n",
@@ -79,21 +79,20 @@ class SmokeProgress:
 
 
 def print_smoke_checks(result: SmokeResult) -> None:
-    from rich.table import Table
-
+    """The probe's checks as a table that fits the width, or one per line (render.print_table)."""
     checks = result.probe.get("checks") or []
     if not checks:
         return
     style = {"pass": "green", "fail": "red", "not-exercised": "yellow", "skip": "dim"}
-    table = Table(show_lines=False, expand=False)
-    for col in ("check", "status", "seconds"):
-        table.add_column(col)
+    columns = [render.Column("check"), render.Column("status", sep=": "),
+               render.Column("took", sep=", ", justify="right")]
+    rows = []
     for c in checks:
         st = str(c.get("status"))
         secs = c.get("seconds")
-        table.add_row(str(c.get("name")), f"[{style.get(st, 'white')}]{st}[/]",
-                      f"{secs:.2f}" if isinstance(secs, (int, float)) else "")
-    render.out.print(table)
+        rows.append([str(c.get("name")), (st, style.get(st, "")),
+                     f"{secs:.2f} s" if isinstance(secs, (int, float)) else ""])
+    render.print_table(columns, rows)
 
 
 def smoke_checks_markdown(result: SmokeResult) -> str:
@@ -153,9 +152,9 @@ def show(result: Any, fmt: str, why: str = "") -> None:
         sys.stdout.write(findings_to_markdown(smoke_title(r, why), r.findings))
         sys.stdout.write(smoke_checks_markdown(r))
     else:
-        render.out.print(smoke_title(r, why), markup=False)
+        render.print_plain(render.out, smoke_title(r, why))
         print_smoke_checks(r)
         line = distributed_line(r)
         if line:
-            render.out.print(line, markup=False)
+            render.print_plain(render.out, line)
         render.print_findings(r.findings)

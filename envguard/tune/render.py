@@ -1,9 +1,7 @@
-"""``envguard tune`` on a terminal: the trial table, a compact chart, the recommendation and the findings."""
+"""``envguard tune`` on a terminal: the recommendation first, the trial table, a compact chart and the findings."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,67 +20,53 @@ def progress(trial: dict[str, Any]) -> None:
                      markup=False, highlight=False)
 
 
-@contextmanager
-def _wide(width: int = 120) -> Iterator[None]:
-    """A log or a pipe (80 columns to rich) gets whole rows rather than cells wrapped word by word."""
-    console = render.rich_console(render.out)
-    old = console.width
-    if not render.is_terminal(render.out) and old < width:
-        console.width = width
-    try:
-        yield
-    finally:
-        console.width = old
-
-
 def tune_title(result: Any) -> str:
     from envguard.redact import redact
 
     state = "timed out" if result.timed_out else ("no configuration worked" if result.exit_code else "done")
-    return f"envguard tune {redact(result.python)} · {state} in {result.duration:.1f} s"
+    return f"envguard tune: {state} in {result.duration:.1f} s · {redact(result.python)}"
+
+
+# one trial per line where the table does not fit: "3. 2 workers, fork: samples/s 718, waits 5% · recommended"
+_SEPS = {"settings": ". ", "samples/s": ": samples/s ", "": " · "}
 
 
 def print_tune(result: Any) -> None:
-    from rich import box
-    from rich.table import Table
-
+    """The title, the verdict (what is recommended, and why), what was measured, the trials as a table that
+    fits the width (or one per line), the chart, the snippet, what was not tried and the findings."""
     from envguard.tune.formats import summary_lines, text_chart, trial_rows, verdict_lines
     from envguard.tune.report import not_tried, snippet
 
     out = render.out
-    out.print(tune_title(result), markup=False)
-    for line in summary_lines(result):
-        out.print(line, markup=False)
+    render.print_plain(out, tune_title(result))
+    for line in verdict_lines(result) + summary_lines(result):
+        render.print_plain(out, line)
     rows = trial_rows(result)
     if rows:
-        table = Table(box=box.SIMPLE_HEAD, show_lines=False, expand=False, pad_edge=False)
-        for col in rows[0]:
-            table.add_column(col, justify="left" if col in ("settings", "") else "right", no_wrap=True)
+        columns = [render.Column(col, wrap=col == "settings", sep=_SEPS.get(col, f", {col} "),
+                                 justify="left" if col in ("settings", "") else "right") for col in rows[0]]
         style = {"ok": "green", "failed": "red", "timeout": "red", "crashed": "red", "budget": "yellow"}
+        cells: list[list[Any]] = []
         for r, t in zip(rows, result.trials, strict=False):
-            cells = [render.escape(v) for v in r.values()]
+            row: list[Any] = list(r.values())
             if t.get("status") != "ok":
-                cells[2] = f"[{style.get(str(t.get('status')), 'white')}]{cells[2]}[/]"
+                row[2] = (row[2], style.get(str(t.get("status")), ""))
             if "recommended" in r[""]:
-                cells[1] = f"[bold]{cells[1]}[/]"
-            table.add_row(*cells)
-        with _wide():
-            out.print(table)
-    chart = text_chart(result)
+                row[1] = (row[1], "bold")
+            cells.append(row)
+        render.print_table(columns, cells, simple=True)
+    chart = text_chart(result, width=max(30, min(60, int(out.width) - 8)))
     if chart:
-        out.print("\n".join(chart), markup=False, highlight=False)
-    for line in verdict_lines(result):
-        out.print(line, markup=False)
+        out.print("\n".join(chart), markup=False, highlight=False, soft_wrap=True)
     code = snippet(result, indent="    ")
     if code:
-        out.print(code, markup=False, highlight=False)
+        out.print(code, markup=False, highlight=False, soft_wrap=True)
     nt = not_tried(result)
     if nt:
-        out.print("not tried:", markup=False)
+        render.print_plain(out, "not tried:")
         for line in nt:
-            out.print(f"  - {line}", markup=False)
-    with _wide():
-        render.print_findings(result.findings)
+            render.print_wrapped(f"  - {line}", hang=4)
+    render.print_findings(result.findings)
 
 
 def show(result: Any, fmt: str, plot: Path | None = None) -> None:
