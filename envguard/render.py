@@ -114,11 +114,13 @@ def escape(text: str) -> str:
 _TABLE_MIN_WIDTH = 100
 _MESSAGE_MIN_WIDTH = 40
 
-def print_findings(findings: list, title: str | None = None, summary: str | None = None) -> None:
+def print_findings(findings: list, title: str | None = None, summary: str | None = None,
+                   notes: list[str] | None = None) -> None:
     """The findings grouped by severity and a one-line summary (``summary`` replaces it). In a log or a pipe,
     one plain line per finding and the summary last; on a terminal the summary first (the verdict before the
     detail), then a table that fits the width, without the columns no finding fills, or one finding per
-    line where it would not fit (:func:`print_table`)."""
+    line where it would not fit (:func:`print_table`). ``notes``: lines after the title (on a terminal after
+    the verdict too)."""
     from envguard.errors import with_fix
     from envguard.findings import sort_findings
     from envguard.redact import redact
@@ -128,8 +130,8 @@ def print_findings(findings: list, title: str | None = None, summary: str | None
     verdict = summary if summary is not None else summary_line(fs)
     if fs and not is_terminal(out):
         # logs and pipes: one plain line per finding, nothing wrapped, easy to grep
-        if title:
-            print_plain(out, title)
+        for line in ([title] if title else []) + (notes or []):
+            print_plain(out, line)
         for f in fs:
             where = redact(f.location or f.package or "")
             line = f"{f.severity.value}: {f.code}{' ' + where if where else ''}: {redact(f.message)}"
@@ -138,8 +140,10 @@ def print_findings(findings: list, title: str | None = None, summary: str | None
         return
     if title:
         print_plain(out, title)
+    print_plain(out, verdict)
+    for line in notes or []:
+        print_plain(out, line)
     if not fs:
-        print_plain(out, verdict)
         return
     style = {"error": "red", "warning": "yellow", "info": "blue"}
     columns = [Column("severity"), Column("code", style="bold"), Column("where"),
@@ -147,7 +151,7 @@ def print_findings(findings: list, title: str | None = None, summary: str | None
                Column("fix", wrap=True, sep="\nfix: ", style="dim")]
     rows = [[(f.severity.value, style[f.severity.value]), f.code, redact(f.location or f.package or ""),
              redact(f.message), redact(f.fix or "")] for f in fs]
-    print_table(columns, rows, verdict=verdict, min_width=_TABLE_MIN_WIDTH)
+    print_table(columns, rows, min_width=_TABLE_MIN_WIDTH)
 
 
 # ---------------------------------------------------------------- tables and long lines that fit the width
@@ -174,25 +178,33 @@ def _cell(value: Any, column: Column) -> tuple[str, str]:
 def table_layout(columns: list[Column], rows: list[list[Any]], width: int, *, min_width: int = 0,
                  edges: bool = True) -> tuple[list[int], list[int] | None]:
     """The columns some row fills (the others are left out), and each one's width in a table that fits
-    ``width`` with every word and path whole, or None where no table does: then one item per line. Below
-    ``min_width`` columns no table either. ``edges``: the table has a border left and right (else none and
+    ``width`` with every word and path whole (each as wide as its longest cell where that fits), or None where
+    no table does: then one item per line. Below ``min_width`` columns no table either. ``edges``: the table has a border left and right (else none and
     no padding at its edges)."""
     from rich.cells import cell_len
 
     used = [i for i in range(len(columns)) if any(_cell(r[i], columns[i])[0] for r in rows)]
     least: list[int] = []
+    most: list[int] = []
     for i in used:
         c, texts = columns[i], [_cell(r[i], columns[i])[0] for r in rows]
+        most.append(max([cell_len(c.name)] + [cell_len(t) for t in texts]))
         if c.wrap:  # as wide as its longest word, and the least asked (no wider than its longest cell)
             words = [cell_len(w) for t in texts for w in t.split()] + [cell_len(w) for w in c.name.split()]
-            least.append(max([min(c.least, max(cell_len(t) for t in texts))] + words))
+            least.append(max([min(c.least, most[-1])] + words))
         else:
-            least.append(max([cell_len(c.name)] + [cell_len(t) for t in texts]))
+            least.append(most[-1])
     # rich's boxes: a separator between columns, one cell of padding each side, and the edges
     overhead = (len(used) - 1) + 2 * len(used) + (2 if edges else -2)
-    if width < min_width or sum(least) + overhead > width:
+    spare = width - overhead - sum(least)
+    if width < min_width or spare < 0:
         return used, None
-    return used, least
+    # what is left over goes to the columns that would wrap, in proportion to what each one lacks
+    lack = [m - n for m, n in zip(most, least, strict=True)]
+    if sum(lack) <= spare:
+        return used, most
+    widths = [n + k * spare // sum(lack) for n, k in zip(least, lack, strict=True)]
+    return used, widths
 
 
 def print_table(columns: list[Column], rows: list[list[Any]], *, title: str | None = None,
@@ -227,7 +239,7 @@ def print_table(columns: list[Column], rows: list[list[Any]], *, title: str | No
     table = Table(**options)
     for i, w in zip(used, widths, strict=True):
         c = columns[i]
-        table.add_column(c.name, no_wrap=not c.wrap, min_width=w, overflow="fold", justify=c.justify)  # type: ignore[arg-type]
+        table.add_column(c.name, no_wrap=not c.wrap, width=w, overflow="fold", justify=c.justify)  # type: ignore[arg-type]
     for r in rows:
         table.add_row(*(Text(*_cell(r[i], columns[i])) for i in used))
     console.print(table)

@@ -40,6 +40,4 @@ def show(report: Any, fmt: str) -> None:
     else:
         from envguard.smoke import proved_line
 
-        render.print_plain(render.out, check_title(r))
-        render.print_plain(render.out, proved_line(r.smoke))
-        render.print_findings(r.findings)
+        render.print_findings(r.findings, title=check_title(r), notes=[proved_line(r.smoke)])
