@@ -112,7 +112,7 @@ def test_text_and_markdown_output(realworld: Path, capsys: pytest.CaptureFixture
     f = str(realworld / "pixi" / "wang7x__pixi-pytorch-example__pixi.lock")
     assert run(["diff", f, f, "--a-environment", "cpu", "--b-environment", "gpu"]) == 1
     text = capsys.readouterr().out
-    assert "CPU↔CUDA build flip" in text and re.match(r"\d+ changes \(", text.splitlines()[-1])
+    assert "CPU↔CUDA build flip" in text and re.match(r"\d+ changes \(", text.splitlines()[0])  # the verdict first
     assert run(["diff", f, f, "--a-environment", "cpu", "--b-environment", "gpu", "--format", "markdown",
                 "--exit-zero"]) == 0
     md = capsys.readouterr().out
