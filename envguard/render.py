@@ -53,11 +53,11 @@ def rich_console(console: Console | _LazyConsole) -> Console:
 
 
 def print_plain(console: Console | _LazyConsole, text: str) -> None:
-    """Plain text (no markup, no emoji codes), each line wrapped between words at the console's width (a
-    terminal's or COLUMNS; a log's is unlimited: :func:`print_wrapped`). Without rich when the console is
-    still unbuilt, surely no terminal, COLUMNS unset (nothing would wrap) and the text plain printable ASCII."""
+    """Plain text (no markup, no emoji codes); on a terminal each line wrapped between words at its width
+    (:func:`print_wrapped`). Without rich when the console is still unbuilt, surely no terminal (the text is
+    written as it is) and the text plain printable ASCII."""
     if isinstance(console, _LazyConsole) and console._console is None and text.isascii() and text.isprintable() \
-            and not os.environ.get("COLUMNS") and not is_terminal(console, build=False):
+            and not is_terminal(console, build=False):
         stream = sys.stderr if console._options.get("stderr") else sys.stdout
         stream.write(text + "\n")
         return
@@ -179,8 +179,8 @@ def table_layout(columns: list[Column], rows: list[list[Any]], width: int, *, mi
                  edges: bool = True) -> tuple[list[int], list[int] | None]:
     """The columns some row fills (the others are left out), and each one's width in a table that fits
     ``width`` with every word and path whole (each as wide as its longest cell where that fits), or None where
-    no table does: then one item per line. Below ``min_width`` columns no table either. ``edges``: the table has a border left and right (else none and
-    no padding at its edges)."""
+    no table does: then one item per line. Below ``min_width`` columns no table either. ``edges``: the table
+    has a border left and right (else none and no padding at its edges)."""
     from rich.cells import cell_len
 
     used = [i for i in range(len(columns)) if any(_cell(r[i], columns[i])[0] for r in rows)]
@@ -211,8 +211,8 @@ def print_table(columns: list[Column], rows: list[list[Any]], *, title: str | No
                 verdict: Any = None, min_width: int = 0, simple: bool = False,
                 console: Console | _LazyConsole | None = None) -> None:
     """The one way commands put rows on a terminal: the verdict first (when given), then a table that fits
-    the console's width (a terminal's, COLUMNS, unlimited in a log) without breaking a word or a path and
-    without the columns no row fills; where no such table fits, one item per line, wrapped between words.
+    the console's width (a terminal's, else COLUMNS, unlimited in a log) without breaking a word or a path
+    and without the columns no row fills; where no such table fits, one item per line, wrapped between words.
     Cells are text (already redacted), or (text, style). ``simple``: a table with a header rule only."""
     from rich.text import Text
 
@@ -225,7 +225,7 @@ def print_table(columns: list[Column], rows: list[list[Any]], *, title: str | No
     used, widths = table_layout(columns, rows, width, min_width=min_width, edges=not simple)
     if widths is None:
         if title:
-            print_wrapped(Text(title, style="bold"), console=console)
+            print_wrapped(Text(title, style="bold"), console=console, always=True)
         for r in rows:
             _print_item([(columns[i], _cell(r[i], columns[i])) for i in used], console)
         return
@@ -259,8 +259,8 @@ def _print_item(cells: list[tuple[Column, tuple[str, str]]], console: Console | 
         elif sep:
             lines[-1].append(sep)
         lines[-1].append(text, style=style)
-    for line in lines:
-        print_wrapped(line, console=console)
+    for line in lines:  # the layout was decided for the console's width: in a log (COLUMNS) too
+        print_wrapped(line, console=console, always=True)
 
 
 def wrap_offsets(text: str, width: int, hang: int) -> list[tuple[int, int, int]]:
@@ -297,14 +297,19 @@ def wrap_offsets(text: str, width: int, hang: int) -> list[tuple[int, int, int]]
     return spans or [(0, 0, 0)]
 
 
-def print_wrapped(text: Any, *, console: Console | _LazyConsole | None = None, hang: int | None = None) -> None:
-    """One line of text (str or rich Text) at the console's width (a terminal's, COLUMNS, unlimited in a log):
-    broken between words, never inside a word or a path that fits, the continuation indented ``hang``
-    columns (the line's own indentation and two more)."""
+def print_wrapped(text: Any, *, console: Console | _LazyConsole | None = None, hang: int | None = None,
+                  always: bool = False) -> None:
+    """One line of text (str or rich Text), on a terminal at its width: broken between words, never inside a
+    word or a path that fits, the continuation indented ``hang`` columns (the line's own indentation and two
+    more). In a log or a pipe the line is written whole (easy to grep), unless ``always``: then it is broken at
+    the console's width there too (COLUMNS; without it a log's width is unlimited)."""
     from rich.text import Text
 
     console = out if console is None else console
     whole = text if isinstance(text, Text) else Text(str(text))
+    if not always and not is_terminal(console):
+        console.print(whole, soft_wrap=True, emoji=False, markup=False, highlight=False)
+        return
     width = int(console.width)
     for line in whole.split("\n", allow_blank=True) if "\n" in whole.plain else [whole]:
         plain = line.plain

@@ -62,8 +62,8 @@ def print_fleet(result: FleetResult, max_changes: int = 30, details: bool = Fals
         _error(Text(f"error: {redact(path)}: {redact(why)} (skipped)", style="red"))
 
 
-def _say(text: object) -> None:
-    render.print_wrapped(text)
+def _say(text: object) -> None:  # lines wrap at the console's width, a log's (COLUMNS) too
+    render.print_wrapped(text, always=True)
 
 
 def _error(text: object) -> None:
