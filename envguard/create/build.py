@@ -103,6 +103,7 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
         # hashes, the package cache and every path checked before anything is linked (envguard.create.prelink)
         prepared = prepare(plan.conda, pkgs, platform=platform, lockfile=lock_path, use_cache=be.name == "rattler",
                            note=rep.note, stage=rep.stage, offline=offline)
+        fault_hook("verified")  # tests replace a channel's artifact here: the installer must not read it
         verified = prepared.verified_local
         plan.conda = list(prepared.artifacts)
         progress = _Progress(rep)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard.auth import Credentials
+from envguard.create.archive import EntryLedger, private_copy
 from envguard.create.integrity import (
     Artifact,
     VerifiedStamps,
@@ -352,24 +353,27 @@ async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: P
                       missing: set[str], prepared: Prepared, lockfile: Path | None,
                       stage: Callable[[str], None]) -> list[tuple[Path | None, _Package]]:
     remote = [art for _i, art, _w in cold if not is_file_url(art.url)]
+    # every cold archive is read once, into this private folder: hashed, scanned and extracted from there
+    prepared.download_dir = cache_dir / f"{DOWNLOAD_TAG}{os.getpid()}"
+    shutil.rmtree(prepared.download_dir, ignore_errors=True)
+    remove_dead_owners(cache_dir, DOWNLOAD_TAG)  # what runs killed mid-download left
+    prepared.download_dir.mkdir(mode=0o700, parents=True)
     if remote:
-        prepared.download_dir = cache_dir / f"{DOWNLOAD_TAG}{os.getpid()}"
-        shutil.rmtree(prepared.download_dir, ignore_errors=True)
-        remove_dead_owners(cache_dir, DOWNLOAD_TAG)  # what runs killed mid-download left
-        prepared.download_dir.mkdir(mode=0o700, parents=True)
         stage(f"downloading {len(remote)} packages")
     gate = asyncio.Semaphore(_CONCURRENCY)
 
     async def one(art: Artifact, altered: str | None) -> tuple[Path | None, _Package]:
         async with gate:
+            assert prepared.download_dir is not None
             if is_file_url(art.url):
                 path = file_url_path(art.url)
                 if path is None or art.stem in missing:
                     raise _gone(art, altered) if altered else BackendError(
                         f"{art.name} {art.version}: artifact not found: {redact(art.url)}",
                         fix="restore the channel, or re-lock against a channel that has it")
-                return None, await _scan(art, path)
-            assert prepared.download_dir is not None
+                local = prepared.download_dir / art.filename
+                await asyncio.to_thread(private_copy, art, path, local, cache_dir, lockfile=lockfile)
+                return local, await _scan(art, local)
             local = prepared.download_dir / art.filename
             await _download(art, local, client, cache_dir, lockfile, altered)
             return local, await _scan(art, local)
@@ -449,6 +453,7 @@ async def _scan(art: Artifact, path: Path) -> _Package:
 
     pkg = _Package(art)
     _refuse_ambiguous_members(art, path)
+    ledger = EntryLedger(art, path.name)
     infos: dict[str, bytes] = {}
     names: list[str] = []
     unsafe: list[Unsafe] = []
@@ -457,6 +462,7 @@ async def _scan(art: Artifact, path: Path) -> _Package:
         for section in ("info", "pkg"):
             async for entry in archive.stream(section):
                 name = entry.name
+                ledger.add(section, name, is_dir=not (entry.is_file or entry.is_link), size=entry.size)
                 if not (entry.is_file or entry.is_link):  # a directory entry ("share/x/"): its name only
                     name = name.rstrip("/")
                     if not name:
@@ -471,6 +477,8 @@ async def _scan(art: Artifact, path: Path) -> _Package:
                         unsafe.append(Unsafe(art.name, name, f"is a hard link to {target}, which {problem}"))
                 elif section == "info" and name in INFO_FILES and entry.is_file:
                     infos[name] = await entry.read()
+    except IntegrityError:
+        raise
     except Exception as e:  # noqa: BLE001 - rattler's archive reader raises its own types
         raise IntegrityError(f"{art.name} {art.version}: the archive {path.name} cannot be read: "
                              f"{shorten(' '.join(str(e).split()), 200)}",

@@ -1,0 +1,107 @@
+"""One reading of each package archive on the cold path: the bytes envguard hashes are the bytes it scans and
+the bytes the installer extracts, and an archive that two readers could read differently is refused.
+
+* :func:`private_copy`: a ``file://`` artifact is opened once and copied, hashed on the way, into the private
+  download folder of this run (``<package cache>/.envguard-downloads-<pid>/``, mode 0700). The scan and the
+  installer read that copy, never the channel path again: replacing or rewriting the channel's file after
+  envguard hashed it changes nothing that is installed or cached.
+* :class:`EntryLedger`: every tar entry the scan streams (``info-*.tar.zst`` and ``pkg-*.tar.zst`` of a
+  ``.conda``, the one tar of a ``.tar.bz2``) is recorded under its normalised name (``./a//b`` is ``a/b``, as
+  the extractor writes it). A name twice (two ``info/paths.json``, two ``share/passwd`` with different link
+  targets), an ``info/`` entry in the payload tar or a payload entry in the info tar of a ``.conda`` is refused
+  (exit 3): the installer writes whichever comes last, the scan might have read the other.
+* :data:`METADATA_CAP`: no entry of the ``info/`` section larger than this is read (64 MiB; real packages'
+  metadata is kilobytes): a small archive whose ``paths.json`` inflates to gigabytes is refused at its tar
+  header, before it is decompressed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+from envguard.create.integrity import Artifact, mismatch_error, purge_cache_entry
+from envguard.errors import BackendError, IntegrityError
+from envguard.redact import redact, shorten
+
+#: the largest ``info/`` entry of an archive that is read (decompressed size, from its tar header)
+METADATA_CAP = 64 * 1024 * 1024
+_CHUNK = 1 << 20
+
+
+def private_copy(art: Artifact, src: Path, dest: Path, cache_dir: Path, *, lockfile: Path | None = None) -> None:
+    """Copy ``src`` to ``dest`` through one open file, hashing what is copied; raise IntegrityError (after
+    removing the copy and the package's cache entry) when that is not what the lock names."""
+    algorithm, expected = ("sha256", art.sha256) if art.sha256 else ("md5", art.md5)
+    where = redact(art.locked_url or art.url)
+    if not expected:
+        raise IntegrityError(f"{art.name} {art.version}: the lock has no sha256 or md5 for {where}",
+                             fix="re-lock with `envguard lock`", command="envguard lock")
+    h = hashlib.new(algorithm)
+    try:
+        fd = os.open(src, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO swapped in must not block
+    except FileNotFoundError:
+        raise BackendError(f"{art.name} {art.version}: artifact not found: {where}",
+                           fix="restore the channel, or re-lock against a channel that has it") from None
+    except OSError as e:
+        raise BackendError(f"{art.name} {art.version}: cannot read {where}: {e.strerror or e}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IntegrityError(f"{art.name} {art.version}: the locked artifact {src} is not a regular file",
+                                 fix="restore the package archive the lock names, or re-lock")
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            while chunk := os.read(fd, _CHUNK):
+                h.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view):]
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+    actual = h.hexdigest()
+    if actual != expected.lower():
+        dest.unlink(missing_ok=True)
+        purge_cache_entry(cache_dir, art.stem)
+        raise mismatch_error(art.name, art.version, art.locked_url or art.url, expected, actual, algorithm,
+                             lockfile=lockfile)
+
+
+def normalised(name: str) -> str:
+    """A tar entry's name as an extractor writes it: no empty or ``.`` parts, no leading ``/``."""
+    return "/".join(part for part in name.split("/") if part not in ("", "."))
+
+
+class EntryLedger:
+    """The entries of one archive, as the scan streams them; see the module doc."""
+
+    def __init__(self, art: Artifact, filename: str) -> None:
+        self.art = art
+        self.filename = filename
+        self.conda = filename.endswith(".conda")
+        self.kinds: dict[str, bool] = {}  # normalised name -> is a directory
+
+    def _refuse(self, what: str, why: str = "the installer could extract other bytes than envguard checked"
+                ) -> IntegrityError:
+        return IntegrityError(f"{self.art.name} {self.art.version}: the archive {shorten(self.filename, 120)} "
+                              f"{what}; {why}",
+                              fix="use the channel's original archive, or re-lock")
+
+    def add(self, section: str, name: str, *, is_dir: bool, size: int) -> None:
+        key = normalised(name)
+        if not key:
+            return
+        in_info = key == "info" or key.startswith("info/")
+        if self.conda and in_info != (section == "info"):
+            where = "its payload (pkg-*.tar.zst)" if section == "pkg" else "its info-*.tar.zst"
+            raise self._refuse(f"has the entry {shorten(key, 120)!r} in {where}")
+        seen = self.kinds.get(key)
+        if seen is not None and not (seen and is_dir):
+            raise self._refuse(f"has the entry {shorten(key, 120)!r} twice")
+        self.kinds[key] = is_dir
+        if section == "info" and size > METADATA_CAP:
+            raise self._refuse(f"has the metadata entry {shorten(key, 120)!r} of {size} bytes (more than "
+                               f"{METADATA_CAP // (1024 * 1024)} MiB)", "envguard reads no metadata that large")

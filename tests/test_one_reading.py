@@ -1,0 +1,178 @@
+"""One reading of each artifact (docs/reliability.md): the bytes envguard hashes are the bytes it scans and the
+installer extracts; an archive two readers could read differently is refused; metadata bombs are refused at
+their tar header. Real hostile archives built here, real creates in a real envguard process."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import struct
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from support import channels
+from support.channels import _tar_bytes, _zstd_stored
+from support.create_fixtures import envguard_popen, envguard_run, make_lock, siblings, write_env
+
+from envguard.create.archive import METADATA_CAP
+
+
+def _lock_for(tmp_path: Path, chan: Path, name: str) -> Path:
+    for sub in channels.SUBDIRS:
+        (chan / sub).mkdir(parents=True, exist_ok=True)
+    channels.index_channel(chan)
+    channels.strip_indexed_timestamps(chan)
+    return make_lock(write_env(tmp_path / f"proj-{name}", channels.channel_url(chan), [name]))
+
+
+def _create(tmp_path: Path, lock: Path, target: Path, **env: str) -> tuple[int, list[str]]:
+    proc = envguard_run("create", "-p", str(target), "--lockfile", str(lock), "--no-check", "--quiet",
+                        env={"ENVGUARD_PKGS_DIR": str(tmp_path / "pkgs"), **env}, timeout=120)
+    return proc.returncode, [ln for ln in proc.stderr.splitlines() if ln.strip()]
+
+
+def _rewrite_conda(pkg: Path, *, pkg_tar: bytes | None = None, info_tar: bytes | None = None) -> None:
+    with zipfile.ZipFile(pkg) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    with zipfile.ZipFile(pkg, "w") as zf:
+        for name, data in members.items():
+            if name.startswith("pkg-") and pkg_tar is not None:
+                data = _zstd_stored(pkg_tar)
+            elif name.startswith("info-") and info_tar is not None:
+                data = _zstd_stored(info_tar)
+            zf.writestr(name, data)
+
+
+def _info_members(pkg: Path) -> list[tuple[str, bytes | None, str | None, int]]:
+    with tarfile.open(pkg, "r:bz2") as tar:
+        return [(m.name, tar.extractfile(m).read(), None, 0o644)  # type: ignore[union-attr]
+                for m in tar.getmembers() if m.name.startswith("info/")]
+
+
+# --------------------------------------------------------------------------- swap after hashing
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["tar.bz2", "conda"])
+def test_an_artifact_replaced_after_hashing_is_not_what_gets_installed_or_cached(tmp_path: Path, fmt: str) -> None:
+    """Replaced (os.replace) after envguard hashed it and before rattler extracted it, the channel's artifact
+    was installed (13 of 13 trials) and kept in the package cache for later creates."""
+    chan = tmp_path / "chan"
+    pkg = channels.build_package(chan, "egswap", "1.0", noarch="generic", fmt=fmt,
+                                 files={"share/egswap.txt": "original\n"})
+    lock = _lock_for(tmp_path, chan, "egswap")
+    evil = channels.build_package(tmp_path / "evil", "egswap", "1.0", noarch="generic", fmt=fmt,
+                                  files={"share/egswap.txt": "replaced\n"}, extra_bytes=b"x")
+    target = tmp_path / "env"
+    proc = envguard_popen("create", "-p", str(target), "--lockfile", str(lock), "--no-check", "--quiet",
+                          env={"ENVGUARD_PKGS_DIR": str(tmp_path / "pkgs"), "ENVGUARD_TESTING": "1",
+                               "ENVGUARD_TEST_PAUSE_AT": "verified:3"})
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert "paused at verified" in line, line
+    os.replace(evil, pkg)  # the self-consistent rebuild takes the locked artifact's place
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, 3), err
+    cached = tmp_path / "pkgs" / "egswap-1.0-h0_0" / "share" / "egswap.txt"
+    if proc.returncode == 0:
+        assert (target / "share" / "egswap.txt").read_text() == "original\n"
+    assert not cached.exists() or cached.read_text() == "original\n"
+    assert not [p for p in (tmp_path / "pkgs").iterdir() if p.name.startswith(".envguard-downloads")]
+    # the next create (warm) links what the cache holds: never the replacement
+    code, lines = _create(tmp_path, lock, tmp_path / "env2")
+    assert code == 3 and "sha256 mismatch" in lines[0] and len(lines) == 1, lines
+    assert not (tmp_path / "env2").exists()
+
+
+# --------------------------------------------------------------------------- duplicate and misplaced tar entries
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["symlink-twice", "info-in-payload", "paths-json-twice-tar-bz2"])
+def test_an_archive_whose_entries_two_readers_could_read_differently_is_refused(tmp_path: Path, case: str) -> None:
+    """Two `share/passwd` entries (the scan saw `-> ok.txt`, the extractor wrote the last, `-> /etc/passwd`),
+    an `info/paths.json` hidden in the payload tar, two `info/paths.json` in a .tar.bz2: refused, exit 3."""
+    chan = tmp_path / "chan"
+    fmt = "tar.bz2" if case.endswith("tar-bz2") else "conda"
+    pkg = channels.build_package(chan, "egtwice", "1.0", noarch="generic", fmt=fmt,
+                                 files={"share/ok.txt": "ok\n"}, symlinks={"share/passwd": "ok.txt"})
+    payload = [("share/ok.txt", b"ok\n", None, 0o644), ("share/passwd", None, "ok.txt", 0o777)]
+    if case == "symlink-twice":
+        _rewrite_conda(pkg, pkg_tar=_tar_bytes([*payload, ("./share//passwd", None, "/etc/passwd", 0o777)]))
+        wanted = "'share/passwd' twice"
+    elif case == "info-in-payload":
+        hidden = json.dumps({"paths": [{"_path": "/etc/evil", "path_type": "hardlink"}], "paths_version": 1})
+        _rewrite_conda(pkg, pkg_tar=_tar_bytes([*payload, ("info/paths.json", hidden.encode(), None, 0o644)]))
+        wanted = "'info/paths.json' in its payload"
+    else:
+        info = _info_members(pkg)
+        paths = next(d for n, d, _t, _m in info if n == "info/paths.json")
+        assert paths is not None
+        evil = json.loads(paths)
+        evil["paths"][0]["_path"] = "../escaped.txt"
+        raw = _tar_bytes([*info, ("info/paths.json", json.dumps(evil).encode(), None, 0o644), *payload])
+        import bz2
+
+        pkg.write_bytes(bz2.compress(raw))
+        wanted = "'info/paths.json' twice"
+    lock = _lock_for(tmp_path, chan, "egtwice")
+    target = tmp_path / "env"
+    code, lines = _create(tmp_path, lock, target)
+    assert code == 3 and len(lines) == 1 and wanted in lines[0], lines
+    assert "internal error" not in lines[0]
+    assert not target.exists() and siblings(target) == []
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+# --------------------------------------------------------------------------- metadata bombs
+
+
+def _zstd_rle_zeros_after(head: bytes, zeros: int) -> bytes:
+    """A zstd frame: ``head`` in a raw block, then ``zeros`` NUL bytes in RLE blocks (4 bytes per 128 KiB)."""
+    block = 128 * 1024
+    out = bytearray(struct.pack("<I", 0xFD2FB528)) + bytes([0x00, 7 << 3])
+    out += (0 | (len(head) << 3)).to_bytes(3, "little") + head
+    while zeros:
+        n = min(block, zeros)
+        zeros -= n
+        out += ((1 if not zeros else 0) | (1 << 1) | (n << 3)).to_bytes(3, "little") + b"\0"
+    return bytes(out)
+
+
+@pytest.mark.slow
+def test_a_small_archive_whose_paths_json_inflates_to_a_gigabyte_is_refused_quickly(tmp_path: Path) -> None:
+    """A 1.4 KB archive whose paths.json inflated to 1.5 GiB aborted under a 2 GiB memory limit, and took 102 s
+    and 3.2 GB under 4 GiB."""
+    chan = tmp_path / "chan"
+    pkg = channels.build_package(chan, "egbomb", "1.0", noarch="generic", fmt="conda",
+                                 files={"share/egbomb.txt": "x\n"})
+    with zipfile.ZipFile(pkg) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    index = json.dumps({"name": "egbomb", "version": "1.0", "build": "h0_0", "build_number": 0, "depends": [],
+                        "subdir": "noarch", "noarch": "generic"}).encode()
+    first = tarfile.TarInfo("info/index.json")  # the index first (the indexer reads it)
+    first.size = len(index)
+    head = first.tobuf(tarfile.PAX_FORMAT) + index + bytes(-len(index) % 512)
+    size = 1 << 30  # then 1 GiB of NULs as info/paths.json
+    header = tarfile.TarInfo("info/paths.json")
+    header.size = size
+    header.mtime = 0
+    info_tar = _zstd_rle_zeros_after(head + header.tobuf(tarfile.PAX_FORMAT), size + 1024)
+    with zipfile.ZipFile(pkg, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, info_tar if name.startswith("info-") else data)
+    assert pkg.stat().st_size < 100_000
+    lock = _lock_for(tmp_path, chan, "egbomb")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.monotonic()
+    code, lines = _create(tmp_path, lock, tmp_path / "env")
+    elapsed = time.monotonic() - t0
+    assert code == 3 and len(lines) == 1, lines
+    assert "'info/paths.json' of 1073741824 bytes" in lines[0] and f"{METADATA_CAP // (1 << 20)} MiB" in lines[0]
+    assert elapsed < 60
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert peak_kib < 600 * 1024 or peak_kib == before, peak_kib  # far below the 1 GiB it would inflate to
