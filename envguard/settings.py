@@ -44,6 +44,8 @@ class Knob:
 
 #: the largest input file read when ENVGUARD_MAX_INPUT_BYTES is unset; real locks are a few MB
 DEFAULT_MAX_INPUT_BYTES = 32 * 1024 * 1024
+#: the most bytes downloaded for one package archive when ENVGUARD_MAX_ARTIFACT_BYTES is unset
+DEFAULT_MAX_ARTIFACT_BYTES = 4 * 1024 ** 3
 
 ENVS_DIR = Knob("ENVGUARD_ENVS_DIR", "path", "conda's envs directories",
                 "where `create -n NAME` puts a new environment, and the first place `-n NAME` is looked up")
@@ -57,6 +59,10 @@ SYMLINK_ALLOW = Knob("ENVGUARD_SYMLINK_ALLOW", "PACKAGE:PATH globs", "none",
 MAX_INPUT_BYTES = Knob("ENVGUARD_MAX_INPUT_BYTES", "integer", f"{DEFAULT_MAX_INPUT_BYTES} (32 MiB)",
                        "the largest YAML, lock or requirements file read; anything but a positive integer "
                        "is ignored")
+MAX_ARTIFACT_BYTES = Knob("ENVGUARD_MAX_ARTIFACT_BYTES", "integer",
+                          f"{DEFAULT_MAX_ARTIFACT_BYTES} (4 GiB)",
+                          "the most bytes `create` downloads for one package archive (the lock says no size); "
+                          "a server sending more is refused (exit 3); anything but a positive integer is ignored")
 NVIDIA_SMI = Knob("ENVGUARD_NVIDIA_SMI", "path", "NVML, else `nvidia-smi` from PATH",
                   "the `nvidia-smi` whose answer is the driver's, NVML not consulted; empty: no driver")
 VERBOSE = Knob("ENVGUARD_VERBOSE", "flag (1)", "off",
@@ -88,7 +94,8 @@ PROBE_INJECT = Knob("ENVGUARD_PROBE_INJECT", "cases, comma-separated", "none",
                     "(as `--inject`)", test_hook=True, standalone="the smoke probe")
 
 #: every knob, user settings first, then the test hooks
-KNOBS: tuple[Knob, ...] = (ENVS_DIR, PKGS_DIR, BACKEND, SYMLINK_ALLOW, MAX_INPUT_BYTES, NVIDIA_SMI, VERBOSE,
+KNOBS: tuple[Knob, ...] = (ENVS_DIR, PKGS_DIR, BACKEND, SYMLINK_ALLOW, MAX_INPUT_BYTES, MAX_ARTIFACT_BYTES,
+                           NVIDIA_SMI, VERBOSE,
                            CHANNEL_ALIAS, OFFLINE, PROBE_EVENTS, TESTING, TEST_KILL_AT, TEST_PAUSE_AT,
                            TEST_NO_RENAME_EXCHANGE, PROBE_INJECT)
 _REGISTERED = frozenset(k.name for k in KNOBS)
@@ -122,6 +129,11 @@ def path(knob: Knob, env: Mapping[str, str] | None = None) -> Path | None:
 def max_input_bytes(env: Mapping[str, str] | None = None) -> int:
     value = text(MAX_INPUT_BYTES, env)
     return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_MAX_INPUT_BYTES
+
+
+def max_artifact_bytes(env: Mapping[str, str] | None = None) -> int:
+    value = text(MAX_ARTIFACT_BYTES, env)
+    return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_MAX_ARTIFACT_BYTES
 
 
 def backend_name(env: Mapping[str, str] | None = None) -> str:

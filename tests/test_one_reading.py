@@ -176,3 +176,59 @@ def test_a_small_archive_whose_paths_json_inflates_to_a_gigabyte_is_refused_quic
     assert elapsed < 60
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     assert peak_kib < 600 * 1024 or peak_kib == before, peak_kib  # far below the 1 GiB it would inflate to
+
+
+# --------------------------------------------------------------------------- an endless body
+
+
+@pytest.mark.slow
+def test_an_http_server_sending_an_endless_body_is_refused_past_the_cap(tmp_path: Path) -> None:
+    """A server sending an endless body for a 700-byte artifact: 3.4-5.9 GB written in 60 s, no answer."""
+    import http.server
+    import threading
+
+    chan = channels.make_channel(tmp_path / "chan", [
+        {"name": "egendless", "version": "1.0", "noarch": "generic", "files": {"share/egendless.txt": "x\n"}}])
+    state = {"endless": False, "sent": 0}
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a, **kw):  # type: ignore[no-untyped-def]
+            super().__init__(*a, directory=str(chan), **kw)
+
+        def log_message(self, *_a: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if not (state["endless"] and self.path.endswith(".tar.bz2")):
+                super().do_GET()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            chunk = b"\0" * 65536
+            try:
+                while state["sent"] < 4 << 30:
+                    self.wfile.write(chunk)
+                    state["sent"] += len(chunk)
+            except OSError:
+                pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        lock = make_lock(write_env(tmp_path / "proj", f"http://127.0.0.1:{server.server_address[1]}",
+                                   ["egendless"]))
+        state["endless"] = True
+        t0 = time.monotonic()
+        code, lines = _create(tmp_path, lock, tmp_path / "env", ENVGUARD_MAX_ARTIFACT_BYTES="2000000")
+        elapsed = time.monotonic() - t0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 3 and len(lines) == 1, lines
+    assert "egendless 1.0: the server sent more than 2000000 bytes" in lines[0]
+    assert elapsed < 60 and state["sent"] < 200 << 20, (elapsed, state["sent"])
+    left = [p for p in (tmp_path / "pkgs").rglob("*") if p.is_file() and p.stat().st_size > 2_000_000]
+    assert left == [] and not (tmp_path / "env").exists()

@@ -10,6 +10,8 @@ the bytes the installer extracts, and an archive that two readers could read dif
   the extractor writes it). A name twice (two ``info/paths.json``, two ``share/passwd`` with different link
   targets), an ``info/`` entry in the payload tar or a payload entry in the info tar of a ``.conda`` is refused
   (exit 3): the installer writes whichever comes last, the scan might have read the other.
+* :func:`bounded_download`: an http(s) download stops, and is refused, past ENVGUARD_MAX_ARTIFACT_BYTES (the
+  lock records no size): a server sending an endless body fills neither the disk nor the time.
 * :data:`METADATA_CAP`: no entry of the ``info/`` section larger than this is read (64 MiB; real packages'
   metadata is kilobytes): a small archive whose ``paths.json`` inflates to gigabytes is refused at its tar
   header, before it is decompressed.
@@ -21,6 +23,9 @@ import hashlib
 import os
 import stat
 from pathlib import Path
+from typing import Any, BinaryIO
+
+from envguard import settings
 
 from envguard.create.integrity import Artifact, mismatch_error, purge_cache_entry
 from envguard.errors import BackendError, IntegrityError
@@ -105,3 +110,36 @@ class EntryLedger:
         if section == "info" and size > METADATA_CAP:
             raise self._refuse(f"has the metadata entry {shorten(key, 120)!r} of {size} bytes (more than "
                                f"{METADATA_CAP // (1024 * 1024)} MiB)", "envguard reads no metadata that large")
+
+
+class _Capped:
+    """A writer for rattler's download_to_writer: the file, and a refusal past ``cap`` bytes."""
+
+    def __init__(self, fh: BinaryIO, cap: int) -> None:
+        self.fh, self.cap, self.written, self.over = fh, cap, 0, False
+
+    def write(self, data: bytes) -> int:
+        self.written += len(data)
+        if self.written > self.cap:
+            self.over = True
+            raise OSError(f"more than {self.cap} bytes")
+        return self.fh.write(data)
+
+
+async def bounded_download(art: Artifact, client: Any, url: str, dest: Path) -> None:
+    """Download ``url`` to ``dest``, at most ENVGUARD_MAX_ARTIFACT_BYTES of it; past that, IntegrityError."""
+    from rattler.package_streaming import download_to_writer
+
+    cap = settings.max_artifact_bytes()
+    with open(dest, "wb") as fh:
+        writer = _Capped(fh, cap)
+        try:
+            await download_to_writer(client, url, writer)
+        except Exception:
+            if not writer.over:
+                raise
+    if writer.over:
+        dest.unlink(missing_ok=True)
+        raise IntegrityError(f"{art.name} {art.version}: the server sent more than {cap} bytes for "
+                             f"{redact(art.locked_url or art.url)}; refused (ENVGUARD_MAX_ARTIFACT_BYTES)",
+                             fix="check the channel, or raise ENVGUARD_MAX_ARTIFACT_BYTES for a package that big")

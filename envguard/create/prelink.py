@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard.auth import Credentials
-from envguard.create.archive import EntryLedger, private_copy
+from envguard.create.archive import EntryLedger, bounded_download, private_copy
 from envguard.create.integrity import (
     Artifact,
     VerifiedStamps,
@@ -398,10 +398,11 @@ async def _download(art: Artifact, dest: Path, client: Any, cache_dir: Path, loc
                     altered: str | None) -> None:
     """Download ``art`` to ``dest`` and check it against the lock's hash before anything reads it."""
     from rattler.networking import Client
-    from rattler.package_streaming import download_to_path
 
     try:
-        await download_to_path(client or Client.default_client(), art.url, dest)
+        await bounded_download(art, client or Client.default_client(), art.url, dest)
+    except IntegrityError:
+        raise
     except Exception as e:  # noqa: BLE001 - rattler's errors carry the causal chain in str(e)
         detail = " ".join(str(e).split())
         if altered and ("404" in detail or "410" in detail):

@@ -36,8 +36,9 @@ def fault_hook(event: str) -> None:
     """``ENVGUARD_TEST_KILL_AT=<event>`` SIGKILLs this process at that point, ``ENVGUARD_TEST_PAUSE_AT=
     <event>:<seconds>`` sleeps there: tests interrupt a real create at a known point (with
     ``ENVGUARD_TESTING=1`` only, see :func:`envguard.settings.test_hook`). Events: ``link:<n>`` (the n-th
-    package linked), ``verified`` (every artifact hashed and scanned, nothing extracted yet), ``staged`` (staging complete), ``swap`` (between moving the old environment aside and
-    the new one in), ``relock`` (a stale lock is about to be solved again)."""
+    package linked), ``verified`` (every artifact hashed and scanned, nothing extracted yet), ``staged``
+    (staging complete), ``swap`` (between moving the old environment aside and the new one in), ``relock``
+    (a stale lock is about to be solved again)."""
     kill_at = settings.test_hook(settings.TEST_KILL_AT)
     if kill_at and kill_at == event:
         sys.stdout.flush()
