@@ -82,7 +82,7 @@ TESTING = Knob("ENVGUARD_TESTING", "flag (1)", "off",
                "turns the other test hooks on; only envguard's own test suite sets it", test_hook=True,
                standalone="the smoke probe")
 TEST_KILL_AT = Knob("ENVGUARD_TEST_KILL_AT", "event", "none",
-                    "SIGKILL `envguard create` at `link:<n>`, `staged`, `swap` or `relock`", test_hook=True)
+                    "SIGKILL `envguard create` at `link:<n>`, `verified`, `staged`, `swap` or `relock`", test_hook=True)
 TEST_PAUSE_AT = Knob("ENVGUARD_TEST_PAUSE_AT", "event:seconds", "none",
                      "sleep there, after saying `envguard: test hook: paused at <event>` on stderr",
                      test_hook=True)

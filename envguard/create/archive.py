@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from envguard import settings
-
 from envguard.create.integrity import Artifact, mismatch_error, purge_cache_entry
 from envguard.errors import BackendError, IntegrityError
 from envguard.redact import redact, shorten
