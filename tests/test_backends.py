@@ -119,7 +119,12 @@ def test_micromamba_gets_an_explicit_file_with_hashes(fake_tools: Path, small_lo
     lines = call["explicit"].splitlines()
     records = host_records(read_lock(lockfile), channels.host_platform())
     assert "@EXPLICIT" in lines
-    assert lines[lines.index("@EXPLICIT") + 1:] == [f"{r.url}#{r.sha256}" for r in records]
+    # the installer reads envguard's verified private copy of each archive, never the channel's path again
+    explicit = lines[lines.index("@EXPLICIT") + 1:]
+    assert len(explicit) == len(records)
+    for line, r in zip(explicit, records, strict=True):
+        assert line.startswith("file://") and "/.envguard-downloads-" in line, line
+        assert line.endswith(f"/{r.url.rsplit('/', 1)[-1]}#{r.sha256}"), line
     fp = read_fingerprint(target)
     assert fp is not None and fp.backend == "micromamba" and set(fp.conda) == {"egback-a", "egback-b"}
     assert not Path(explicit_path).exists()  # the temporary explicit file is gone
