@@ -74,6 +74,7 @@ class _Package:
     inner_links: dict[str, str] = field(default_factory=dict)  # every symlink of the archive
     info: str = ""  # digest of the INFO_FILES, from the archive
     cold: bool = False  # scanned from its archive in this create: its extracted tree is recorded after linking
+    present: list[str] | None = None  # the INFO_FILES its extracted entry has, when the warm check listed them
 
 
 @dataclass
@@ -96,7 +97,8 @@ class Prepared:
         trees = TreeRecords(self.cache_dir)
         for pkg in self.packages:
             entry = os.path.join(self.cache_dir, pkg.art.stem)
-            found = cachetree.scan_entry(entry, pkg.entries, _info_present(entry))
+            found = cachetree.scan_entry(entry, pkg.entries,
+                                         _info_present(entry) if pkg.present is None else pkg.present)
             if isinstance(found, str):
                 continue
             if pkg.cold:  # just extracted from the verified archive: its tree is what that archive holds
@@ -105,6 +107,11 @@ class Prepared:
                     stamps.forget_package(pkg.art.key)
                     continue
                 trees.record(pkg.art.key, found)
+            else:
+                known = trees.get(pkg.art.key)
+                if known is None or known.digest != found.tree:  # changed while it was being linked
+                    stamps.forget_package(pkg.art.key)
+                    continue
             stamps.record_package(pkg.art.key, pkg.info, found.identity, found.newest, found.fine)
         trees.save()
         stamps.save()
@@ -135,7 +142,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     cold: list[tuple[int, Artifact, str | None]] = []  # (index, artifact, why its cache entry was altered)
     for i, art in enumerate(arts):
         altered = None
-        if use_cache and (cache_dir / art.stem).is_dir():
+        if use_cache and os.path.isdir(os.path.join(cache_dir, art.stem)):
             pkg, altered = _check_entry(art, cache_dir, stamps, trees)
             if pkg is not None:
                 ready.append(pkg)
@@ -258,7 +265,8 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
         entries = _paths_entries(paths_json, files)
     except (ValueError, UnicodeDecodeError) as e:
         return None, f"info/paths.json: {shorten(str(e), 80)}"
-    pkg = _Package(art, info=rec[0], entries=[(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries])
+    pkg = _Package(art, info=rec[0], entries=[(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries],
+                   present=present)
     pkg.paths = [p for p, _t in pkg.entries]
     found = cachetree.scan_entry(entry, pkg.entries, present)
     if isinstance(found, str):
