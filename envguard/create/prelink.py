@@ -5,7 +5,9 @@ For each locked conda artifact, in lock order:
 1. **Warm**: rattler's package cache holds it extracted (``<cache>/<stem>/``, recorded for the locked
    sha256). It is checked against what its verified archive held: the digest of the ``info/`` files the
    installer reads (``paths.json``, ``index.json``, ``link.json``, ...), recorded when envguard scanned the
-   archive, then every file ``paths.json`` lists, by type, size and sha256. The identities of those files
+   archive, its tree (every declared path's type, symlink target and mode bits against the tree recorded
+   when it was extracted from that archive: :mod:`envguard.create.cachetree`), then every file ``paths.json``
+   lists, by size and sha256. The identities of those files
    (size, mtime, ctime, inode, device: the rule of :class:`~envguard.create.integrity.VerifiedStamps`),
    recorded after a full verification, spare the hashing on the next create while none of them changed.
    Any difference (a file edited, truncated or deleted in the cache, or edited in an environment it is
