@@ -154,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
 
         recs = [to_record(a) for a in plan.conda]
         start = time.perf_counter()
-        asyncio.run(rattler.install(recs, root / f"inproc{i}", cache_dir=pkgs, show_progress=False,
+        # a package cache of its own, as the peer's: linking from envguard's would change the ctimes of its
+        # extracted files, and the next timed create would hash them all again (until issue 27 it did)
+        asyncio.run(rattler.install(recs, root / f"inproc{i}", cache_dir=root / "inproc-pkgs", show_progress=False,
                                     execute_link_scripts=False))
         return time.perf_counter() - start
 
@@ -183,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     envguard(-1)  # warm the package cache, the OS file cache and the bytecode cache
     peer(-1)
+    in_process(-1)
     cli_floor("create", "--help")
     cli_floor("--version")
     eg, pr, ip, fl, fv = [], [], [], [], []

@@ -1,5 +1,5 @@
 """Rules on the prefix against its own records, its lock and what create recorded: half-built prefixes and
-unreadable records (EG533, EG534), changed files (EG530-EG532, EG535, EG536), lock differences (EG510-EG514),
+unreadable records (EG533, EG534), changed files (EG530-EG532, EG535-EG539), lock differences (EG510-EG514),
 changes since create (EG515), a stale lock (EG516)."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from envguard.redact import shorten
 
 # Codes whose findings mean the prefix no longer matches its own records:
 # exit code 3 instead of 1 (README, exit codes).
-INTEGRITY_CODES = frozenset({"EG514", "EG530", "EG531", "EG532", "EG533", "EG534", "EG535", "EG536"})
+INTEGRITY_CODES = frozenset({"EG514", "EG530", "EG531", "EG532", "EG533", "EG534", "EG535", "EG536", "EG537",
+                             "EG538", "EG539"})
 MAX_FILES_PER_FINDING = 5
 
 
@@ -36,15 +37,25 @@ def rule_integrity(inp: CheckInput) -> list[Finding]:
 def rule_files(inp: CheckInput) -> list[Finding]:
     if not inp.file_problems:
         return []
-    code = {"missing": "EG530", "size": "EG531", "sha256": "EG532", "unreadable": "EG535", "outside": "EG536"}
+    code = {"missing": "EG530", "size": "EG531", "sha256": "EG532", "unreadable": "EG535", "outside": "EG536",
+            "type": "EG537", "target": "EG538", "mode": "EG539"}
     what = {"missing": "missing", "size": "changed size", "sha256": "changed content (sha256)",
-            "unreadable": "unreadable", "outside": "outside the prefix (a path leaving it, or a symlink out)"}
+            "unreadable": "unreadable", "outside": "outside the prefix (a path leaving it, or a symlink out)",
+            "type": "changed type (a symlink where a file belongs, or the reverse)",
+            "target": "re-pointed (a symlink with another target than it was installed with)",
+            "mode": "with a setuid, setgid or sticky bit, which no conda package installs"}
     grouped: dict[tuple[str, str], list[FileProblem]] = {}
     for p in inp.file_problems:
         grouped.setdefault((p.package, p.problem), []).append(p)
     out: list[Finding] = []
     for (pkg, problem), items in sorted(grouped.items()):
-        if problem == "outside":
+        if problem in {"type", "target", "mode"}:
+            shown = ", ".join(f"{shorten(p.path, 120)} ({p.actual})" for p in items[:MAX_FILES_PER_FINDING])
+            fix = (f"{pkg}'s files were edited in place (in the environment, or in the package cache it is "
+                   "hard-linked to); rebuild the environment from the lock "
+                   f"(`{create_command(inp.info.prefix, inp.lock_file, force=True)}`): create extracts a cache "
+                   "entry that differs from its verified archive again")
+        elif problem == "outside":
             shown = ", ".join(f"{shorten(p.path, 120)} ({p.actual})" for p in items[:MAX_FILES_PER_FINDING])
             fix = (f"{pkg} puts or points files outside the environment: remove it, or rebuild the environment "
                    f"with `{create_command(inp.info.prefix, inp.lock_file)}`, which refuses such packages unless "

@@ -5,7 +5,9 @@ For each locked conda artifact, in lock order:
 1. **Warm**: rattler's package cache holds it extracted (``<cache>/<stem>/``, recorded for the locked
    sha256). It is checked against what its verified archive held: the digest of the ``info/`` files the
    installer reads (``paths.json``, ``index.json``, ``link.json``, ...), recorded when envguard scanned the
-   archive, then every file ``paths.json`` lists, by type, size and sha256. The identities of those files
+   archive, its tree (every declared path's type, symlink target and mode bits against the tree recorded
+   when it was extracted from that archive: :mod:`envguard.create.cachetree`), then every file ``paths.json``
+   lists, by size and sha256. The identities of those files
    (size, mtime, ctime, inode, device: the rule of :class:`~envguard.create.integrity.VerifiedStamps`),
    recorded after a full verification, spare the hashing on the next create while none of them changed.
    Any difference (a file edited, truncated or deleted in the cache, or edited in an environment it is
@@ -38,7 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from envguard.auth import Credentials
+from envguard.create import cachetree
 from envguard.create.archive import EntryLedger, bounded_download, private_copy
+from envguard.create.cachetree import TreeRecords
 from envguard.create.integrity import (
     Artifact,
     VerifiedStamps,
@@ -72,6 +76,8 @@ class _Package:
     symlinks: dict[str, str] = field(default_factory=dict)  # declared path -> link target
     inner_links: dict[str, str] = field(default_factory=dict)  # every symlink of the archive
     info: str = ""  # digest of the INFO_FILES, from the archive
+    cold: bool = False  # scanned from its archive in this create: its extracted tree is recorded after linking
+    present: list[str] | None = None  # the INFO_FILES its extracted entry has, when the warm check listed them
 
 
 @dataclass
@@ -91,11 +97,26 @@ class Prepared:
         if self.cache_dir is None or not self.packages:
             return
         stamps = VerifiedStamps(self.cache_dir)
+        trees = TreeRecords(self.cache_dir)
         for pkg in self.packages:
-            found = _identity(os.path.join(self.cache_dir, pkg.art.stem), pkg.entries)
-            if not isinstance(found, str):
-                identity, newest, fine, _todo = found
-                stamps.record_package(pkg.art.key, pkg.info, identity, newest, fine)
+            entry = os.path.join(self.cache_dir, pkg.art.stem)
+            found = cachetree.scan_entry(entry, pkg.entries,
+                                         _info_present(entry) if pkg.present is None else pkg.present)
+            if isinstance(found, str):
+                continue
+            if pkg.cold:  # just extracted from the verified archive: its tree is what that archive holds
+                if cachetree.archive_differences(found, pkg.entries, pkg.inner_links) is not None:
+                    trees.forget(pkg.art.key)  # never vouched for: extracted again next time
+                    stamps.forget_package(pkg.art.key)
+                    continue
+                trees.record(pkg.art.key, found)
+            else:
+                known = trees.get(pkg.art.key)
+                if known is None or known.digest != found.tree:  # changed while it was being linked
+                    stamps.forget_package(pkg.art.key)
+                    continue
+            stamps.record_package(pkg.art.key, pkg.info, found.identity, found.newest, found.fine)
+        trees.save()
         stamps.save()
 
     def cleanup(self) -> None:
@@ -118,18 +139,20 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     stage(f"verifying {sum(1 for a in arts if is_file_url(a.url))} local artifacts")
     verified = verify_local_artifacts(arts, cache_dir, lockfile=lockfile, missing=missing)
     stamps = VerifiedStamps(cache_dir)
+    trees = TreeRecords(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     ready: list[_Package] = []
     cold: list[tuple[int, Artifact, str | None]] = []  # (index, artifact, why its cache entry was altered)
     for i, art in enumerate(arts):
         altered = None
-        if use_cache and (cache_dir / art.stem).is_dir():
-            pkg, altered = _check_entry(art, cache_dir, stamps)
+        if use_cache and os.path.isdir(os.path.join(cache_dir, art.stem)):
+            pkg, altered = _check_entry(art, cache_dir, stamps, trees)
             if pkg is not None:
                 ready.append(pkg)
                 continue
             purge_cache_entry(cache_dir, art.stem)
             stamps.forget_package(art.key)
+            trees.forget(art.key)
             if altered:
                 note(f"{art.name} {art.version}: its package cache entry was altered ({altered}); extracting it "
                      "again from the verified archive")
@@ -150,6 +173,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
                 if local is not None:
                     arts[i] = dataclasses.replace(arts[i], local=local)
                 stamps.record_package(pkg.art.key, pkg.info, None)
+                pkg.cold = True
                 ready.append(pkg)
         prepared.artifacts = tuple(arts)
         _check_paths(ready, platform)
@@ -157,8 +181,10 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     except BaseException:
         prepared.cleanup()
         stamps.save()
+        trees.save()
         raise
     stamps.save()
+    trees.save()
     return prepared
 
 
@@ -218,14 +244,18 @@ def _paths_entries(data: bytes | None, files: bytes | None) -> list[dict[str, An
     return []
 
 
-def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps) -> tuple[_Package | None, str | None]:
+def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
+                 trees: TreeRecords) -> tuple[_Package | None, str | None]:
     """(package, None) when the extracted entry is what the verified archive held; else (None, why), where
     why is None for an entry envguard never verified (it is simply extracted again).
 
-    Cheap when nothing changed: paths.json is read and every file it lists is lstat'ed; when their identities
-    (and those of the info/ files) are the ones stamped after the last create, nothing is hashed."""
+    Cheap when nothing changed: paths.json is read and every file it lists is lstat'ed; its tree (types,
+    symlink targets, modes: envguard.create.cachetree) is compared with the one recorded from the verified
+    archive; when the files' identities (and those of the info/ files) are the ones stamped after the last
+    create, nothing is hashed."""
     rec = stamps.package(art.key)
-    if rec is None:
+    tree = trees.get(art.key)
+    if rec is None or tree is None:
         return None, None
     recorded = cache_entry_sha256(cache_dir, art.stem)
     if art.sha256 and recorded is not None and recorded != art.sha256:
@@ -238,14 +268,18 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps) -> tupl
         entries = _paths_entries(paths_json, files)
     except (ValueError, UnicodeDecodeError) as e:
         return None, f"info/paths.json: {shorten(str(e), 80)}"
-    pkg = _Package(art, info=rec[0], entries=[(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries])
+    pkg = _Package(art, info=rec[0], entries=[(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries],
+                   present=present)
     pkg.paths = [p for p, _t in pkg.entries]
-    found = _identity(entry, pkg.entries, pkg.symlinks, present)
+    found = cachetree.scan_entry(entry, pkg.entries, present)
     if isinstance(found, str):
         return None, found
-    identity, _newest, _fine, to_hash = found
+    if found.tree != tree.digest:
+        return None, cachetree.tree_differences(found, pkg.entries, tree)
+    to_hash = found.to_hash
+    pkg.symlinks = dict(found.links)
     pkg.inner_links = dict(pkg.symlinks)
-    if stamps.vouches_package(art.key, rec[0], identity):
+    if stamps.vouches_package(art.key, rec[0], found.identity):
         return pkg, None
     # not vouched for: the info/ files against the archive's digest, then every file against paths.json
     loaded = {"info/paths.json": paths_json}
@@ -261,64 +295,6 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps) -> tupl
     bad = _hash_files([(rel, full, str(meta[rel]["sha256"]).lower()) for rel, full, _size in to_hash
                        if isinstance(meta[rel].get("sha256"), str)])
     return (None, bad) if bad else (pkg, None)
-
-
-def _escapes(rel: str) -> bool:
-    """A cheap test for what must never be stat'ed or hashed inside a cache entry: a '..' part or an absolute
-    path (pathsafety.path_problem, run on every path anyway, says exactly what is wrong with it)."""
-    return (rel.startswith(("/", "\\")) or rel == ".." or rel.startswith("../") or "/../" in rel
-            or rel.endswith("/..") or "\x00" in rel or (len(rel) > 1 and rel[1] == ":"))
-
-
-def _identity(entry: str, declared: list[tuple[str, str]], links: dict[str, str] | None = None,
-              present: list[str] | None = None) -> tuple[str, int, bool, list[tuple[str, str, int]]] | str:
-    """(identity digest, newest ctime, whether ctimes are finer than a millisecond, regular files as
-    (path, full path, size)) of an extracted package's declared files and metadata, or why it does not
-    match its paths.json."""
-    seen: list[tuple[object, ...]] = []
-    to_hash: list[tuple[str, str, int]] = []
-    newest = 0
-    fine = True
-    prefix = entry + os.sep
-    lstat, is_reg, is_lnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
-    for rel, kind in declared:
-        if _escapes(rel):
-            continue  # the archive itself declares it: refused with the other unsafe paths
-        full = prefix + rel
-        try:
-            st = lstat(full)
-        except OSError:
-            return f"{shorten(rel, 120)} is missing"
-        mode = st.st_mode
-        if is_reg(mode) and kind not in {"softlink", "directory"}:
-            ctime = st.st_ctime_ns
-            seen.append((rel, st.st_size, st.st_mtime_ns, ctime, st.st_ino, st.st_dev))
-            if ctime > newest or st.st_mtime_ns > newest:
-                newest = max(ctime, st.st_mtime_ns)
-            if fine and ctime % 1_000_000 == 0:
-                fine = False
-            to_hash.append((rel, full, st.st_size))
-        elif is_lnk(mode):
-            target = os.readlink(full)
-            if links is not None:
-                links[rel] = target
-            seen.append(("L", rel, target, st.st_ino, st.st_dev))
-        elif kind == "softlink":
-            return f"{shorten(rel, 120)} is no longer a symlink"
-        elif kind == "directory":
-            if not stat.S_ISDIR(mode):
-                return f"{shorten(rel, 120)} is no longer a directory"
-        else:
-            return f"{shorten(rel, 120)} is no longer a regular file"
-    for name in _info_present(entry) if present is None else present:
-        try:  # the metadata itself: an edit after the check is caught next time
-            st = lstat(prefix + name)
-        except OSError:
-            continue
-        seen.append(("I", name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev))
-        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-    digest = hashlib.sha256(repr(seen).encode("utf-8", "surrogateescape")).hexdigest()
-    return digest, newest, fine, to_hash
 
 
 def _hash_files(items: list[tuple[str, str, str]]) -> str | None:

@@ -40,6 +40,8 @@ def _read_record(path: Path) -> CondaRecord:
                 sha256=p.get("sha256_in_prefix") or p.get("sha256"),
                 size=p.get("size_in_bytes"),
                 rewritten=rewritten,
+                typed="path_type" in p,
+                link_sha256=(p.get("sha256_in_prefix") or None) if p.get("path_type") == "softlink" else None,
             )
         )
     if not entries:  # old records have no paths_data: existence is all we can check

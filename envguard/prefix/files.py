@@ -1,5 +1,7 @@
 """The files of a prefix against its conda-meta records: existence and size, with ``deep`` the sha256
-(hashed on every core), and every path or symlink that leads outside the prefix (envguard.pathsafety)."""
+(hashed on every core) and the tree (a regular file where a symlink belongs or the reverse, a symlink
+re-pointed since it was installed, a setuid/setgid/sticky bit, which no installer extracts), and every path
+or symlink that leads outside the prefix (envguard.pathsafety)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
-from envguard.prefix.records import PrefixInfo
+from envguard.prefix.records import FileEntry, PrefixInfo
+from envguard.redact import shorten
 
 _CHUNK = 1 << 20  # 1 MiB reads: large enough to amortise syscalls, small enough to stay in cache
 
@@ -20,7 +23,7 @@ _CHUNK = 1 << 20  # 1 MiB reads: large enough to amortise syscalls, small enough
 class FileProblem:
     path: str
     package: str
-    problem: Literal["missing", "size", "sha256", "unreadable", "outside"]
+    problem: Literal["missing", "size", "sha256", "unreadable", "outside", "type", "target", "mode"]
     expected: str = ""
     actual: str = ""
 
@@ -36,6 +39,38 @@ def _sha256(path: str) -> str:
                 break
             h.update(view[:n])  # hashlib releases the GIL for large updates
     return h.hexdigest()
+
+
+_SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "a symlink" if stat.S_ISLNK(mode) else "not a file, symlink or directory"
+
+
+def tree_problem(entry: FileEntry, lst: os.stat_result, full: str) -> tuple[Literal["type", "target", "mode"], str,
+                                                                                str] | None:
+    """(problem, expected, actual) when the installed path's type, symlink target or mode bits are not what
+    the record says (a softlink's target: the sha256 of its text the installer recorded), else None."""
+    mode = lst.st_mode
+    if entry.typed and entry.path_type == "softlink" and not stat.S_ISLNK(mode):
+        return "type", "a symlink", _kind(mode)
+    if entry.typed and entry.path_type == "hardlink" and stat.S_ISLNK(mode):
+        return "type", "a regular file", f"a symlink to {shorten(os.readlink(full), 80)}"
+    if stat.S_ISLNK(mode) and entry.link_sha256:
+        target = os.readlink(full)
+        digest = hashlib.sha256(os.fsencode(target)).hexdigest()
+        if digest != entry.link_sha256.lower():
+            return "target", entry.link_sha256, f"points to {shorten(target, 80)}"
+    if stat.S_ISREG(mode) and mode & _SPECIAL_BITS:
+        names = [n for flag, n in ((stat.S_ISUID, "setuid"), (stat.S_ISGID, "setgid"), (stat.S_ISVTX, "sticky"))
+                 if mode & flag]
+        return "mode", "", f"{'/'.join(names)} (mode {mode & 0o7777:04o})"
+    return None
 
 
 def verify_files(info: PrefixInfo, *, deep: bool = False, workers: int | None = None,
@@ -112,6 +147,10 @@ def verify_files(info: PrefixInfo, *, deep: bool = False, workers: int | None = 
                     problems.append(FileProblem(e.path, r.name, "outside",
                                                 actual=f"a symlink to {out}, outside the prefix"))
                     continue
+            tree = tree_problem(e, lst, full) if deep else None
+            if tree is not None:
+                problems.append(FileProblem(e.path, r.name, tree[0], tree[1], tree[2]))
+                continue
             if e.path_type == "softlink" or e.rewritten:
                 continue
             if not stat.S_ISREG(st.st_mode):  # a FIFO or device in its place: never opened

@@ -24,6 +24,10 @@ class FileEntry:
     # The installer rewrote the prefix placeholder in this file, so the
     # package's sha256/size no longer describe it (unless sha256_in_prefix says).
     rewritten: bool = False
+    #: ``path_type`` was written in the record (old records without paths_data give no types to check)
+    typed: bool = False
+    #: a softlink's ``sha256_in_prefix``: the sha256 of the link's target text as the installer made it
+    link_sha256: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,230 @@
+"""A package cache entry verified as a tree: the type of every declared path (regular file, symlink,
+directory), every symlink's target and every file's mode bits, not only the files' contents.
+
+What the tree must be comes from the verified archive: the types and link targets from envguard's scan
+of the archive (envguard.create.prelink), the permission bits from the entry rattler extracted from those
+very bytes in the same create. rattler never extracts setuid, setgid or sticky bits (tar modes are masked
+to ``0o777``: observed with py-rattler 0.28), so a cached file with one of them was edited, whatever its
+archive says. The tree is recorded per archive (its locked sha256) in
+``<package cache>/.envguard-trees.json`` as a digest plus the symlinks and the files whose mode is not
+``0o644`` (to name what changed). Every create compares the entry's tree, from the ``lstat`` of each
+declared path that the content check needs anyway, with that record before anything is linked; an entry
+that differs is extracted again from its verified archive (envguard.create.prelink), or exit 3 when the
+archive is gone. The record is trusted as the package cache itself is (VerifiedStamps' doc).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envguard.redact import shorten
+
+#: bits rattler's extraction never sets: any of them on a cached file is an edit
+SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+DEFAULT_MODE = 0o644
+
+
+@dataclass
+class EntryScan:
+    """One ``lstat`` pass over an extracted package's declared paths and its info/ files."""
+
+    identity: str  # digest of every identity (size, times, inode, device, mode): the stamp of VerifiedStamps
+    tree: str  # digest of the tree: types, symlink targets, mode bits
+    newest: int  # newest mtime/ctime in ns
+    fine: bool  # whether ctimes look finer than a millisecond
+    to_hash: list[tuple[str, str, int]] = field(default_factory=list)  # regular files: (path, full path, size)
+    links: dict[str, str] = field(default_factory=dict)  # symlinks: path -> target
+    modes: dict[str, int] = field(default_factory=dict)  # regular files: path -> mode & 0o7777
+    kinds: dict[str, str] = field(default_factory=dict)  # path -> "f", "l", "d" or "?"
+
+
+def escapes(rel: str) -> bool:
+    """A cheap test for what must never be stat'ed or hashed inside a cache entry: a '..' part or an absolute
+    path (pathsafety.path_problem, run on every path anyway, says exactly what is wrong with it)."""
+    return (rel.startswith(("/", "\\")) or rel == ".." or rel.startswith("../") or "/../" in rel
+            or rel.endswith("/..") or "\x00" in rel or (len(rel) > 1 and rel[1] == ":"))
+
+
+def scan_entry(entry: str, declared: list[tuple[str, str]], info_names: list[str]) -> EntryScan | str:
+    """The tree and identities of ``entry``'s declared paths ((path, paths.json path_type)) and of its
+    ``info_names`` files, or why it cannot match (a declared path missing)."""
+    seen: list[tuple[object, ...]] = []
+    tree: list[tuple[object, ...]] = []
+    out = EntryScan("", "", 0, True)
+    newest = 0
+    fine = True
+    prefix = entry + os.sep
+    lstat, is_reg, is_lnk, is_dir = os.lstat, stat.S_ISREG, stat.S_ISLNK, stat.S_ISDIR
+    to_hash, links, modes, kinds = out.to_hash, out.links, out.modes, out.kinds
+    for rel, kind in declared:
+        if escapes(rel):
+            continue  # the archive itself declares it: refused with the other unsafe paths
+        full = prefix + rel
+        try:
+            st = lstat(full)
+        except OSError:
+            return f"{shorten(rel, 120)} is missing"
+        mode = st.st_mode
+        if is_reg(mode):
+            ctime, mtime = st.st_ctime_ns, st.st_mtime_ns
+            bits = mode & 0o7777
+            seen.append((rel, st.st_size, mtime, ctime, st.st_ino, st.st_dev, bits))
+            if ctime > newest or mtime > newest:
+                newest = max(ctime, mtime)
+            if fine and ctime % 1_000_000 == 0:
+                fine = False
+            kinds[rel] = "f"
+            modes[rel] = bits
+            tree.append(("f", rel, bits))
+            if kind not in {"softlink", "directory"}:
+                to_hash.append((rel, full, st.st_size))
+        elif is_lnk(mode):
+            target = os.readlink(full)
+            links[rel] = target
+            kinds[rel] = "l"
+            seen.append(("L", rel, target, st.st_ino, st.st_dev))
+            tree.append(("l", rel, target))
+        elif is_dir(mode):
+            kinds[rel] = "d"
+            tree.append(("d", rel))
+        else:  # a FIFO, socket or device in a package's place
+            kinds[rel] = "?"
+            tree.append(("?", rel, stat.S_IFMT(mode)))
+    for name in info_names:
+        try:  # the metadata itself: an edit after the check is caught next time
+            st = lstat(prefix + name)
+        except OSError:
+            continue
+        seen.append(("I", name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode))
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+    out.identity = hashlib.sha256(repr(seen).encode("utf-8", "surrogateescape")).hexdigest()
+    out.tree = hashlib.sha256(repr(tree).encode("utf-8", "surrogateescape")).hexdigest()
+    out.newest, out.fine = newest, fine
+    return out
+
+
+def _kind_name(kind: str, target: str | None = None) -> str:
+    if kind == "l":
+        return f"a symlink to {shorten(target or '', 80)}"
+    return {"f": "a regular file", "d": "a directory"}.get(kind, "not a file, symlink or directory")
+
+
+def archive_differences(scan: EntryScan, declared: list[tuple[str, str]], archive_links: dict[str, str]) -> str | None:
+    """Right after extraction: how the entry differs from what the archive's scan holds (types, symlink
+    targets, no special mode bits), else None."""
+    for rel, kind in declared:
+        if rel not in scan.kinds:
+            continue
+        want = "l" if rel in archive_links else "d" if kind == "directory" else "f"
+        have = scan.kinds[rel]
+        if have != want:
+            return (f"{shorten(rel, 120)} is {_kind_name(have, scan.links.get(rel))}; the archive has "
+                    f"{_kind_name(want, archive_links.get(rel))}")
+        if want == "l" and scan.links[rel] != archive_links[rel]:
+            return (f"{shorten(rel, 120)} points to {shorten(scan.links[rel], 80)}; the archive's symlink points "
+                    f"to {shorten(archive_links[rel], 80)}")
+    return special_bits(scan)
+
+
+def special_bits(scan: EntryScan) -> str | None:
+    for rel, bits in scan.modes.items():
+        if bits & SPECIAL_BITS:
+            names = [n for flag, n in ((stat.S_ISUID, "setuid"), (stat.S_ISGID, "setgid"), (stat.S_ISVTX, "sticky"))
+                     if bits & flag]
+            return (f"{shorten(rel, 120)} has its {'/'.join(names)} bit set (mode {bits:04o}), which no extracted "
+                    "archive has")
+    return None
+
+
+def tree_differences(scan: EntryScan, declared: list[tuple[str, str]], record: TreeRecord) -> str:
+    """Why an entry's tree is not the recorded one (its digest already differs)."""
+    special = special_bits(scan)
+    if special:
+        return special
+    for rel, kind in declared:
+        have = scan.kinds.get(rel)
+        if have is None:
+            continue
+        want = "l" if rel in record.links else "d" if kind == "directory" else "f"
+        if have != want:
+            return (f"{shorten(rel, 120)} is {_kind_name(have, scan.links.get(rel))}; the verified archive has "
+                    f"{_kind_name(want, record.links.get(rel))}")
+        if have == "l" and scan.links[rel] != record.links[rel]:
+            return (f"{shorten(rel, 120)} points to {shorten(scan.links[rel], 80)}; the verified archive's symlink "
+                    f"points to {shorten(record.links[rel], 80)}")
+        if have == "f":
+            bits, was = scan.modes[rel], record.modes.get(rel, DEFAULT_MODE)
+            if bits != was:
+                return f"{shorten(rel, 120)} has mode {bits:04o}; the verified archive's is {was:04o}"
+    return "its file tree (types, symlink targets, modes) differs from the verified archive's"
+
+
+@dataclass(frozen=True)
+class TreeRecord:
+    digest: str
+    links: dict[str, str]
+    modes: dict[str, int]
+
+
+class TreeRecords:
+    """The verified tree of each extracted package, by archive key, in ``<cache>/.envguard-trees.json``."""
+
+    NAME = ".envguard-trees.json"
+    LIMIT = 20000
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.path = Path(cache_dir) / self.NAME
+        self.changed = False
+        try:
+            data = json.loads(self.path.read_bytes())
+            trees = data.get("trees") if isinstance(data, dict) and data.get("format") == 1 else None
+        except (OSError, ValueError):
+            trees = None
+        self.trees: dict[str, Any] = trees if isinstance(trees, dict) else {}
+
+    def get(self, key: str) -> TreeRecord | None:
+        rec = self.trees.get(key)
+        if not (isinstance(rec, list) and len(rec) == 4 and isinstance(rec[0], str) and isinstance(rec[1], dict)
+                and isinstance(rec[2], dict)):
+            return None
+        links = {str(k): str(v) for k, v in rec[1].items()}
+        modes = {str(k): v for k, v in rec[2].items() if isinstance(v, int)}
+        return TreeRecord(rec[0], links, modes)
+
+    def record(self, key: str, scan: EntryScan) -> None:
+        modes = {rel: bits for rel, bits in scan.modes.items() if bits != DEFAULT_MODE}
+        old = self.get(key)
+        if old is not None and old.digest == scan.tree:
+            return
+        self.trees[key] = [scan.tree, dict(scan.links), modes, time.time_ns()]
+        self.changed = True
+
+    def forget(self, key: str) -> None:
+        if self.trees.pop(key, None) is not None:
+            self.changed = True
+
+    def save(self) -> None:
+        """Write atomically when something changed; a failure to write only means extracting again later."""
+        if not self.changed:
+            return
+        trees = self.trees
+        if len(trees) > self.LIMIT:
+            def when(k: str) -> int:
+                rec = trees[k]
+                return rec[-1] if isinstance(rec, list) and rec and isinstance(rec[-1], int) else 0
+
+            trees = {k: trees[k] for k in sorted(trees, key=when)[-self.LIMIT:]}
+        tmp = self.path.with_name(f"{self.NAME}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"format": 1, "trees": trees}, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+        self.changed = False
