@@ -1,29 +1,30 @@
 """One lock per environment prefix, so that two `envguard create` runs never build the same prefix at once.
 
-The lock is a :class:`filelock.FileLock` (``flock`` on POSIX, ``msvcrt.locking`` on Windows) on a file in
+The lock is the operating system's own (``flock`` on POSIX, ``msvcrt.locking`` on Windows) on a file in
 envguard's own hidden folder (:func:`envguard.settings.prefix_locks_dir`, ``$XDG_CACHE_HOME/envguard/locks``
 on Linux), named after the prefix's absolute path. Not beside the prefix: a lock file there showed up as an
 untracked file in every project, and not inside it either: the prefix is renamed and replaced while the
 lock is held. The holder writes its PID into a companion ``.pid`` file, so that a waiter can name it. The
 kernel drops the lock when its holder dies, even by SIGKILL, so a stale lock cannot block anyone; the files
 stay (removing a lock file would race with the next locker).
+
+The OS calls are made here rather than through the filelock package: importing filelock (asyncio, its
+read-write locks) cost ~70 ms of every create's start-up, more than the whole warm pre-link check.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from envguard import settings
 from envguard.errors import BackendError, BusyError
-
-if TYPE_CHECKING:
-    from filelock import FileLock
 
 WaitCallback = Callable[[int | None, float], None]  # (holder pid or None, seconds waited so far)
 
@@ -50,6 +51,44 @@ def read_holder(path: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def _try_lock(fd: int) -> bool:
+    """Take the exclusive lock on ``fd`` without waiting: False when another process holds it."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError as e:
+            if e.errno in (errno.EACCES, errno.EDEADLK):
+                return False
+            raise
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+def _unlock(fd: int) -> None:
+    try:
+        if sys.platform == "win32":
+            import msvcrt
+
+            os.lseek(fd, 0, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError:
+        pass  # closing the descriptor drops the lock anyway
+
+
 class PrefixLock:
     """``with PrefixLock(prefix, timeout=..., on_wait=...) as lock:`` holds the prefix exclusively.
 
@@ -68,27 +107,29 @@ class PrefixLock:
         self.interval = interval
         self.poll = poll
         self.waited = False
-        self._lock: FileLock | None = None
+        self._fd: int | None = None
 
     def acquire(self) -> None:
-        from filelock import FileLock, Timeout
-
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise BackendError(f"cannot create envguard's lock folder {self.path.parent}: {e.strerror or e}",
                                fix="check permissions and free space of your cache directory") from e
-        lock = FileLock(str(self.path), thread_local=False)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0),
+                         0o644)
+        except OSError as e:
+            raise BackendError(f"cannot take the prefix lock {self.path}: {e.strerror or e}",
+                               fix="check permissions of your cache directory") from e
         start = time.monotonic()
         next_report = start
         holder: int | None = None
         while True:
             try:
-                lock.acquire(blocking=False)
-                break
-            except Timeout:  # held by another process (a subclass of OSError: caught first)
-                pass
+                if _try_lock(fd):
+                    break
             except OSError as e:
+                os.close(fd)
                 raise BackendError(f"cannot take the prefix lock {self.path}: {e.strerror or e}",
                                    fix="check permissions of your cache directory") from e
             self.waited = True
@@ -96,6 +137,7 @@ class PrefixLock:
             holder = read_holder(self.pid_path) or holder
             waited = now - start
             if self.timeout is not None and waited >= self.timeout:
+                os.close(fd)
                 who = f"process {holder}" if holder else "another process"
                 raise BusyError(f"{self.prefix} is being created by envguard {who} (lock {self.path}); "
                                 f"gave up after {self.timeout:g}s", fix="wait for it to finish, or raise --timeout")
@@ -106,7 +148,7 @@ class PrefixLock:
             if self.timeout is not None:
                 sleep = max(0.0, min(sleep, self.timeout - waited))
             time.sleep(sleep)
-        self._lock = lock
+        self._fd = fd
         try:
             tmp = self.pid_path.with_name(f"{self.pid_path.name}.{os.getpid()}.tmp")
             tmp.write_text(f"{os.getpid()}\n", encoding="ascii")
@@ -115,16 +157,17 @@ class PrefixLock:
             pass  # the lock holds without it; a waiter then says "another process"
 
     def release(self) -> None:
-        if self._lock is None:
+        if self._fd is None:
             return
-        lock, self._lock = self._lock, None
+        fd, self._fd = self._fd, None
         try:
             if read_holder(self.pid_path) == os.getpid():  # nobody holds it: a waiter must not name us any more
                 self.pid_path.unlink()
         except OSError:
             pass
         finally:
-            lock.release()
+            _unlock(fd)
+            os.close(fd)
 
     def __enter__(self) -> PrefixLock:
         self.acquire()
