@@ -232,3 +232,45 @@ def test_an_http_server_sending_an_endless_body_is_refused_past_the_cap(tmp_path
     assert elapsed < 60 and state["sent"] < 200 << 20, (elapsed, state["sent"])
     left = [p for p in (tmp_path / "pkgs").rglob("*") if p.is_file() and p.stat().st_size > 2_000_000]
     assert left == [] and not (tmp_path / "env").exists()
+
+
+# --------------------------------------------------------------------------- each cold archive read a bounded number of times
+
+RCHAR_PROBE = """
+import sys
+from envguard.cli.entry import run
+code = run(sys.argv[1:])
+with open("/proc/self/io") as f:
+    io = dict(line.split(": ") for line in f.read().splitlines())
+print(f"rchar={io['rchar']} rc={code}", file=sys.stderr)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/self/io")
+def test_a_cold_file_archive_is_hashed_once_not_before_and_again_while_copied(tmp_path: Path) -> None:
+    """A cold `file://` archive was hashed on the channel's path, then hashed again as it was copied into the
+    private folder: four reads of every archive (hash, copy, scan, extract). Now three. Measured as the
+    bytes the process read (rchar), against a one-kilobyte package's create to cancel out the imports."""
+    import subprocess
+    import sys
+
+    probe = tmp_path / "rchar_probe.py"
+    probe.write_text(RCHAR_PROBE)
+
+    def read_bytes(name: str, size: int) -> tuple[int, int]:
+        chan = tmp_path / f"chan-{name}"
+        pkg = channels.build_package(chan, name, "1.0", noarch="generic", fmt="conda",
+                                     files={"share/blob.bin": os.urandom(size)})
+        lock = _lock_for(tmp_path, chan, name)
+        proc = subprocess.run([sys.executable, str(probe), "create", "-p", str(tmp_path / f"env-{name}"),
+                               "--lockfile", str(lock), "--no-check", "--quiet"], capture_output=True, text=True,
+                              env={**os.environ, "ENVGUARD_PKGS_DIR": str(tmp_path / f"pkgs-{name}")}, timeout=300)
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.endswith("rc=0"), proc.stderr
+        return int(last.split()[0].removeprefix("rchar=")), pkg.stat().st_size
+
+    small, _ = read_bytes("egsmall", 1024)
+    big, size = read_bytes("egbig", 32 << 20)
+    reads = (big - small) / size
+    assert 2.5 < reads < 3.5, f"each cold archive read {reads:.2f} times (hash+copy, scan, extract: 3)"

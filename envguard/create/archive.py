@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from envguard import settings
-from envguard.create.integrity import Artifact, mismatch_error, purge_cache_entry
+from envguard.create.integrity import Artifact, VerifiedStamps, mismatch_error, purge_cache_entry
 from envguard.errors import BackendError, IntegrityError
 from envguard.redact import redact, shorten
 
@@ -35,9 +35,12 @@ METADATA_CAP = 64 * 1024 * 1024
 _CHUNK = 1 << 20
 
 
-def private_copy(art: Artifact, src: Path, dest: Path, cache_dir: Path, *, lockfile: Path | None = None) -> None:
+def private_copy(art: Artifact, src: Path, dest: Path, cache_dir: Path, *, lockfile: Path | None = None,
+                 stamps: VerifiedStamps | None = None) -> None:
     """Copy ``src`` to ``dest`` through one open file, hashing what is copied; raise IntegrityError (after
-    removing the copy and the package's cache entry) when that is not what the lock names."""
+    removing the copy and the package's cache entry) when that is not what the lock names. A right hash is
+    stamped in ``stamps`` for the file that was open (its identity from fstat: a file swapped in at ``src``
+    meanwhile has another inode and ctime, so the stamp never vouches for it)."""
     algorithm, expected = ("sha256", art.sha256) if art.sha256 else ("md5", art.md5)
     where = redact(art.locked_url or art.url)
     if not expected:
@@ -52,7 +55,8 @@ def private_copy(art: Artifact, src: Path, dest: Path, cache_dir: Path, *, lockf
     except OSError as e:
         raise BackendError(f"{art.name} {art.version}: cannot read {where}: {e.strerror or e}") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise IntegrityError(f"{art.name} {art.version}: the locked artifact {src} is not a regular file",
                                  fix="restore the package archive the lock names, or re-lock")
         out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -72,6 +76,8 @@ def private_copy(art: Artifact, src: Path, dest: Path, cache_dir: Path, *, lockf
         purge_cache_entry(cache_dir, art.stem)
         raise mismatch_error(art.name, art.version, art.locked_url or art.url, expected, actual, algorithm,
                              lockfile=lockfile)
+    if stamps is not None:
+        stamps.record(src, st, f"{algorithm}:{actual}")
 
 
 def normalised(name: str) -> str:

@@ -21,7 +21,7 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -136,8 +136,12 @@ def mismatch_error(name: str, version: str, url: str, expected: str, actual: str
 
 def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None,
                            *, lockfile: str | os.PathLike[str] | None = None,
-                           missing: set[str] | None = None) -> int:
+                           missing: set[str] | None = None, copied: Collection[str] = ()) -> int:
     """Check every ``file://`` artifact against the lock's hash; return how many were checked.
+
+    The stems in ``copied`` are only checked to be there and regular files: their archives are about to be
+    copied into a private folder, hashed on the way (envguard.create.archive.private_copy), so hashing
+    them here too would read every cold archive twice.
 
     An artifact is hashed unless :class:`VerifiedStamps` in ``cache_dir`` vouches that this very file (same
     size, mtime, ctime, inode and device) already had that hash; what hashes right is stamped for next time.
@@ -172,6 +176,8 @@ def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None
                     else special_file(path) or "is not a regular file")
             raise IntegrityError(f"{art.name} {art.version}: the locked artifact {path} {what}",
                                  fix="restore the package archive the lock names, or re-lock")
+        if art.stem in copied:
+            continue
         if st is None or stamps is None or not stamps.vouches(path, st, f"{algorithm}:{expected.lower()}"):
             to_hash.append((len(results) - 1, art, path, algorithm, expected, st))
 

@@ -137,7 +137,9 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     arts = [_without_credentials(a, creds) for a in artifacts]
     missing: set[str] = set()
     stage(f"verifying {sum(1 for a in arts if is_file_url(a.url))} local artifacts")
-    verified = verify_local_artifacts(arts, cache_dir, lockfile=lockfile, missing=missing)
+    # the archives of packages not extracted yet are hashed once, as they are copied (archive.private_copy)
+    copied = {a.stem for a in arts if not (use_cache and os.path.isdir(os.path.join(cache_dir, a.stem)))}
+    verified = verify_local_artifacts(arts, cache_dir, lockfile=lockfile, missing=missing, copied=copied)
     stamps = VerifiedStamps(cache_dir)
     trees = TreeRecords(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -168,7 +170,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     prepared = Prepared(tuple(arts), client, verified, cache_dir=cache_dir if use_cache else None)
     try:
         if cold:
-            scanned = _run(_obtain_all(cold, cache_dir, client, missing, prepared, lockfile, stage))
+            scanned = _run(_obtain_all(cold, cache_dir, client, missing, prepared, lockfile, stage, stamps))
             for (i, _art, _why), (local, pkg) in zip(cold, scanned, strict=False):
                 if local is not None:
                     arts[i] = dataclasses.replace(arts[i], local=local)
@@ -327,7 +329,7 @@ def _run(coro: Any) -> Any:
 
 async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: Path, client: Any,
                       missing: set[str], prepared: Prepared, lockfile: Path | None,
-                      stage: Callable[[str], None]) -> list[tuple[Path | None, _Package]]:
+                      stage: Callable[[str], None], stamps: VerifiedStamps) -> list[tuple[Path | None, _Package]]:
     remote = [art for _i, art, _w in cold if not is_file_url(art.url)]
     # every cold archive is read once, into this private folder: hashed, scanned and extracted from there
     prepared.download_dir = cache_dir / f"{DOWNLOAD_TAG}{os.getpid()}"
@@ -348,7 +350,8 @@ async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: P
                         f"{art.name} {art.version}: artifact not found: {redact(art.url)}",
                         fix="restore the channel, or re-lock against a channel that has it")
                 local = prepared.download_dir / art.filename
-                await asyncio.to_thread(private_copy, art, path, local, cache_dir, lockfile=lockfile)
+                await asyncio.to_thread(private_copy, art, path, local, cache_dir, lockfile=lockfile,
+                                        stamps=stamps)
                 return local, await _scan(art, local)
             local = prepared.download_dir / art.filename
             await _download(art, local, client, cache_dir, lockfile, altered)
