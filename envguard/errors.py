@@ -72,7 +72,6 @@ class UserError(EnvguardError):
         line: int | None = None,
         column: int | None = None,
         fix: str | None = None,
-        command: str | None = None,
     ) -> None:
         self.file, self.key, self.line, self.column = file, key, line, column
         from envguard.redact import shorten_words
@@ -86,7 +85,7 @@ class UserError(EnvguardError):
                 if column is not None:
                     where += f":{column}"
             where += ": "
-        super().__init__(where + (f"{key}: " if key else "") + message, fix=fix, command=command)
+        super().__init__(where + (f"{key}: " if key else "") + message, fix=fix)
 
 
 class PlatformNotLocked(UserError):

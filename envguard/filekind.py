@@ -90,7 +90,9 @@ def require_lock(path: Path, *, accept: Collection[str] = LOCK_KINDS, key: str =
     what = _WHAT.get(kind or "", "not a lock file (neither a conda-lock.yml, a pixi.lock nor an @EXPLICIT file)")
     if kind in LOCK_KINDS:  # a lock, only not the kind this command installs
         what = _WHAT[kind] if kind != "conda-lock" else "a conda-lock.yml"
-    raise UserError(what, file=shown, key=key, fix=fix, command=command)
+    error = UserError(what, file=shown, key=key, fix=fix)
+    error.command = command  # the fix as data, ready to run (envguard.errors.EnvguardError.command)
+    raise error
 
 
 def require_spec(path: Path, *, key: str = "-f/--file") -> None:

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -298,7 +299,7 @@ def test_diff_of_a_spec_and_a_live_prefix_does_not_call_it_the_lock(built: dict[
     assert "against the lock" in proc.stdout, proc.stdout
 
 
-def _command_of(call) -> tuple[int, str]:  # noqa: ANN001 - a zero-argument callable that raises
+def _command_of(call: Callable[[], object]) -> tuple[int, str]:
     """The exit code and the ready-to-run fix (EnvguardError.command) of the error ``call`` raises."""
     from envguard.errors import EnvguardError
 

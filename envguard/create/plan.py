@@ -136,9 +136,8 @@ def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
 
 def read_plan(lockfile: Path, platform: str) -> LockPlan:
     """The host platform's conda artifacts and pip packages from a conda-lock file."""
-    from envguard.lock import host_records, pip_records, read_lock
-
     from envguard.create.integrity import file_digest
+    from envguard.lock import host_records, pip_records, read_lock
 
     lock = read_lock(lockfile)  # size-limited, regular files only: then the hash of the same file
     digest = file_digest(lockfile)
