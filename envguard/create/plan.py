@@ -136,11 +136,12 @@ def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
 
 def read_plan(lockfile: Path, platform: str) -> LockPlan:
     """The host platform's conda artifacts and pip packages from a conda-lock file."""
-    from envguard.create.integrity import file_digest
+    import hashlib
+
     from envguard.lock import host_records, pip_records, read_lock
 
     lock = read_lock(lockfile)  # size-limited, regular files only: then the hash of the same file
-    digest = file_digest(lockfile)
+    digest = hashlib.sha256(lockfile.read_bytes()).hexdigest()  # the lock's identity, for the fingerprint
     if platform not in lock.platforms:
         raise StaleLockError(f"{lockfile}: the lock has no packages for this machine's platform {platform} "
                              f"(it covers {', '.join(lock.platforms) or 'none'})",
