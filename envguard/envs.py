@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envguard import settings
 from envguard.errors import UserError
@@ -301,34 +303,82 @@ def resolve_python(prefix: Path | None = None, name: str | None = None, python: 
     return found
 
 
+@dataclass(frozen=True)
+class LockChoice:
+    """Which lock judges an environment (``path``; None: none) and why, in a few words for the report's first
+    line. ``problem``: the lock envguard built the environment from changed since, or is gone (said as a
+    finding); ``recorded``: that lock. Unpacks as ``(path, why)``."""
+
+    path: Path | None
+    why: str = ""
+    problem: str = ""
+    recorded: Path | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.path, self.why))
+
+
+def recorded_lock(target: str | os.PathLike[str]) -> LockChoice | None:
+    """The lock ``envguard create`` recorded in the environment's fingerprint (envguard.fingerprint), with
+    what became of it: the same file (the lock envguard built it from), another file at that path (changed
+    since: still that lock, and said so), or none (gone: no lock, and said so). None when no fingerprint
+    records one (not built by envguard, or by one that did not record it)."""
+    from envguard.fingerprint import read_fingerprint
+
+    fp = read_fingerprint(target)
+    path = fp.recorded_lock() if fp is not None else None
+    if fp is None or path is None:
+        return None
+    why = "the lock envguard built it from"
+    try:
+        import hashlib
+
+        with open(path, "rb") as fh:
+            now = hashlib.file_digest(fh, "sha256").hexdigest() if hasattr(hashlib, "file_digest") else \
+                hashlib.sha256(fh.read()).hexdigest()
+    except FileNotFoundError:
+        return LockChoice(None, f"{why}, {path}, is gone", f"{path}, the lock envguard built this environment "
+                          "from, is gone: it is judged by what envguard recorded when it built it", path)
+    except OSError as e:
+        return LockChoice(None, f"{why}, {path}, cannot be read", f"{path}, the lock envguard built this "
+                          f"environment from, cannot be read ({e.strerror or e})", path)
+    if now != fp.lock_sha256:
+        return LockChoice(path, f"{why}, changed since", f"{path}, the lock envguard built this environment from, "
+                          "has changed since: the environment is judged by the lock as it is now", path)
+    return LockChoice(path, why, "", path)
+
+
 def lock_for(target: Path, lockfile: str | os.PathLike[str] | None, *,
              cwd: str | os.PathLike[str] | None = None,
-             env: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
-    """Which lock an environment is judged against, and why (a few words for the report's first line).
+             env: Mapping[str, str] | None = None) -> LockChoice:
+    """Which lock an environment is judged against, and why (:class:`LockChoice`).
 
-    In this order: the lock given with ``--lockfile``; the project's conda-lock.yml (beside the
-    environment.yml found from ``cwd``, envguard.project) when the environment is the project's: the
-    one its spec names, or one inside the project's directory (``./.venv``). Else no lock: a lock in
-    the working directory says nothing about an unrelated environment, and judging it by that lock
-    gives errors whose fixes do not apply. An environment envguard built is then judged by its
-    fingerprint (the records as its lock installed them), whose fixes name that lock.
+    In this order: the lock given with ``--lockfile``; the lock envguard built it from (recorded in its
+    fingerprint by ``envguard create``: when that lock changed since or is gone, the choice says so and no
+    other lock takes its place); the project's conda-lock.yml (beside the environment.yml found from
+    ``cwd``, envguard.project) when the environment is the project's: the one its spec names, or one inside
+    the project's directory (``./.venv``). Else no lock: a lock in the working directory says nothing
+    about an unrelated environment, and judging it by that lock gives errors whose fixes do not apply.
     """
     if lockfile is not None:
-        return Path(lockfile), "given with --lockfile"
+        return LockChoice(Path(lockfile), "given with --lockfile")
+    recorded = recorded_lock(target)
+    if recorded is not None:
+        return recorded
     from envguard.project import spec_file
 
     spec = spec_file(cwd)
     lock = spec.parent / "conda-lock.yml"
     if not (spec.is_file() and lock.is_file()):
-        return None, ""
+        return LockChoice(None)
     prefix = Path(os.path.abspath(target))
     if getattr(target, "source", "") == "project" or prefix.is_relative_to(spec.parent):
-        return lock, "the project's lock"
+        return LockChoice(lock, "the project's lock")
     named = spec_name([spec])
     if named is not None and "/" not in named[0] and "\\" not in named[0]:
         found, _dirs = _lookup(named[0], env)
         # where the name is found, or where create puts it (also while a killed swap has it moved aside)
         places = [p for p in (found, create_dir(env) / named[0]) if p is not None]
         if any(os.path.realpath(p) == os.path.realpath(prefix) for p in places):
-            return lock, f"the project's lock: {spec.name} names this environment"
-    return None, ""
+            return LockChoice(lock, f"the project's lock: {spec.name} names this environment")
+    return LockChoice(None)

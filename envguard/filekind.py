@@ -71,21 +71,28 @@ def require_lock(path: Path, *, accept: Collection[str] = LOCK_KINDS, key: str =
     kind = kind_of(path, key)
     if kind == MALFORMED or (kind in accept if kind is not None else unknown_ok):
         return kind
+    import shlex
+
     shown = str(path)
+    command = None
+    if kind in ("environment", "export"):
+        command = shlex.join(["envguard", "lock", "-f", shown])  # it writes the conda-lock.yml beside it
     if kind == "environment":
-        fix = f"lock it first (`envguard lock -f {shown}`) and pass the conda-lock.yml it writes"
+        fix = f"lock it first (`{command}`) and pass the conda-lock.yml it writes"
     elif kind == "pixi-manifest":
         fix = "pass the pixi.lock beside it"
     elif kind == "report":
         fix = "pass the conda-lock.yml the environment was built from (reports go to `envguard fleet` as arguments)"
     elif kind == "export":
-        fix = f"adopt it with `envguard lock -f {shown}` and pass the conda-lock.yml it writes"
+        fix = f"adopt it with `{command}` and pass the conda-lock.yml it writes"
     else:
         fix = "pass a conda-lock.yml" + (", a pixi.lock or an @EXPLICIT file" if len(accept) > 1 else "")
     what = _WHAT.get(kind or "", "not a lock file (neither a conda-lock.yml, a pixi.lock nor an @EXPLICIT file)")
     if kind in LOCK_KINDS:  # a lock, only not the kind this command installs
         what = _WHAT[kind] if kind != "conda-lock" else "a conda-lock.yml"
-    raise UserError(what, file=shown, key=key, fix=fix)
+    error = UserError(what, file=shown, key=key, fix=fix)
+    error.command = command  # the fix as data, ready to run (envguard.errors.EnvguardError.command)
+    raise error
 
 
 def require_spec(path: Path, *, key: str = "-f/--file") -> None:

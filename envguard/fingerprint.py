@@ -2,7 +2,9 @@
 
 It holds the lock's content hash for the platform and the sha256 of every package (conda and pip), so that
 `envguard check` and a second, concurrent `envguard create` can tell quickly whether an environment is the
-one a lock describes, without reading every ``conda-meta/*.json``.
+one a lock describes, without reading every ``conda-meta/*.json``; and which lock it was built from (its
+absolute path and the sha256 of the file as it was then), so that `envguard check -p ENV` judges the
+environment by that lock, and says so when it has changed or is gone (envguard.envs.lock_for).
 """
 
 from __future__ import annotations
@@ -24,16 +26,24 @@ class Fingerprint:
     content_hash: str | None  # the lock's metadata.content_hash[platform]
     conda: dict[str, str] = field(default_factory=dict)  # package name -> sha256 (or "md5:<hex>")
     pip: dict[str, str] = field(default_factory=dict)  # PEP 503 name -> sha256
-    lockfile: str | None = None  # path of the lock it was built from, for messages only
+    lockfile: str | None = None  # absolute path of the lock it was built from (older envguards: as given)
     backend: str | None = None
     envguard_version: str | None = None
+    lock_sha256: str | None = None  # sha256 of that lock file's bytes when the environment was built
+
+    def recorded_lock(self) -> Path | None:
+        """The lock this environment was built from, when this fingerprint records it as an absolute path
+        with its file's hash (fingerprints written before it was recorded name the lock as it was given)."""
+        if self.lockfile and self.lock_sha256 and os.path.isabs(self.lockfile):
+            return Path(self.lockfile)
+        return None
 
     @property
     def digest(self) -> str:
         """A hash of what matters for identity: platform, content hash and every package hash.
 
-        The lock path, backend and envguard version are left out: the same packages built by another
-        backend or from a copy of the lock are the same environment.
+        The lock path and its file's hash, backend and envguard version are left out: the same packages
+        built by another backend or from a copy of the lock are the same environment.
         """
         payload = json.dumps(
             {"platform": self.platform, "content_hash": self.content_hash, "conda": self.conda, "pip": self.pip},
@@ -48,6 +58,7 @@ class Fingerprint:
             "platform": self.platform,
             "content_hash": self.content_hash,
             "lockfile": self.lockfile,
+            "lock_sha256": self.lock_sha256,
             "backend": self.backend,
             "envguard_version": self.envguard_version,
             "packages": {"conda": dict(sorted(self.conda.items())), "pip": dict(sorted(self.pip.items()))},
@@ -62,6 +73,7 @@ class Fingerprint:
             conda={str(k): str(v) for k, v in (pkgs.get("conda") or {}).items()},
             pip={str(k): str(v) for k, v in (pkgs.get("pip") or {}).items()},
             lockfile=data.get("lockfile"),
+            lock_sha256=data.get("lock_sha256") if isinstance(data.get("lock_sha256"), str) else None,
             backend=data.get("backend"),
             envguard_version=data.get("envguard_version"),
         )

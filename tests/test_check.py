@@ -60,7 +60,8 @@ def test_default_lock_beside_environment_yml(env: Path, tmp_path: Path) -> None:
     # that lock was not made from this environment.yml: a stale lock is a finding (exit 1), with its fix
     assert rc == 1 and codes(rep, "error") == {"EG516"}, rep["findings"]
     f516 = next(f for f in rep["findings"] if f["code"] == "EG516")
-    assert f"envguard create -p {env} --lockfile {tmp_path / 'conda-lock.yml'}" in f516["fix"]
+    # the spec's own default lock: create re-locks it when read through -f (a --lockfile one it never re-locks)
+    assert f"`envguard create -p {env} -f {tmp_path / 'environment.yml'}`" in f516["fix"], f516
     # the verdict's own command, from its field: the re-lock alone, and no fix left inside the message
     assert f"; or only re-lock: `envguard lock -f {tmp_path / 'environment.yml'} " in f516["fix"], f516
     assert "(fix:" not in f516["message"] and "is stale for" in f516["message"], f516
@@ -371,11 +372,17 @@ def test_named_env_from_envguard_create_and_its_fingerprint(env: Path, tmp_path:
     assert rc == 0, rep["findings"]
     assert rep["prefix"] == str(Path(os.environ["ENVGUARD_ENVS_DIR"]) / name)
     assert not {"EG515", "EG534"} & codes(rep)
-    # without a lock, the create fingerprint still notices a package that went away
+    # the lock it was built from (recorded in its fingerprint) notices a package that went away, from anywhere
     prefix = Path(rep["prefix"])
     next((prefix / "conda-meta").glob("eglink-*.json")).unlink()
-    rc, rep = check_json("-n", name, "--no-smoke", cwd=tmp_path)
-    assert rc == 1
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    rc, rep = check_json("-n", name, "--no-smoke", cwd=elsewhere)
+    assert rc == 1 and rep["lockfile"] == str(tmp_path / "conda-lock.yml") and "EG510" in codes(rep, "error")
+    # that lock gone, the create fingerprint still notices it
+    (tmp_path / "conda-lock.yml").rename(tmp_path / "moved.yml")
+    rc, rep = check_json("-n", name, "--no-smoke", cwd=elsewhere)
+    assert rc == 1 and rep["lockfile"] is None and "EG517" in codes(rep, "warning"), rep["findings"]
     f = next(f for f in rep["findings"] if f["code"] == "EG515")
     assert f["severity"] == "error" and "eglink missing" in f["message"]
 

@@ -463,7 +463,11 @@ def test_stale_lock_is_relocked_refused_with_locked_or_installed_with_frozen(tmp
                            "--no-check")
     assert code == 0 and "stale" not in err, err
     assert not (tmp_path / "frozen" / "share" / "egtamper").exists() and lockfile.read_bytes() == stale
+    # named with --lockfile it is installed exactly as written or refused, never re-locked
     code, out, err = run_cli(capsys, "create", "-p", str(tmp_path / "env"), "--lockfile", str(lockfile), "--no-check")
+    assert code == 4 and "named with --lockfile" in err and lockfile.read_bytes() == stale, err
+    # read through its spec (-f), the spec's default lock is re-locked first, and create says so
+    code, out, err = run_cli(capsys, "create", "-p", str(tmp_path / "env"), "-f", str(env_file), "--no-check")
     assert code == 0 and "re-locked it first" in err, err
     assert (tmp_path / "env" / "share" / "egtamper" / "data.txt").is_file() and lockfile.read_bytes() != stale
     assert "egtamper" in lockfile.read_text()
@@ -480,7 +484,7 @@ def test_failed_relock_names_frozen_and_keeps_lock_and_env(tmp_path: Path, chann
     before, stale = tree_state(target), lockfile.read_bytes()
     env_file.write_text(env_file.read_text().replace(channels.channel_url(chan), "http://127.0.0.1:9/offline")
                         .replace("  - egsmall-b\n", "  - egsmall-b\n  - egtamper\n"))
-    code, _, err = run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lockfile), "--no-check")
+    code, _, err = run_cli(capsys, "create", "-p", str(target), "-f", str(env_file), "--no-check")
     lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert code == 6 and len(lines) == 1 and "re-locking it failed" in lines[0] and "--frozen" in lines[0], err
     assert lockfile.read_bytes() == stale and tree_state(target) == before

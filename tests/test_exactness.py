@@ -6,8 +6,12 @@ file:// test channel, real lock files, a project directory as a user has one.
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,13 @@ from support.channels import HOST_PY
 from support.check_envs import envguard
 
 pytestmark = pytest.mark.slow  # every test starts envguard
+
+def run_as_written(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A printed fix, run by a shell as a user pastes it (envguard on PATH, no environment active)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CONDA_PREFIX", "CONDA_DEFAULT_ENV", "VIRTUAL_ENV")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, env=env, timeout=600)
+
 
 SPEC = f"name: exact-t\nchannels: [conda-forge]\ndependencies: [python={HOST_PY}]\n"
 
@@ -143,14 +154,38 @@ def test_which_lock_judges_an_environment_is_decided_once_and_shown_first(
     assert first.endswith(f"lock {project / 'conda-lock.yml'} (the project's lock)"), proc.stdout
     proc = envguard("check", "-p", str(venv), "--no-smoke", "--lockfile", str(built["lock"]), cwd=project)
     assert proc.stdout.splitlines()[0].endswith(f"lock {built['lock']} (given with --lockfile)"), proc.stdout
-    # an environment envguard built, checked from an unrelated project: not that project's lock either (its
-    # fingerprint judges it, see test_fix_texts)
+    # an environment envguard built, checked from an unrelated project: not that project's lock but the one it
+    # was built from, recorded in its fingerprint (a relative --lockfile is recorded as an absolute path)
+    keep = tmp_path / "kept"
+    keep.mkdir()
+    theirs = keep / "their-lock.yml"
+    theirs.write_bytes(built["lock"].read_bytes())
     made = tmp_path / "made"
-    proc = envguard("create", "-p", str(made), "--lockfile", str(built["lock"]), "--frozen", "--no-check", "-q",
-                    cwd=tmp_path)
+    proc = envguard("create", "-p", str(made), "--lockfile", "kept/their-lock.yml", "--no-check", "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = envguard("check", "-p", str(made), "--no-smoke", "--format", "json", cwd=project)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["lockfile"] == str(theirs), proc.stdout
     proc = envguard("check", "-p", str(made), "--no-smoke", cwd=project)
-    assert proc.returncode == 0 and proc.stdout.splitlines()[0].endswith("no lock"), proc.stdout
+    assert proc.stdout.splitlines()[0].endswith(f"lock {theirs} (the lock envguard built it from)"), proc.stdout
+    # that lock changed since: still that lock (not the project's), and a finding says so
+    theirs.write_text(theirs.read_text() + "# edited\n")
+    proc = envguard("check", "-p", str(made), "--no-smoke", "--format", "json", cwd=project)
+    rep = json.loads(proc.stdout)
+    assert rep["lockfile"] == str(theirs) and any(f["code"] == "EG517" and "has changed since" in f["message"]
+                                                  for f in rep["findings"]), proc.stdout
+    # the fix it prints, run as written, records the lock as it is now
+    [fix] = [f["fix"] for f in rep["findings"] if f["code"] == "EG517"]
+    [command] = re.findall(r"`(envguard [^`]+)`", fix)
+    ran = run_as_written(command, project)
+    assert ran.returncode == 0 and ran.stdout.startswith("unchanged"), ran.stdout + ran.stderr
+    proc = envguard("check", "-p", str(made), "--no-smoke", cwd=project)
+    assert proc.returncode == 0 and "EG517" not in proc.stdout, proc.stdout
+    # gone: no lock at all (never the project's in its place), and a warning says which one is gone
+    theirs.unlink()
+    proc = envguard("check", "-p", str(made), "--no-smoke", cwd=project)
+    first = proc.stdout.splitlines()[0]
+    assert first.endswith(f"no lock (the lock envguard built it from, {theirs}, is gone)"), proc.stdout
+    assert proc.returncode == 0 and "warning: EG517" in proc.stdout and "is gone" in proc.stdout, proc.stdout
 
 
 def _small_channel(channel_factory) -> Path:
@@ -176,6 +211,7 @@ def test_a_named_lock_is_installed_exactly_as_written_or_refused(channel_factory
                     cwd=tmp_path / "proj")
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "--frozen" in proc.stderr and f"envguard lock -f {proj_spec} --lockfile {other}" in proc.stderr, proc.stderr
+    assert "--platform" not in proc.stderr, proc.stderr  # a re-lock on purpose keeps the platforms it covers
     assert other.read_bytes() == written and not (tmp_path / "env").exists()
     proc = envguard("create", "-p", str(tmp_path / "env"), "--lockfile", str(other), "--frozen", "--no-check",
                     cwd=tmp_path / "proj")
@@ -194,11 +230,25 @@ def test_a_named_lock_is_installed_exactly_as_written_or_refused(channel_factory
     proj_spec.write_text(proj_spec.read_text().replace("  - egtamper\n", "  - egtamper\n  - egsmall-a\n"))
     proc = envguard("create", "-p", str(tmp_path / "env2"), "--no-check", cwd=tmp_path / "proj")
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert "different hash" in proc.stderr and own.read_bytes() == tampered, proc.stderr
-    assert not (tmp_path / "env2").exists()
+    assert "sha256 mismatch" in proc.stderr and "was left as it was, not re-locked" in proc.stderr, proc.stderr
+    assert own.read_bytes() == tampered and not (tmp_path / "env2").exists()
+    # exit 3 in every path, decided from the lock's own hashes before any re-lock: named with --lockfile (which
+    # is never re-locked, and would be exit 4 as stale), with --locked, with --frozen
+    for extra in (["--lockfile", "conda-lock.yml"], ["--locked"], ["--frozen"]):
+        proc = envguard("create", "-p", str(tmp_path / "env2"), "--no-check", *extra, cwd=tmp_path / "proj")
+        assert proc.returncode == 3, (extra, proc.stdout + proc.stderr)
+        assert own.read_bytes() == tampered and not (tmp_path / "env2").exists()
+    # untampered, stale, and named with --lockfile although it is the spec's own default lock: refused (exit 4)
+    # and left as it is, never re-locked
+    own.write_bytes(tampered.replace(b"f" * 64, sha.encode()))
+    stale = own.read_bytes()
+    proc = envguard("create", "-p", str(tmp_path / "env2"), "--no-check", "--lockfile", "conda-lock.yml",
+                    cwd=tmp_path / "proj")
+    assert proc.returncode == 4 and "named with --lockfile" in proc.stderr and "--frozen" in proc.stderr, proc.stderr
+    assert "`envguard lock -f environment.yml --lockfile conda-lock.yml`" in proc.stderr, proc.stderr
+    assert own.read_bytes() == stale
     # untampered and stale: the default lock of the spec being read is re-locked, and the note says which file
     # (from a subdirectory of the project too)
-    own.write_bytes(tampered.replace(b"f" * 64, sha.encode()))
     (tmp_path / "proj" / ".git").mkdir()
     (tmp_path / "proj" / "src").mkdir()
     proc = envguard("create", "-p", str(tmp_path / "env2"), "--no-check", cwd=tmp_path / "proj" / "src")
@@ -247,3 +297,69 @@ def test_diff_of_a_spec_and_a_live_prefix_does_not_call_it_the_lock(built: dict[
     assert "against the environment" in proc.stdout and "against the lock" not in proc.stdout, proc.stdout
     proc = envguard("diff", str(built["spec"]), str(built["lock"]))
     assert "against the lock" in proc.stdout, proc.stdout
+
+
+def _command_of(call: Callable[[], object]) -> tuple[int, str]:
+    """The exit code and the ready-to-run fix (EnvguardError.command) of the error ``call`` raises."""
+    from envguard.errors import EnvguardError
+
+    with pytest.raises(EnvguardError) as raised:
+        call()
+    assert raised.value.command, raised.value.message  # an exactness error carries its fix as data
+    return int(raised.value.exit_code), raised.value.command
+
+
+def test_every_fix_an_exactness_error_prints_runs_as_written(channel_factory, built: dict[str, Path],
+                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fix each of the main exactness errors carries (its ``command``) is run by a shell as written, and
+    moves the user forward: a stale named lock, the spec's own lock spelled out, a wrong kind of file; and an
+    environment checked from an unrelated project gets no fix that exits 2."""
+    from support.channels import channel_url
+    from support.create_fixtures import make_lock, write_env
+
+    from envguard.check import CheckOptions, run_check
+    from envguard.create import CreateOptions, create
+
+    url = channel_url(_small_channel(channel_factory))
+    proj = tmp_path / "proj"
+    colleague = make_lock(write_env(tmp_path / "colleague", url, ["egsmall-b"]))
+    spec = write_env(proj, url, ["egsmall-b", "egtamper"])
+    other = proj / "other-lock.yml"
+    other.write_bytes(colleague.read_bytes())
+    monkeypatch.chdir(proj)  # relative paths as a user types them, here as on the command line
+    # 1. a colleague's lock, stale against this project's spec: the fix installs it as it is
+    code, command = _command_of(lambda: create(CreateOptions(prefix=tmp_path / "env", lockfile="other-lock.yml",
+                                                             cwd=proj)))
+    assert code == 4 and command.endswith("--frozen"), command
+    ran = run_as_written(command + " --no-check", proj)
+    assert ran.returncode == 0 and (tmp_path / "env" / "share" / "egsmall" / "b.txt").is_file(), ran.stderr
+    assert other.read_bytes() == colleague.read_bytes()
+    # 2. the spec's own lock spelled out with --lockfile, stale: refused too; its fix re-locks it on purpose
+    # (for the platforms it covers), after which the same create goes through
+    own = make_lock(spec)
+    spec.write_text(spec.read_text().replace("  - egtamper\n", "  - egtamper\n  - egsmall-a\n"))
+    before = own.read_bytes()
+    again = CreateOptions(prefix=tmp_path / "env2", lockfile="conda-lock.yml", cwd=proj)
+    code, command = _command_of(lambda: create(again))
+    assert code == 4 and command.startswith("envguard lock -f ") and own.read_bytes() == before, command
+    ran = run_as_written(command, proj)
+    assert ran.returncode == 0 and own.read_bytes() != before, ran.stdout + ran.stderr
+    assert create(again).status == "created" and (tmp_path / "env2" / "share" / "egtamper").is_dir()
+    # 3. an environment file where a lock is read: the fix locks it, and the lock it writes is then read
+    code, command = _command_of(lambda: run_check(CheckOptions(prefix=built["env"], lockfile=spec, smoke=False,
+                                                               cwd=tmp_path)))
+    assert code == 2 and command == f"envguard lock -f {spec}", command
+    own.unlink()
+    ran = run_as_written(command, tmp_path)
+    assert ran.returncode == 0 and own.is_file(), ran.stdout + ran.stderr
+    assert run_check(CheckOptions(prefix=tmp_path / "env2", lockfile=own, smoke=False, cwd=tmp_path)).lock_file
+    # 4. a virtualenv checked from inside an unrelated project: that project's lock is not applied, so no
+    # finding advises `create -p VENV --lockfile ...` (which exits 2 for a virtualenv); what is advised runs
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    proc = envguard("check", "-p", str(venv), "--no-smoke", "--format", "json", cwd=proj)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["lockfile"] is None, proc.stdout
+    for f in json.loads(proc.stdout)["findings"]:
+        for cmd in re.findall(r"`(envguard [^`]+)`", f.get("fix") or ""):
+            ran = run_as_written(cmd, proj)
+            assert ran.returncode != 2, (f["code"], cmd, ran.stdout + ran.stderr)

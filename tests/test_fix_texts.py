@@ -168,15 +168,24 @@ def test_fixes_without_a_lock_name_the_lock_the_environment_came_from(tmp_path: 
     prefix = proj / "env"
     (prefix / "conda-meta").joinpath(next(n for n in os.listdir(prefix / "conda-meta")
                                           if n.startswith("egtool-"))).unlink()  # gone from the records
-    elsewhere = tmp_path / "elsewhere"  # no environment.yml here: check compares with the fingerprint
+    elsewhere = tmp_path / "elsewhere"  # no environment.yml here: the lock create recorded judges it
     elsewhere.mkdir()
     proc = envguard("check", "-p", str(prefix), "--no-smoke", "--format", "json", cwd=elsewhere)
-    findings = json.loads(proc.stdout)["findings"]
-    assert any(f["code"] == "EG515" for f in findings), findings
-    for command, codes in order(commands_of(findings)):
+    report = json.loads(proc.stdout)
+    assert report["lockfile"] == str(proj / "conda-lock.yml"), report["lockfile"]
+    assert any(f["code"] == "EG512" and "egtool" in f["message"] for f in report["findings"]), report["findings"]
+    for command, codes in order(commands_of(report["findings"])):
         run_as_written(command, elsewhere, prefix, f"fix of {', '.join(codes)}")
     again = envguard("check", "-p", str(prefix), "--no-smoke", "--format", "json", cwd=elsewhere)
-    assert not [f for f in json.loads(again.stdout)["findings"] if f["code"] == "EG515"]
+    assert not [f for f in json.loads(again.stdout)["findings"] if f["severity"] == "error"], again.stdout
+    # that lock gone: the fingerprint alone judges it (EG515), no other lock does, and EG517 says which is gone
+    (proj / "conda-lock.yml").rename(tmp_path / "moved-lock.yml")
+    (prefix / "conda-meta").joinpath(next(n for n in os.listdir(prefix / "conda-meta")
+                                          if n.startswith("egtool-"))).unlink()
+    proc = envguard("check", "-p", str(prefix), "--no-smoke", "--format", "json", cwd=elsewhere)
+    findings = json.loads(proc.stdout)["findings"]
+    assert {"EG515", "EG517"} <= {f["code"] for f in findings}, findings
+    assert not commands_of(findings), findings  # no command to run as written names a lock that is not there
 
 
 def test_fixes_of_a_cuda_lock_on_this_cpu_machine_run_as_written(tmp_path: Path, channel_url: str) -> None:

@@ -131,7 +131,7 @@ def test_ctrl_c_while_re_locking_says_what_the_target_holds(tmp_path: Path, two_
     before, lock_before = tree_state(target), one.read_bytes()
     spec = one.parent / "environment.yml"
     spec.write_text(spec.read_text().replace("  - egone\n", "  - egone\n  - egtwo\n"))
-    proc = envguard_popen("create", "-p", str(target), "--lockfile", str(one), "--no-check",
+    proc = envguard_popen("create", "-p", str(target), "-f", str(spec), "--no-check",
                           env={**HOOKS, "ENVGUARD_TEST_PAUSE_AT": "relock:30"})
     assert proc.stderr.readline() == "envguard: test hook: paused at relock\n"  # type: ignore[union-attr]
     proc.send_signal(signal.SIGINT)

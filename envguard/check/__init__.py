@@ -168,6 +168,23 @@ def _lock_packages(lockfile: Path, platform: str) -> tuple[list[Package] | None,
     return desc.packages_for(platform), []
 
 
+def _recorded_lock_findings(choice: Any, target: Path) -> list[Finding]:
+    """EG517: the lock envguard built the environment from changed since (info: it still judges the
+    environment, as it is now) or is gone (warning: the fingerprint alone judges it; no other lock does)."""
+    if not choice.problem:
+        return []
+    from envguard.check.checks import create_command
+
+    if choice.path is not None:
+        return [Finding("EG517", Severity.INFO, choice.problem,
+                        f"`{create_command(target, str(choice.recorded))}` rebuilds it from that lock where it "
+                        "differs and records the lock as it is now", file=str(choice.recorded))]
+    return [Finding("EG517", Severity.WARNING, choice.problem,
+                    "restore that lock, or name the lock to judge the environment by with --lockfile (and "
+                    "rebuild it from that one with envguard create and the same --lockfile)",
+                    file=str(choice.recorded))]
+
+
 def _stale_lock(lock_path: Path, platform: str, target: Path) -> tuple[str | None, str]:
     """(why the lock is stale for the environment file(s) it was made from, the fix), or (None, "") when it
     is fresh or its spec is not here. The verdict is `envguard lock --check`'s, for this platform only."""
@@ -188,11 +205,20 @@ def _stale_lock(lock_path: Path, platform: str, target: Path) -> tuple[str | Non
         return None, ""  # a spec that cannot be read: lint says why, with line and column
     if fresh.fresh or fresh.missing:
         return None, ""
-    from envguard.check.checks import create_command
+    import shlex
 
-    fix = f"`{create_command(target, str(lock_path))}` re-locks it, then rebuilds the environment"
-    if fresh.command:
-        fix += f"; or only re-lock: `{fresh.command}`"
+    from envguard.check.checks import create_command
+    from envguard.lock import relock_command
+
+    relock = relock_command(sources, lock_path)  # for the platforms it covers, not this machine's alone
+
+    if os.path.abspath(sources[0].parent / "conda-lock.yml") == os.path.abspath(lock_path):
+        # the spec's own default lock: create re-locks it when it is read through -f (never a --lockfile one)
+        create = shlex.join(["envguard", "create", "-p", str(target), *[a for s in sources for a in ("-f", str(s))]])
+        fix = f"`{create}` re-locks it, then rebuilds the environment; or only re-lock: `{relock}`"
+    else:
+        fix = (f"re-lock it on purpose with `{relock}`, then rebuild the environment with "
+               f"`{create_command(target, str(lock_path))}`")
     return fresh.reason, fix
 
 
@@ -351,7 +377,8 @@ def run_check(options: CheckOptions) -> CheckReport:
     if lockfile is not None:
         require_lock(Path(lockfile))  # an environment file or a report read as a lock would be a lock of nothing
     target = resolve_target(prefix, name, env=env, cwd=cwd, aside=_moved_aside)
-    lock_path, lock_why = lock_for(target, lockfile, cwd=cwd, env=env)
+    choice = lock_for(target, lockfile, cwd=cwd, env=env)
+    lock_path, lock_why = choice.path, choice.why
     if lock_path is not None and lockfile is None:
         require_lock(lock_path)
     platform = host_platform()
@@ -373,7 +400,7 @@ def run_check(options: CheckOptions) -> CheckReport:
         raise UserError("not an environment (no conda-meta/, pyvenv.cfg or Python interpreter)", file=str(target),
                         key="-p/-n", fix="pass the root directory of a conda environment or virtualenv")
 
-    findings: list[Finding] = []
+    findings: list[Finding] = _recorded_lock_findings(choice, target)
     lock_pkgs: list[Package] | None = None
     changes: list[Any] | None = None
     installed = info.packages(platform)

@@ -133,7 +133,7 @@ def rule_fingerprint(inp: CheckInput) -> list[Finding]:
                f"{shlex.quote(inp.fingerprint_lockfile)}`) and rebuild it "
                f"(`{create_command(inp.info.prefix, inp.fingerprint_lockfile)}`)")
     else:
-        fix = "rebuild it from its lock with `envguard create -p PREFIX --lockfile LOCK`"
+        fix = "rebuild it from its lock: envguard create with -p and --lockfile naming that lock"
     return [Finding("EG515", sev, f"the environment changed since `envguard create` built it: {shown}", fix,
                     file=f"{inp.info.prefix}/conda-meta/envguard-fingerprint.json")]
 

@@ -79,5 +79,6 @@ def rule_skipped(inp: CheckInput) -> list[Finding]:
                            "pip-over-conda checks skipped", ""))
     if inp.lock_packages is None:
         out.append(Finding("EG502", I, "no lock file: lock comparison skipped",
-                           "pass --lockfile, or run check where conda-lock.yml sits beside environment.yml"))
+                           "pass the environment's lock with --lockfile (a project's conda-lock.yml applies by itself "
+                           "only to the environment its environment.yml names, or one inside the project)"))
     return out

@@ -18,7 +18,7 @@ def check_title(report: CheckReport) -> str:
         build = f"CUDA {r.torch.cuda}" if r.torch.cuda else ("CPU" if r.torch.cpu else "build unknown")
         parts.append(f"torch {r.torch.version} ({build})")
     lock_why = f" ({r.lock_why})" if getattr(r, "lock_why", "") else ""
-    parts.append(f"lock {redact(r.lock_file)}{lock_why}" if r.lock_file else "no lock")
+    parts.append(f"lock {redact(r.lock_file)}{lock_why}" if r.lock_file else f"no lock{redact(lock_why)}")
     return " · ".join(parts)
 
 

@@ -32,10 +32,11 @@ def create_cmd(
         help="Create it in the envs directory (ENVGUARD_ENVS_DIR, else conda's). Default: the environment file's "
              "name:.")] = None,
     lockfile: Annotated[Path | None, lockfile_option(
-        help="Lock to install (default: conda-lock.yml beside the -f file, else here).")] = None,
+        help="Lock to install exactly as written: a stale one is refused (exit 4), never re-locked (default: "
+             "conda-lock.yml beside the -f file, else the project's).")] = None,
     files: Annotated[list[Path] | None, env_files_option(
-        help="environment.yml (default: the one beside the lock): lock it when there is no lock, re-lock a stale "
-             "lock.")] = None,
+        help="environment.yml (default: the one beside the lock): lock it when there is no lock, re-lock its own "
+             "default lock when stale.")] = None,
     force: Annotated[bool, flag("--force",
         help="Rebuild even when the environment already matches the lock (the old one is kept until the new one is "
              "in place).")] = False,

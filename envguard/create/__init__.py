@@ -24,6 +24,7 @@ staging.py, prefixlock.py and backends/ do the work they call.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,8 +52,9 @@ def create(options: CreateOptions) -> CreateResult:
     """Make the environment at ``options.prefix`` (or ``name``, else the spec's ``name:``) exactly the lock.
 
     A sync: a missing environment is created, one that drifted from the lock is rebuilt (see
-    envguard.create.drift), one that matches is left alone unless ``force``. A stale lock is re-locked first;
-    ``locked`` refuses it, ``frozen`` installs the lock without reading the spec. See the module doc. The
+    envguard.create.drift), one that matches is left alone unless ``force``. A stale default lock of the spec
+    is re-locked first, one named with ``lockfile`` is refused (exit 4); ``locked`` refuses any stale lock,
+    ``frozen`` installs the lock without reading the spec. See the module doc. The
     new environment is not checked here: the command layer does that (envguard.workflow.create_and_check).
 
     Raises EnvguardError subclasses: UserError (2: bad input, target is not an environment), IntegrityError
@@ -93,7 +95,10 @@ def create(options: CreateOptions) -> CreateResult:
                                 frozen=frozen, reporter=rep, cwd=here, spec_files=specs)
         platform = platform or host_platform()
         plan = read_plan(lock_path, platform)
-        plan, notes = check_lock_fresh(plan, files, locked=locked, frozen=frozen, reporter=rep)
+        pkgs = Path(cache_dir) if cache_dir is not None else settings.package_cache_dir()
+        as_is = shlex.join(["envguard", "create", "-p", str(target), "--lockfile", str(lock_path), "--frozen"])
+        plan, notes = check_lock_fresh(plan, files, locked=locked, frozen=frozen, reporter=rep,
+                                       explicit=lockfile is not None, cache_dir=pkgs, frozen_command=as_is)
         for n in notes:
             rep.note(n)
         from envguard.create.freshness import checked_spec_files
@@ -102,7 +107,6 @@ def create(options: CreateOptions) -> CreateResult:
         checked = [] if frozen else checked_spec_files(plan, files)
         plan.request = read_request(checked or specs, platform, checked=bool(checked))
         expected = plan.fingerprint(be.name)
-        pkgs = Path(cache_dir) if cache_dir is not None else settings.package_cache_dir()
         return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, o, rep=rep, started=started,
                               found=found)
     except Interrupted:

@@ -90,8 +90,9 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
             drift = find_drift(plan.conda, plan.pip, target)
             current = read_fingerprint(target)
             if not drift and not (force and not plock.waited):
-                if current is None or current.digest != expected.digest:
-                    write_fingerprint(target, expected)  # the same packages: record them for check
+                if current is None or (current.digest, current.lockfile, current.lock_sha256) != (
+                        expected.digest, expected.lockfile, expected.lock_sha256):
+                    write_fingerprint(target, expected)  # the same packages: record them (and this lock) for check
                 return CreateResult(prefix=target, status="unchanged", backend=be.name, lockfile=lock_path,
                                     fingerprint=expected, conda_count=len(plan.conda), pip_count=len(plan.pip),
                                     waited=plock.waited, seconds=time.monotonic() - started)

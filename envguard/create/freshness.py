@@ -100,35 +100,53 @@ def checked_spec_files(plan: LockPlan, env_files: Sequence[Path]) -> list[Path]:
 
 
 def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool, frozen: bool = False,
-                     reporter: CreateReporter | None = None) -> tuple[LockPlan, list[str]]:
+                     reporter: CreateReporter | None = None, explicit: bool = False,
+                     cache_dir: Path | None = None, frozen_command: str = "") -> tuple[LockPlan, list[str]]:
     """Staleness as uv and pixi treat it: a stale lock is re-locked first (then installed), refused with
     ``--locked`` (exit 4) and not looked at with ``--frozen``. Returns the plan to install and notes.
     Sources named by the lock that no longer exist are not checked.
 
-    Only the default lock of the spec being read (conda-lock.yml beside it) is ever re-locked: any other
-    lock (a colleague's, another project's) is installed exactly as written or refused (exit 4), never
-    rewritten from a spec it was not made from."""
+    Only the implicit default lock of the spec being read (conda-lock.yml beside it, no ``--lockfile``
+    given) is ever re-locked here. A lock named with ``--lockfile`` (``explicit``; the default one spelled
+    out too) is installed exactly as written or refused (exit 4, naming ``frozen_command`` and the re-lock
+    on purpose), never rewritten from a spec.
+
+    Before anything is decided about a stale lock, its own hashes are checked against the artifacts it
+    names (the local ones, and the package cache's record of the others, ``cache_dir``): a lock that was
+    tampered with is exit 3 whichever way it goes on, and never "repaired" by a re-lock."""
     if frozen:
         return plan, []
     files = checked_spec_files(plan, env_files)
     if not files:
         return plan, []
-    verdict = _freshness(files, plan.lockfile, plan.platform)
+    verdict = _freshness(files, plan.lockfile, plan.platform)  # conda-lock's content hash decides
     if verdict.fresh:
         return plan, []
-    if locked:
-        raise StaleLockError(f"--locked: {verdict.message}; `envguard create` without --locked re-locks it first, "
-                             "--frozen installs it as it is", command=verdict.command or None)
+    from envguard.lock import relock_command
+
+    relock = relock_command(files, plan.lockfile)  # for the platforms it covers, never this one's alone
+    verify_own_hashes(plan, cache_dir, relock)
     reason = verdict.reason
     default_lock = Path(files[0]).parent / "conda-lock.yml"
-    own = plan.lockfile.resolve() == default_lock.resolve()
+    own = not explicit and plan.lockfile.resolve() == default_lock.resolve()
+    as_is = f"`{frozen_command}`" if frozen_command else "`--frozen`"
+    if locked:
+        how = ("`envguard create` without --locked re-locks it first, " if own else "")
+        raise StaleLockError(f"--locked: {verdict.reason}; {how}--frozen installs it as it is",
+                             fix=f"run `{relock}`", command=relock)
     if not own:
-        spec = " ".join(f"-f {f}" for f in files)
-        relock = f"re-lock it on purpose first: `envguard lock {spec} --lockfile {plan.lockfile}`"
-        raise StaleLockError(f"{verdict.reason}; it is not the lock of {files[0]} (that is {default_lock}), so "
-                             "it is installed exactly as written or not at all",
-                             fix=f"install it as it is with `--frozen`, or {relock}",
-                             command=verdict.command or None)
+        if explicit:
+            why = "it was named with --lockfile, so it is installed exactly as written or not at all"
+        else:
+            why = (f"it is not the lock of {files[0]} (that is {default_lock}), so it is installed exactly as "
+                   "written or not at all")
+        spelled = explicit and plan.lockfile.resolve() == default_lock.resolve()
+        # the spec's own lock: re-locking it is the likely wish; anyone else's lock: installing it as it is
+        command = relock if spelled or not frozen_command else frozen_command
+        raise StaleLockError(f"{reason}; {why}",
+                             fix=f"install it as it is with {as_is}, or re-lock it on purpose with `{relock}` "
+                                 "and run this again",
+                             command=command)
     if reporter is not None:
         reporter.stage(f"re-locking {plan.lockfile}, the lock of {', '.join(str(f) for f in files)}: {reason}")
     from envguard.lock import lock as do_lock
@@ -145,17 +163,33 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
                             exit_code=e.exit_code) from None
     relocked = read_plan(plan.lockfile, plan.platform)
     changed = _hashes_changed(plan, relocked)
-    if changed:  # the same package file under another hash: a re-lock must not paper over tampering
+    if changed:  # remote artifacts nothing here could vouch for: the channel's record is the last witness
         _put_back(plan.lockfile, before)
         raise IntegrityError(f"{plan.lockfile}: {changed[0]} has a different hash in the lock than in its channel"
                              + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else "")
                              + "; the lock was left as it was, not re-locked",
-                             fix="find out who changed the lock or the channel; re-lock on purpose with "
-                                 f"`envguard lock {' '.join(f'-f {f}' for f in files)} --lockfile {plan.lockfile}` "
-                                 "only once you trust the channel")
+                             fix=f"find out who changed the lock or the channel; re-lock on purpose with `{relock}` "
+                                 "only once you trust the channel", command=None)
     moved = result.changes.summary(plan.platform) if result.changes is not None else ""
     note = f"{reason}: re-locked it first" + (f" ({moved})" if moved else "")  # the reason names the file
     return relocked, [note]
+
+
+def verify_own_hashes(plan: LockPlan, cache_dir: Path | None, relock: str) -> None:
+    """The lock's own hashes against the artifacts it names, without any re-lock: every local (``file://``)
+    archive, and the sha256 the package cache recorded for a remote one it holds. A mismatch is exit 3 and
+    leaves the lock as it is. A local archive that is gone is no integrity failure (a moved channel, which a
+    re-lock may mend); remote ones without a cache entry are compared with their channel after a re-lock."""
+    from envguard.create.integrity import verify_cache_entries, verify_local_artifacts
+
+    try:
+        verify_local_artifacts(plan.conda, cache_dir, lockfile=plan.lockfile, missing=set())
+        if cache_dir is not None:
+            verify_cache_entries(plan.conda, cache_dir, lockfile=plan.lockfile)
+    except IntegrityError as e:
+        raise IntegrityError(f"{e.reason}; {plan.lockfile} was left as it was, not re-locked",
+                             fix=f"restore the artifact or the lock from where it came from; re-lock on purpose "
+                                 f"with `{relock}` only once you trust the channel") from None
 
 
 def _put_back(path: Path, data: bytes) -> None:

@@ -28,6 +28,7 @@ class LockPlan:
     sources: list[Path]
     #: the spec the lock was checked against, for conda-meta/history (envguard.create.history.Request)
     request: Any = None
+    lock_sha256: str | None = None  # of the lock file's bytes as read
 
     def fingerprint(self, backend: str) -> Fingerprint:
         return Fingerprint(
@@ -35,9 +36,10 @@ class LockPlan:
             content_hash=self.content_hash,
             conda={a.name: (a.sha256 or f"md5:{a.md5}") for a in self.conda},
             pip={pep503(p.name): (p.sha256 or "") for p in self.pip},
-            lockfile=redact(str(self.lockfile)),
+            lockfile=redact(os.path.abspath(self.lockfile)),  # which lock built it: check -p judges it by that
             backend=backend,
             envguard_version=__version__,
+            lock_sha256=self.lock_sha256,
         )
 
 
@@ -134,9 +136,12 @@ def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
 
 def read_plan(lockfile: Path, platform: str) -> LockPlan:
     """The host platform's conda artifacts and pip packages from a conda-lock file."""
+    import hashlib
+
     from envguard.lock import host_records, pip_records, read_lock
 
-    lock = read_lock(lockfile)
+    lock = read_lock(lockfile)  # size-limited, regular files only: then the hash of the same file
+    digest = hashlib.sha256(lockfile.read_bytes()).hexdigest()  # the lock's identity, for the fingerprint
     if platform not in lock.platforms:
         raise StaleLockError(f"{lockfile}: the lock has no packages for this machine's platform {platform} "
                              f"(it covers {', '.join(lock.platforms) or 'none'})",
@@ -154,4 +159,5 @@ def read_plan(lockfile: Path, platform: str) -> LockPlan:
         pip.append(PipArtifact(f["name"], f["version"], url, (f["sha256"] or "").lower() or None,
                                locked_url=f["url"] if url != f["url"] else None))
     sources = [lockfile.parent / s for s in lock.sources]
-    return LockPlan(lockfile, platform, lock.content_hash.get(platform), conda, pip, sources)
+    return LockPlan(lockfile, platform, lock.content_hash.get(platform), conda, pip, sources,
+                    lock_sha256=digest)

@@ -149,6 +149,26 @@ def fix_command(files: list[Path], lockfile: Path, platforms: list[str] | None =
     return shlex.join(parts)
 
 
+def relock_command(files: list[Path], lockfile: Path) -> str:
+    """The `envguard lock` that re-locks ``lockfile`` from ``files`` for the platforms it covers now (the
+    files' own ``platforms:`` when they name some): a re-lock on purpose never narrows a lock to this
+    machine's platform."""
+    declared: list[str] = []
+    for f in files:
+        try:
+            data = load_fast(f)
+        except (UserError, OSError):
+            continue
+        if isinstance(data, dict) and data.get("platforms"):
+            declared.append(str(f))
+    platforms = None
+    if not declared:
+        meta = read_metadata(lockfile)
+        listed = meta.get("platforms") if isinstance(meta, dict) else None
+        platforms = [str(x) for x in listed] if isinstance(listed, list) and listed else None
+    return fix_command(files, lockfile, platforms)
+
+
 def _cuda_record(cuda_arg: str, vpr: Any, platform_hint: str | None = None) -> str:
     if cuda_arg == "":
         return "none"
