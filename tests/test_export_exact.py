@@ -199,7 +199,8 @@ def test_diff_finds_the_project_from_a_subdirectory_and_says_which_lock(created:
     proc = envguard_run("diff", cwd=src, env={"ENVGUARD_ENVS_DIR": str(envs), "CONDA_PREFIX": "",
                                               "VIRTUAL_ENV": ""})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "A is ../conda-lock.yml (the project's lock)" in proc.stdout, proc.stdout
+    # the env was built from the project's lock, and its fingerprint says so: that is the reason shown
+    assert "A is ../conda-lock.yml (the lock envguard built it from)" in proc.stdout, proc.stdout
     assert f"named by {proj / 'environment.yml'} (name: exact-proj)" in proc.stdout, proc.stdout
     # outside any project: exit 2 with one line saying what is missing
     lone = tmp_path / "lone"
