@@ -194,3 +194,12 @@ def test_node_bound_over_estimates() -> None:
         nodes = sum(isinstance(ev, (yaml.ScalarEvent, yaml.CollectionStartEvent, yaml.AliasEvent))
                     for ev in yaml.parse(doc))
         assert nodes <= _node_bound(doc), doc
+
+
+@pytest.mark.slow
+def test_a_100000_deep_json_input_is_one_line_exit_2(tmp_path: Path) -> None:
+    """`diff deep.json deep.json` was `internal error: RecursionError`."""
+    f = tmp_path / "deep.json"
+    f.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    proc = _bounded("diff", str(f), str(f))
+    assert proc.returncode == 2 and f"{f}: malformed JSON: nested too deeply" in proc.stderr, proc.stderr
