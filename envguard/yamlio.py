@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from envguard.errors import UserError
 from envguard.redact import shorten
-from envguard.settings import max_input_bytes
+from envguard.settings import MAX_YAML_NODES, max_input_bytes, max_yaml_nodes
 
 if TYPE_CHECKING:
     import yaml
@@ -65,6 +65,9 @@ def _raise_value_error(path: str | Path, e: Exception) -> None:
 MAX_DEPTH = 100
 #: how many nodes YAML aliases may add once expanded (a 367-byte "billion laughs" adds billions)
 MAX_ALIAS_NODES = 100_000
+#: environment files (read with positions, then linted entry by entry) may hold this share of
+#: ENVGUARD_MAX_YAML_NODES: 100,000 by default, 100 times the largest real one
+ENVIRONMENT_NODES_SHARE = 10
 
 
 _FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
@@ -164,31 +167,41 @@ _FLOW = re.compile(r"[\[\]\{\}]")
 _LEADING = re.compile(r"^[ \t?:-]{%d,}" % MAX_DEPTH, re.M)  # noqa: UP031 - a regex's braces
 
 
-def _may_exceed_limits(text: str) -> bool:
-    """A cheap, linear over-estimate: False means the text has no alias and cannot nest MAX_DEPTH deep."""
-    if _ALIAS_HINT.search(text) or _LEADING.search(text):
+def _node_bound(text: str) -> int:
+    """A cheap, linear upper bound on the nodes of a document: every node but the first starts after a line
+    break or one of ``, [ { : - ?`` and each of those starts at most two (a key and its implicit null)."""
+    return 2 * sum(text.count(c) for c in "\n,[{:-?") + 2
+
+
+def _may_exceed_limits(text: str, max_nodes: int) -> bool:
+    """A cheap, linear over-estimate: False means the text has no alias, cannot nest MAX_DEPTH deep and
+    cannot hold more than ``max_nodes`` nodes."""
+    if _node_bound(text) > max_nodes or _ALIAS_HINT.search(text) or _LEADING.search(text):
         return True
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
     depth = 0
-    for m in _FLOW.finditer(text):  # brackets inside quotes count too: an over-estimate
+    for m in _FLOW.finditer(text):  # brackets inside quotes count too: an over-estimate; fewer than max_nodes
         depth = depth + 1 if m.group() in "[{" else max(0, depth - 1)
         if depth > MAX_DEPTH:
             return True
     return False
 
 
-def check_limits(path: str | Path, text: str, loader: type | None = None) -> None:
-    """Refuse (exit 2, ``file:line:col``) a document that nests deeper than MAX_DEPTH or whose aliases
-    expand to more than MAX_ALIAS_NODES extra nodes, before anything builds or walks it.
+def check_limits(path: str | Path, text: str, loader: type | None = None, *, max_nodes: int | None = None) -> None:
+    """Refuse (exit 2, ``file:line:col``) a document that nests deeper than MAX_DEPTH, holds more than
+    ``ENVGUARD_MAX_YAML_NODES`` nodes or whose aliases expand to more than MAX_ALIAS_NODES extra nodes,
+    before anything builds or walks it.
 
-    Exact, on the parser's event stream (no recursion, no expansion), and only run when the cheap scan
-    says the text could exceed a limit: ordinary files pay one linear regular-expression pass.
+    Exact, on the parser's event stream (no recursion, no expansion, stopped at the first limit passed, so
+    bounded by the node limit whatever the file's size), and only run when the cheap scan says the text
+    could exceed a limit: ordinary files pay a few linear passes of ``str.count`` and regular expressions.
     """
     if len(text) > max_input_bytes():
         raise UserError(f"is more than envguard reads ({max_input_bytes()} bytes)", file=str(path),
                         fix="pass the right file, or raise ENVGUARD_MAX_INPUT_BYTES")
-    if not _may_exceed_limits(text):
+    max_nodes = max_yaml_nodes() if max_nodes is None else max_nodes
+    if not _may_exceed_limits(text, max_nodes):
         return
     import yaml
 
@@ -199,8 +212,15 @@ def check_limits(path: str | Path, text: str, loader: type | None = None) -> Non
     sizes: dict[str, int] = {}
     frames: list[list[Any]] = []  # [nodes so far, anchor] of every open collection
     extra = 0
+    nodes = 0
     try:
         for ev in yaml.parse(text, Loader=loader or _fast_loader()):
+            if isinstance(ev, (yaml.CollectionStartEvent, yaml.ScalarEvent, yaml.AliasEvent)):
+                nodes += 1
+                if nodes > max_nodes:
+                    refuse(f"YAML document holds more than {max_nodes:,} nodes", ev.start_mark,
+                           f"pass the right file (real locks hold under 100,000, environment files under "
+                           f"1,000), or raise {MAX_YAML_NODES.name}")
             if isinstance(ev, yaml.CollectionStartEvent):
                 if len(frames) >= MAX_DEPTH:
                     refuse(f"YAML nested more than {MAX_DEPTH} levels deep", ev.start_mark,
@@ -266,19 +286,23 @@ class Positions:
 
 
 def load_with_lines(path: str | Path, text: str | None = None) -> tuple[Any, Positions]:
-    """Parse YAML and record the line of every mapping key and sequence item."""
+    """Parse an environment file and record the line of every mapping key and sequence item; at most a
+    tenth of ``ENVGUARD_MAX_YAML_NODES`` nodes (every entry is then checked on its own)."""
     import yaml
 
     if text is None:
         text = read_text(path)
-    check_limits(path, text)
+    check_limits(path, text, max_nodes=max(1, max_yaml_nodes() // ENVIRONMENT_NODES_SHARE))
+    parser = _fast_loader()(text)  # one parse: the nodes (with their marks) are composed once and built
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=_fast_loader())
+        node = parser.get_single_node()
+        data = None if node is None else parser.construct_document(node)
     except yaml.YAMLError as e:
         _raise_yaml_error(path, e)
     except (ValueError, RecursionError) as e:
         _raise_value_error(path, e)
+    finally:
+        parser.dispose()
     pos = Positions()
     seen: set[int] = set()  # an alias shares its anchor's node: walk each once (`a: &x [*x]` recursed forever)
 

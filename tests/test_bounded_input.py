@@ -163,3 +163,43 @@ def test_a_malformed_url_is_read_not_crashed_on(tmp_path: Path) -> None:
     assert lint.returncode in (0, 1) and lint.stderr == "", lint.stderr
     diff = _bounded("diff", str(explicit), str(explicit))
     assert diff.returncode == 0, diff.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc, where, limit", [
+    ("x: [" + "a," * 1_200_000 + "a]\n", ":1:", "1,000,000"),  # a flat flow list: 14 M items ate all memory
+    ("name: x\ndependencies: [python]\n" + "".join(f"k{i}: v\n" for i in range(60_000)), ":50000:1", "100,000"),
+])
+def test_a_yaml_document_of_too_many_nodes_is_refused_early(tmp_path: Path, doc: str, where: str,
+                                                             limit: str) -> None:
+    """Under the 32 MiB byte limit a YAML file could hold 16 million nodes: a minute and MemoryError, or no
+    answer after 5 minutes with positions. Counted on the event stream, stopped at the limit."""
+    f = tmp_path / "big.yml"
+    f.write_text(doc)
+    started = time.perf_counter()
+    proc = _bounded("lint", str(f), seconds=60)
+    assert proc.returncode == 2 and f"{f}{where}" in proc.stderr, proc.stderr
+    assert f"more than {limit} nodes" in proc.stderr and "ENVGUARD_MAX_YAML_NODES" in proc.stderr
+    assert time.perf_counter() - started < 30
+    raised = _bounded("lint", str(f), env={"ENVGUARD_MAX_YAML_NODES": "100"})
+    assert raised.returncode == 2 and "more than 100 nodes" in raised.stderr, raised.stderr  # the setting
+
+
+def test_node_bound_over_estimates() -> None:
+    import yaml
+
+    from envguard.yamlio import _node_bound
+
+    for doc in ("a", "{a, b, c}", "- - - -\n", "-\n-\n", "[a, [b, {c: d}]]", "? a\n: b\n", "a: b\nc:\n"):
+        nodes = sum(isinstance(ev, (yaml.ScalarEvent, yaml.CollectionStartEvent, yaml.AliasEvent))
+                    for ev in yaml.parse(doc))
+        assert nodes <= _node_bound(doc), doc
+
+
+@pytest.mark.slow
+def test_a_100000_deep_json_input_is_one_line_exit_2(tmp_path: Path) -> None:
+    """`diff deep.json deep.json` was `internal error: RecursionError`."""
+    f = tmp_path / "deep.json"
+    f.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    proc = _bounded("diff", str(f), str(f))
+    assert proc.returncode == 2 and f"{f}: malformed JSON: nested too deeply" in proc.stderr, proc.stderr

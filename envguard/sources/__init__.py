@@ -172,6 +172,8 @@ def _parse_text(path: Path, text: str) -> Any:
             return json.loads(stripped)
         except json.JSONDecodeError as e:
             raise UserError(f"malformed JSON: {e.msg}", file=str(path), line=e.lineno, column=e.colno) from None
+        except RecursionError:  # 100,000 nested arrays: no report or lock nests more than a few levels
+            raise UserError("malformed JSON: nested too deeply", file=str(path), fix="correct the file") from None
     return _yaml.load(path, text)
 
 
