@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform as _platform
 import re
@@ -42,9 +43,13 @@ SELECTOR_PLATFORMS: dict[str, frozenset[str]] = {
 _LINE_SELECTOR = re.compile(r"^(.+?)\s*(#.*)\[([^\[\]]+)\][^()]*$")
 
 
+@functools.lru_cache(maxsize=256)
 def line_selector(line: str) -> str | None:
-    """The selector written on a source line (``- psutil  # [linux64]`` -> ``linux64``), else None."""
-    if line.lstrip().startswith("#"):
+    """The selector written on a source line (``- psutil  # [linux64]`` -> ``linux64``), else None.
+
+    Cached: every item of a flow list (``dependencies: [a, b, ...]``) asks about the same line, and a regex
+    over a long line per item made linting such a list quadratic."""
+    if "#" not in line or line.lstrip().startswith("#"):
         return None
     m = _LINE_SELECTOR.match(line)
     return m.group(3) if m else None

@@ -203,3 +203,18 @@ def test_a_100000_deep_json_input_is_one_line_exit_2(tmp_path: Path) -> None:
     f.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
     proc = _bounded("diff", str(f), str(f))
     assert proc.returncode == 2 and f"{f}: malformed JSON: nested too deeply" in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_a_long_flow_list_of_dependencies_is_linted_and_diffed_in_bounded_time(tmp_path: Path) -> None:
+    """`dependencies: [a, b, ...]` on one line: each item looked for its source text among every item of its
+    line (and ran the selector regex over the whole line), so 10,000 items took 2 minutes to lint; 20,000
+    now lint and diff within the guard, and a finding still names its own item."""
+    items = [f"pkg{i}" for i in range(20_000)] + ["python=3.12"]
+    env = tmp_path / "environment.yml"
+    env.write_text("channels: [conda-forge]\ndependencies: [" + ", ".join(items) + "]\n")
+    lint = _bounded("lint", str(env), cwd=tmp_path, seconds=60)
+    assert lint.returncode in (0, 1), lint.stderr
+    assert "EG102" in lint.stdout and "Python 3.12" in lint.stdout, lint.stdout[-2000:]
+    diff = _bounded("diff", str(env), str(env), cwd=tmp_path, seconds=60)
+    assert diff.returncode == 0, diff.stderr

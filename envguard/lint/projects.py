@@ -22,30 +22,29 @@ def declares_nothing(data: Any) -> bool:
                                                                                      (str, dict))
 
 
-def raw_by_line(deps: list[Any], pos: Any) -> dict[int | None, list[str]]:
-    """Every conda dependency string as written, by its line: a flow list (``[python=3.11, numpy]``) puts
-    several on one line, so a line alone does not say which item is meant."""
+def raw_by_line(deps: list[Any], pos: Any) -> dict[tuple[int | None, str], str]:
+    """Every conda dependency string as written, by its line and the name it gives: a flow list
+    (``[python=3.11, numpy]``) puts several on one line, so a line alone does not say which item is meant.
+    Each string is split once here (a lookup per requirement stays constant however long the line)."""
     from envguard.redact import redact
-
-    out: dict[int | None, list[str]] = {}
-    for i, dep in enumerate(deps):
-        if isinstance(dep, str):
-            out.setdefault(pos.line("dependencies", i), []).append(redact(dep.strip()))
-    return out
-
-
-def raw_for(raw_at: dict[int | None, list[str]], req: Any) -> str | None:
-    """The dependency string ``req`` was read from: the one on its line that names it."""
     from envguard.sources.envfile import split_conda_spec
 
-    for raw in raw_at.get(req.line, []):
+    out: dict[tuple[int | None, str], str] = {}
+    for i, dep in enumerate(deps):
+        if not isinstance(dep, str):
+            continue
+        raw = redact(dep.strip())
         try:
             _, name, _ = split_conda_spec(raw)
         except ValueError:
             continue
-        if name == req.name:
-            return raw
-    return None
+        out.setdefault((pos.line("dependencies", i), name), raw)  # the first one that names it
+    return out
+
+
+def raw_for(raw_at: dict[tuple[int | None, str], str], req: Any) -> str | None:
+    """The dependency string ``req`` was read from: the one on its line that names it."""
+    return raw_at.get((req.line, req.name))
 
 
 # ------------------------------------------------------------------ rules (registered in lint/__init__.py)
