@@ -152,13 +152,16 @@ def report_paths(inputs: Sequence[str | Path]) -> tuple[list[Path], list[tuple[s
 
 def _read(path: Path) -> dict[str, Any]:
     """One report, or ValueError saying why not."""
+    from envguard.errors import UserError
+    from envguard.yamlio import read_bytes
+
     try:
-        if not path.is_file():
-            raise ValueError("not a regular file")
-        if path.stat().st_size > MAX_REPORT_BYTES:
-            raise ValueError(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
-        with open(path, "rb") as f:
-            raw = f.read()
+        # one open, checked through its descriptor: a FIFO or device swapped in after a first look is refused
+        # rather than read forever
+        raw = read_bytes(path, limit=MAX_REPORT_BYTES)
+    except UserError as e:
+        raise ValueError(e.reason) from None
+    try:
         if not raw.strip():  # `check ... > node.json` that stopped before writing (exit 2: no environment, ...)
             raise ValueError("empty: the check on this node wrote no report (its exit status and error are in the "
                              "job's output)")
