@@ -30,7 +30,9 @@ def create_and_check(options: CreateOptions, *, check: bool = True) -> CreateRes
 
     rep.stage(f"checking the new environment (envguard check -p {result.prefix})")
     try:
-        result.check = run_check(CheckOptions(prefix=result.prefix, lockfile=result.lockfile))
+        # --frozen: the lock as it is was asked for, so its spec's freshness is not held against it here
+        result.check = run_check(CheckOptions(prefix=result.prefix, lockfile=result.lockfile,
+                                              spec_freshness=not options.frozen))
     except Interrupted:
         raise
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -107,6 +108,43 @@ def test_readme_workflow_runs_as_written(tmp_path: Path, standard_channel) -> No
     diff = next(p for ln, p in outputs.items() if ln.startswith("envguard diff"))
     assert "no differences" in diff.stdout and str(prefix) in diff.stdout
     assert sorted(os.listdir(proj)) == ["conda-lock.yml", "environment.yml"]  # nothing else left in the project
+
+
+def readme_colleague_block() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("A colleague's lock is installed exactly as written"):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block, "README.md's colleague's-lock paragraph has no bash block"
+    return [ln for ln in block.group(1).splitlines() if ln.strip()]
+
+
+def test_readme_colleagues_lock_runs_as_written(tmp_path: Path, channel_url: str) -> None:
+    """README's `create --lockfile` of another project's lock, as written, in a project whose own spec differs:
+    exactly that lock is built (a package of theirs this spec lacks included), the file is unchanged, check
+    judges the env by it; without `--frozen` the same create is refused with exit 4 and the file kept."""
+    proj, _name = project(tmp_path, channel_url)  # this project: pytorch, numpy, pip
+    theirs, _ = project(tmp_path / "colleague", channel_url, deps=("pytorch=2.13.*=cpu*", "egtool", "pip"),
+                        name="their-env")
+    lock = proj / "their-lock.yml"
+    shutil.copyfile(theirs / "conda-lock.yml", lock)
+    before = lock.read_bytes()
+    lines = readme_colleague_block()
+    assert lines[0].startswith("envguard create") and "--lockfile their-lock.yml" in lines[0]
+    outputs = [sh(line, proj) for line in lines]
+    for line, proc in zip(lines, outputs, strict=True):
+        assert proc.returncode == 0, (line, proc.stdout, proc.stderr)
+    assert lock.read_bytes() == before  # the file the user named is the file used, unchanged
+    installed = {p.name.rsplit("-", 2)[0] for p in (proj / "their-env" / "conda-meta").glob("*.json")}
+    assert "egtool" in installed, installed  # theirs, not re-solved from ours (which has no egtool)
+    assert "0 errors" in outputs[0].stdout, outputs[0].stdout  # create's own check ran, on that lock
+    later = sh("envguard check -p ./their-env --no-smoke", proj)  # the sentence after the block
+    first = later.stdout.splitlines()[0]
+    assert "the lock envguard built it from" in first and "their-lock.yml" in first, later.stdout
+    assert later.returncode == 1 and "EG516" in later.stdout, later.stdout
+    stale = sh(lines[0].split("#")[0].replace("--frozen", "").replace("their-env", "their-env2"), proj)
+    assert stale.returncode == 4, stale.stdout + stale.stderr
+    assert "--frozen" in stale.stderr and lock.read_bytes() == before
+    assert not (proj / "their-env2").exists()
 
 
 # --------------------------------------------------------------------------- 1. the right environment

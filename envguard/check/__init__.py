@@ -420,7 +420,8 @@ def run_check(options: CheckOptions) -> CheckReport:
         wants_src = f"the lock ({wants_src})"
     elif spec_file.is_file():
         wants, wants_src = _spec_wants_cuda(spec_file, platform)
-    stale, stale_fix = (_stale_lock(lock_path, platform, target) if lock_pkgs is not None and lock_path is not None
+    stale, stale_fix = (_stale_lock(lock_path, platform, target)
+                        if lock_pkgs is not None and lock_path is not None and options.spec_freshness
                         else (None, ""))
 
     mode = "sha256" if deep else ("size" if files else "none")

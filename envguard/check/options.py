@@ -18,7 +18,7 @@ class CheckOptions:
     os.environ for the environment rules; ``driver_info_fn`` replaces the NVML / nvidia-smi query. ``core``:
     the core package patterns for pip-over-conda. ``strict``: warnings fail too. ``workers``: threads that
     verify files. ``progress(phase)`` follows the smoke probe. ``distributed`` runs the probe's
-    torch.distributed check as well (with ``smoke`` off, only that)."""
+    torch.distributed check as well (with ``smoke`` off, only that). ``spec_freshness``: EG516 (see below)."""
 
     prefix: Path | None = None
     name: str | None = None
@@ -36,3 +36,6 @@ class CheckOptions:
     workers: int | None = None
     progress: Callable[[str], None] | None = None
     distributed: bool = False
+    #: compare the lock with the spec it was made from (EG516); off for the check that follows
+    #: `create --frozen`, where the user asked for the lock as it is, whatever the spec beside it says
+    spec_freshness: bool = True
