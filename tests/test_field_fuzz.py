@@ -184,14 +184,14 @@ def test_every_line_of_an_explicit_file(tmp_path: Path) -> None:
 def test_environment_yml_timestamps_are_text_or_one_line(tmp_path: Path) -> None:
     """``!!timestamp`` in environment.yml (an unquoted date as the name, a dependency, a channel): read as
     text or one line naming the file, exit 2."""
-    cases = {
-        "name": "name: 2024-01-01\ndependencies:\n  - python=3.11\n",
-        "dependency": "name: x\ndependencies:\n  - 2024-01-01\n  - python=3.11\n",
-        "channel": "name: x\nchannels:\n  - 2024-01-01\ndependencies:\n  - python=3.11\n",
-        "pip": "name: x\ndependencies:\n  - pip\n  - pip:\n    - 2024-01-01\n",
-        "tagged": "name: !!timestamp 2024-01-01\ndependencies:\n  - python=3.11\n",
+    cases = {  # what: (file, the key lint names)
+        "name": ("name: 2024-01-01\ndependencies:\n  - python=3.11\n", "name:"),
+        "dependency": ("name: x\ndependencies:\n  - 2024-01-01\n  - python=3.11\n", "dependencies[0]:"),
+        "channel": ("name: x\nchannels:\n  - 2024-01-01\ndependencies:\n  - python=3.11\n", "channels[0]:"),
+        "pip": ("name: x\ndependencies:\n  - pip\n  - pip:\n    - 2024-01-01\n", "dependencies[1].pip[0]:"),
+        "tagged": ("name: !!timestamp 2024-01-01\ndependencies:\n  - python=3.11\n", "name:"),
     }
-    for what, text in cases.items():
+    for what, (text, key) in cases.items():
         path = tmp_path / f"{what}.yml"
         path.write_text(text)
         for argv in (["lint", str(path)], ["diff", str(path), str(path)]):
@@ -201,6 +201,9 @@ def test_environment_yml_timestamps_are_text_or_one_line(tmp_path: Path) -> None
             if code == 2:
                 errors = [line for line in out.splitlines() if line.strip()]
                 assert len(errors) == 1 and str(path.name) in errors[0], (what, argv, out)
+        _code, out = _cli(["lint", str(path)])  # lint names the key and what it found (never a Python repr)
+        assert any(key in line and "found date" in line for line in out.splitlines()), (what, out)
+        assert "datetime" not in out, (what, out)
 
 
 @pytest.mark.slow
