@@ -263,7 +263,7 @@ def validate(data: Any, positions: Positions, path: str | Path,  # noqa: C901, P
     else:
         for i, ch in enumerate(channels):
             if not isinstance(ch, str) or not ch.strip():
-                issue(("channels", i), f"channels[{i}]", f"expected a channel name or URL, found {ch!r}",
+                issue(("channels", i), f"channels[{i}]", f"expected a channel name or URL, found {_found(ch)}",
                       "write a channel such as `conda-forge`")
             elif has_credentials(ch):
                 issue(("channels", i), f"channels[{i}]",
@@ -371,7 +371,7 @@ def validate(data: Any, positions: Positions, path: str | Path,  # noqa: C901, P
                 pwhere = where + ("pip", j)
                 pkey = f"{key}.pip[{j}]"
                 if not isinstance(req, str) or not req.strip():
-                    issue(pwhere, pkey, f"expected a requirement string, found {req!r}",
+                    issue(pwhere, pkey, f"expected a requirement string, found {_found(req)}",
                           "write a requirement such as `name>=1.0`", code="EG124")
                     continue
                 folded = _folded(lines, positions.line(*pwhere), req.strip())
@@ -548,3 +548,9 @@ def conda_lock_spec(files: list[Path], platforms: list[str], mapping_url: str | 
         raise UserError(f"conda-lock cannot parse the spec: {detail}",
                         file=", ".join(str(f) for f in files),
                         fix="correct the entry named above") from None
+
+
+def _found(value: object) -> str:
+    """What a field holds instead of text: an empty string quoted, anything else by its YAML-ish type
+    (``date`` for an unquoted 2024-01-01, never a Python repr such as ``datetime.date(2024, 1, 1)``)."""
+    return repr(value) if isinstance(value, str) else "null" if value is None else type(value).__name__
