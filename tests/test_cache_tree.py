@@ -15,22 +15,13 @@ from pathlib import Path
 
 import pytest
 from support import channels
-from support.create_fixtures import make_lock, siblings, write_env
-
-from envguard import cli
+from support.create_fixtures import make_lock, run_cli, siblings, write_env
 
 A = "share/egtree/a.txt"
 B = "share/egtree/b.txt"  # the same size as a.txt: a swap that keeps sizes
 LINK = "share/egtree/link"
 TOOL = "bin/egtreetool"
 STEM = "egtree-1.0-h0_0"
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.run(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture
@@ -49,7 +40,7 @@ def lock(tmp_path: Path) -> Path:
 
 
 def _create(capsys: pytest.CaptureFixture[str], target: Path, lock: Path) -> tuple[int, str, str]:
-    return _run(capsys, "create", "-p", str(target), "--lockfile", str(lock), "--no-check")
+    return run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lock), "--no-check")
 
 
 def _edit(root: Path, what: str) -> None:
@@ -147,15 +138,15 @@ def test_check_deep_reports_an_edited_tree(tmp_path: Path, lock: Path, pkgs: Pat
     env = tmp_path / "env"
     assert _create(capsys, env, lock)[0] == 0
     args = ("check", "-p", str(env), "--deep", "--no-smoke", "--lockfile", str(lock), "--format", "json")
-    rc, out, err = _run(capsys, *args)
+    rc, out, err = run_cli(capsys, *args)
     assert rc == 0, out + err
     _edit(env, what)
-    rc, out, err = _run(capsys, *args)
+    rc, out, err = run_cli(capsys, *args)
     assert rc == 3, out + err
     found = [f for f in json.loads(out)["findings"] if f["code"] == code]
     assert len(found) == 1 and detail in found[0]["message"] and found[0]["package"] == "egtree", out
     assert "--force" in found[0]["fix"]
     # the shallow --files check is unchanged: no hashing, no tree
-    rc, out, _ = _run(capsys, "check", "-p", str(env), "--files", "--no-smoke", "--lockfile", str(lock),
+    rc, out, _ = run_cli(capsys, "check", "-p", str(env), "--files", "--no-smoke", "--lockfile", str(lock),
                       "--format", "json")
     assert code not in {f["code"] for f in json.loads(out)["findings"]}

@@ -22,25 +22,19 @@ from support.create_fixtures import (
     envguard_popen,
     envguard_run,
     make_lock,
+    run_cli,
     siblings,
     tree_state,
     write_env,
 )
 
-from envguard import cli, render
+from envguard import render
 from envguard.create.integrity import cache_entry_sha256
 from envguard.create.prefixlock import holder_path
 from envguard.fingerprint import read_fingerprint
 from envguard.platforms import python_in_prefix
 
 pytestmark = pytest.mark.slow  # each test creates real environments
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.run(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def run_python(prefix: Path, code: str) -> subprocess.CompletedProcess[str]:

@@ -13,20 +13,12 @@ from pathlib import Path
 
 import pytest
 from support import channels
-from support.create_fixtures import make_lock, siblings, write_env
+from support.create_fixtures import make_lock, run_cli, siblings, write_env
 
-from envguard import cli
 from envguard.create import integrity
 
 DATA = "share/egtamper/data.txt"
 SCRIPT = "bin/egscript"
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.run(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture
@@ -60,7 +52,7 @@ def _edit_in_place(path: Path, old: bytes, new: bytes) -> None:
 
 
 def _create(capsys, target: Path, lock: Path) -> tuple[int, str, str]:
-    return _run(capsys, "create", "-p", str(target), "--lockfile", str(lock), "--no-check")
+    return run_cli(capsys, "create", "-p", str(target), "--lockfile", str(lock), "--no-check")
 
 
 @pytest.mark.slow

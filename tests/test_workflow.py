@@ -69,12 +69,16 @@ def pip(prefix: Path, *args: str) -> None:
 # --------------------------------------------------------------------------- README, as written
 
 
-def readme_workflow() -> list[str]:
+def readme_block(after: str) -> list[str]:
+    """The lines of README's first bash block after the text ``after``, as written."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## The workflow\n"):]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert block, "README.md's workflow section has no bash block"
+    block = re.search(r"```bash\n(.*?)```", text[text.index(after):], re.S)
+    assert block, f"README.md has no bash block after {after!r}"
     return [ln for ln in block.group(1).splitlines() if ln.strip()]
+
+
+def readme_workflow() -> list[str]:
+    return readme_block("## The workflow\n")
 
 
 def test_readme_workflow_runs_as_written(tmp_path: Path, standard_channel) -> None:
@@ -110,14 +114,6 @@ def test_readme_workflow_runs_as_written(tmp_path: Path, standard_channel) -> No
     assert sorted(os.listdir(proj)) == ["conda-lock.yml", "environment.yml"]  # nothing else left in the project
 
 
-def readme_colleague_block() -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("A colleague's lock is installed exactly as written"):]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert block, "README.md's colleague's-lock paragraph has no bash block"
-    return [ln for ln in block.group(1).splitlines() if ln.strip()]
-
-
 def test_readme_colleagues_lock_runs_as_written(tmp_path: Path, channel_url: str) -> None:
     """README's `create --lockfile` of another project's lock, as written, in a project whose own spec differs:
     exactly that lock is built (a package of theirs this spec lacks included), the file is unchanged, check
@@ -128,7 +124,7 @@ def test_readme_colleagues_lock_runs_as_written(tmp_path: Path, channel_url: str
     lock = proj / "their-lock.yml"
     shutil.copyfile(theirs / "conda-lock.yml", lock)
     before = lock.read_bytes()
-    lines = readme_colleague_block()
+    lines = readme_block("A colleague's lock is installed exactly as written")
     assert lines[0].startswith("envguard create") and "--lockfile their-lock.yml" in lines[0]
     outputs = [sh(line, proj) for line in lines]
     for line, proc in zip(lines, outputs, strict=True):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from support import channels
 from support.channels import HOST_PY
@@ -83,3 +84,13 @@ def siblings(target: Path) -> list[str]:
     prefix = f".{target.name}.envguard-"
     return sorted(p.name for p in target.parent.iterdir()
                   if p.name.startswith(prefix) and not p.name.endswith("envguard-lock"))
+
+
+def run_cli(capsys: Any, *args: str) -> tuple[int, str, str]:
+    """envguard in-process (envguard.cli.run) with ``args``: (exit code, stdout, stderr), from pytest's capsys."""
+    from envguard import cli
+
+    capsys.readouterr()
+    code = cli.run(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
