@@ -30,8 +30,8 @@ class _Group(typer.core.TyperGroup):
         if command is not None:  # the subcommand's --help, made once from the names this app sets (-h, --help)
             _shown_as_flag(command.get_help_option(ctx))
             for param in command.params:
-                if param.param_type_name == "argument":
-                    param.display_type_rich = _no_type  # the column typer fills from display_type_rich
+                if param.param_type_name == "argument" and not isinstance(param.type, _Untyped):
+                    param.type = _Untyped(param.type)
         return command
 
 
@@ -41,8 +41,22 @@ def _shown_as_flag(help_option: Any) -> Any:
     return help_option
 
 
-def _no_type(ctx: Any) -> None:
-    return None
+class _Untyped:
+    """A parameter's own type, except that --help names none: typer's help panel prints
+    ``param.type.get_metavar(...)`` beside an argument, or ``<name>`` when that is None; an empty string
+    prints nothing. Everything else (conversion, completion) is the wrapped type's."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner(*args, **kwargs)
+
+    def get_metavar(self, *args: Any, **kwargs: Any) -> str:
+        return ""
 
 
 app = typer.Typer(

@@ -118,9 +118,14 @@ class RattlerBackend:
 
     def install(self, plan: InstallPlan, build_dir: Path, progress: InstallProgress) -> None:
         import rattler
+        from rattler.package_cache import PackageCache, ValidationMode
 
         records = [to_record(a) for a in plan.artifacts]
         alternative = plan.target if Path(build_dir) != Path(plan.target) else None
+        # envguard.create.prelink has just verified every extracted entry this install links (tree, sizes,
+        # identities or hashes) and removed any other: rattler's own check of each file would be a second,
+        # weaker pass over the same entries (ValidationMode.fast: one stat per file).
+        cache = PackageCache.new_layered([plan.cache_dir], validation_mode=ValidationMode.skip())
         try:
             with contained_stderr():
                 run_coroutine(
@@ -128,6 +133,7 @@ class RattlerBackend:
                         records,
                         build_dir,
                         cache_dir=plan.cache_dir,
+                        package_cache=cache,
                         installed_packages=[],  # a fresh directory: no scan of conda-meta
                         execute_link_scripts=False,  # link scripts are arbitrary code; never run them
                         show_progress=False,
