@@ -363,13 +363,23 @@ def purge_cache_entry(cache_dir: Path, stem: str) -> list[Path]:
     return removed
 
 
+#: opening a file in the package cache to read it: no symlink followed, no FIFO waited on
+READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+              | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+
+
 def cache_entry_sha256(cache_dir: Path, stem: str) -> str | None:
     """The sha256 rattler recorded for an extracted package (bytes 8..40 of ``<stem>.lock``), if any."""
-    try:
-        with open(os.path.join(cache_dir, f"{stem}.lock"), "rb") as fh:
-            data = fh.read(64)
+    try:  # os-level calls: one open and one read (this runs for every cached package on every create)
+        fd = os.open(os.path.join(cache_dir, f"{stem}.lock"), READ_FLAGS)
     except OSError:
         return None
+    try:
+        data = os.read(fd, 64)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return data[8:40].hex() if len(data) >= 40 else None
 
 

@@ -15,7 +15,7 @@ from envguard.create.integrity import Artifact, strip_archive_suffix
 from envguard.errors import IntegrityError, StaleLockError, UserError
 from envguard.fingerprint import Fingerprint
 from envguard.model import pep503
-from envguard.redact import MASK, redact
+from envguard.redact import MASK, redact, shorten
 
 
 @dataclass
@@ -119,15 +119,16 @@ def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
     if stem == filename:
         raise UserError(f"{f['name']}: the URL is not a conda package (.conda or .tar.bz2): {redact(url)}",
                         file=str(lockfile), fix="re-lock with `envguard lock`")
-    # the build string, as envguard.lock.lockfile.LockEntry.build reads it
+    # The archive is <name>-<version>-<build>: the name of the package cache directory that envguard verifies
+    # and that the installer links from (rattler's cache key is the record's name, version and build). An
+    # entry whose URL names another package would be verified in one directory and linked from another.
     head = f"{f['name']}-{f['version']}-"
-    build = stem[len(head):] if stem.startswith(head) else stem.rsplit("-", 1)[-1]
+    build = stem[len(head):] if stem.startswith(head) else ""
     if not build:
-        parts = stem.rsplit("-", 2)
-        build = parts[2] if len(parts) == 3 else ""
-    if not build:
-        raise UserError(f"{f['name']}: cannot read the build string from {filename}", file=str(lockfile),
-                        fix="re-lock with `envguard lock`")
+        raise UserError(f"{f['name']} {f['version']}: the URL's file {shorten(filename, 120)} is not "
+                        f"{f['name']}-{f['version']}-<build>.conda (or .tar.bz2): the entry and its URL disagree",
+                        file=str(lockfile), key="url", fix="restore the lock from version control, or re-lock with "
+                        "`envguard lock`")
     subdir = path.rsplit("/", 2)[-2] if path.count("/") >= 2 else (f["platform"] or "noarch")
     return Artifact(name=f["name"], version=f["version"], build=build, url=url,
                     sha256=(f["sha256"] or "").lower() or None, md5=(f["md5"] or "").lower() or None,

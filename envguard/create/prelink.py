@@ -41,9 +41,10 @@ from typing import Any
 
 from envguard.auth import Credentials
 from envguard.create import cachetree
-from envguard.create.archive import EntryLedger, bounded_download, private_copy
+from envguard.create.archive import METADATA_CAP, EntryLedger, bounded_download, private_copy
 from envguard.create.cachetree import TreeRecords
 from envguard.create.integrity import (
+    READ_FLAGS,
     Artifact,
     VerifiedStamps,
     cache_entry_sha256,
@@ -138,7 +139,8 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     missing: set[str] = set()
     stage(f"verifying {sum(1 for a in arts if is_file_url(a.url))} local artifacts")
     # the archives of packages not extracted yet are hashed once, as they are copied (archive.private_copy)
-    copied = {a.stem for a in arts if not (use_cache and os.path.isdir(os.path.join(cache_dir, a.stem)))}
+    extracted = {a.stem for a in arts if use_cache and os.path.isdir(os.path.join(cache_dir, a.stem))}
+    copied = {a.stem for a in arts} - extracted
     verified = verify_local_artifacts(arts, cache_dir, lockfile=lockfile, missing=missing, copied=copied)
     stamps = VerifiedStamps(cache_dir)
     trees = TreeRecords(cache_dir)
@@ -147,7 +149,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     cold: list[tuple[int, Artifact, str | None]] = []  # (index, artifact, why its cache entry was altered)
     for i, art in enumerate(arts):
         altered = None
-        if use_cache and os.path.isdir(os.path.join(cache_dir, art.stem)):
+        if art.stem in extracted:
             pkg, altered = _check_entry(art, cache_dir, stamps, trees)
             if pkg is not None:
                 ready.append(pkg)
@@ -210,16 +212,32 @@ def _info_digest(read: Callable[[str], bytes | None]) -> str:
 
 
 def _read_entry_file(entry: str, name: str) -> bytes | None:
-    path = os.path.join(entry, name)
+    """An info/ file of an extracted entry, or a marker that differs from any archive's digest when it is not
+    a regular file (a symlink is not followed: O_NOFOLLOW; a FIFO is not waited on: O_NONBLOCK). One open,
+    fstat and read: this runs for every cached package on every create."""
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return b"\0not a regular file"  # differs from any archive's digest
-        with open(path, "rb") as fh:
-            return fh.read()
+        fd = os.open(os.path.join(entry, name), READ_FLAGS)
     except FileNotFoundError:
         return None
+    except OSError as e:  # ELOOP: a symlink in the file's place
+        return f"\0{e}".encode()
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return b"\0not a regular file"
+        if st.st_size > METADATA_CAP:
+            return b"\0larger than envguard reads"
+        data = os.read(fd, st.st_size + 1)  # a regular file's read is short only at its end
+        if len(data) > st.st_size:  # it grew since the fstat: read on, up to the cap
+            chunks = [data]
+            while chunks[-1] and sum(map(len, chunks)) <= METADATA_CAP:
+                chunks.append(os.read(fd, 1 << 20))
+            data = b"".join(chunks)
+        return data if len(data) <= METADATA_CAP else b"\0larger than envguard reads"
     except OSError as e:
         return f"\0{e}".encode()
+    finally:
+        os.close(fd)
 
 
 def _info_present(entry: str) -> list[str]:
