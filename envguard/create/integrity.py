@@ -136,7 +136,8 @@ def mismatch_error(name: str, version: str, url: str, expected: str, actual: str
 
 def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None,
                            *, lockfile: str | os.PathLike[str] | None = None,
-                           missing: set[str] | None = None, copied: Collection[str] = ()) -> int:
+                           missing: set[str] | None = None, copied: Collection[str] = (),
+                           stamps: VerifiedStamps | None = None) -> int:
     """Check every ``file://`` artifact against the lock's hash; return how many were checked.
 
     The stems in ``copied`` are only checked to be there and regular files: their archives are about to be
@@ -148,13 +149,15 @@ def verify_local_artifacts(artifacts: Iterable[Artifact], cache_dir: Path | None
     Raises IntegrityError for the first mismatch (in lock order) after purging that package from the cache.
     A missing local file is a backend error (exit 6), or, with ``missing`` given, its stem is added there:
     the caller decides whether a verified package cache entry can stand in for it (envguard.create.prelink).
+    ``stamps``: the caller's VerifiedStamps of ``cache_dir`` (else they are read here); saved before returning.
     """
     local: list[tuple[Artifact, Path]] = []
     for art in artifacts:
         path = file_url_path(art.url)
         if path is not None:
             local.append((art, path))
-    stamps = VerifiedStamps(cache_dir) if cache_dir is not None else None
+    if stamps is None and cache_dir is not None:
+        stamps = VerifiedStamps(cache_dir)
     results: list[tuple[Artifact, str, str, str] | None] = []
     to_hash: list[tuple[int, Artifact, Path, str, str, os.stat_result | None]] = []
     for art, path in local:

@@ -141,8 +141,9 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     # the archives of packages not extracted yet are hashed once, as they are copied (archive.private_copy)
     extracted = {a.stem for a in arts if use_cache and os.path.isdir(os.path.join(cache_dir, a.stem))}
     copied = {a.stem for a in arts} - extracted
-    verified = verify_local_artifacts(arts, cache_dir, lockfile=lockfile, missing=missing, copied=copied)
     stamps = VerifiedStamps(cache_dir)
+    verified = verify_local_artifacts(arts, cache_dir, lockfile=lockfile, missing=missing, copied=copied,
+                                      stamps=stamps)
     trees = TreeRecords(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     ready: list[_Package] = []
