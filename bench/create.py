@@ -26,6 +26,15 @@ load average.
    the same peer process as above, cold and warm. On a shared machine the install's fsyncs and threads make single rounds vary 2-3x and system
 time balloon; user CPU time is the steadiest measure of envguard's own extra work. Both processes run from compiled bytecode
 (see below). Everything lives in a temporary directory (caches included); nothing touches ~/.cache.
+
+5. A realistic workload (``--real-tree``, off by default: it packages ~1.3 GB): every distribution installed in
+   this interpreter's site-packages (envguard's dev venv: a real PyTorch environment, ~30,000 files) as one
+   stored ``.conda`` of its real files (those its ``*.dist-info/RECORD`` lists), locked, and the whole
+   ``envguard create`` process cold and warm against the peer process, with envguard's pre-link step warm
+   in-process. ``--real-tree-max-mib N`` takes distributions only up to N MiB (torch first when it fits) for a
+   quicker run. See bench/create_realtree.py.
+
+    python bench/create.py --packages 20 --rounds 3 --cache-packages 0 --real-tree [--real-tree-max-mib 900]
 """
 
 from __future__ import annotations
@@ -68,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="packages with files for the verified-cache costs (0: skip)")
     parser.add_argument("--files", type=int, default=20, help="files per package (verified-cache costs)")
     parser.add_argument("--kib", type=int, default=48, help="average file size in KiB (verified-cache costs)")
+    parser.add_argument("--real-tree", action="store_true",
+                        help="also package this interpreter's site-packages (real files, ~1.3 GB) and measure it")
+    parser.add_argument("--real-tree-max-mib", type=int, default=None, metavar="N",
+                        help="--real-tree: take distributions only up to N MiB, torch first (default: all)")
     args = parser.parse_args(argv)
 
     root = Path(tempfile.mkdtemp(prefix="envguard-bench-create-"))
@@ -221,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
                                                        for la in (load_before, os.getloadavg())))
     if args.cache_packages:
         verified_cache_costs(root, env, plat, peer_script, args)
+    if args.real_tree:
+        from create_realtree import real_tree_costs
+
+        real_tree_costs(root, env, plat, peer_script, args)
     if not args.keep:
         import shutil
 
