@@ -232,18 +232,20 @@ def main(argv: list[str] | None = None) -> int:
     print("envguard steps in-process: " + ", ".join(f"{k} {statistics.median(v):.3f} s" for k, v in ph.items()))
     print("load average before / after: " + " / ".join(", ".join(f"{x:.2f}" for x in la)
                                                        for la in (load_before, os.getloadavg())))
-    if args.cache_packages:
-        verified_cache_costs(root, env, plat, peer_script, args)
-    if args.real_tree:
-        from create_realtree import real_tree_costs
+    import shutil
 
-        real_tree_costs(root, env, plat, peer_script, args)
-    if not args.keep:
-        import shutil
+    try:
+        if args.cache_packages:
+            verified_cache_costs(root, env, plat, peer_script, args)
+        if args.real_tree:
+            from create_realtree import real_tree_costs
 
-        shutil.rmtree(root, ignore_errors=True)
-    else:
-        print(f"kept {root}")
+            real_tree_costs(root, env, plat, peer_script, args)
+    finally:  # also when a workload fails: --real-tree leaves gigabytes
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"kept {root}")
     sys.stdout.flush()
     os._exit(0)  # py-rattler's runtime can crash at interpreter exit (engine-notes.md)
 

@@ -17,8 +17,9 @@ if it still fits), torch first whenever it fits; the default takes them all.
 Then, each round, alternating which goes first: the whole ``envguard create`` process and the peer process
 (rattler.LockFile + rattler.install, bench/create.py's PEER), each cold (an empty package cache of its own:
 the archives extracted) and warm (that cache again), and envguard's pre-link step in-process
-(envguard.create.prelink.prepare) warm: with the extracted files' identities stamped (every create after the
-first) and with the stamps dropped (every extracted file hashed against paths.json). Each round's caches and
+(envguard.create.prelink.prepare): cold (an empty cache: each archive copied into it, hashed while copied,
+and scanned), and warm with the extracted files' identities stamped (every create after the first) and with
+the stamps dropped (every extracted file hashed against paths.json). Each round's caches and
 prefixes are removed at its end (the last round's are kept with ``--keep``).
 """
 
@@ -227,6 +228,8 @@ def measure(root: Path, env: dict[str, str], plat: str, peer_script: Path, lockf
     load_before = os.getloadavg()
     for r in range(args.rounds):
         eg_pkgs, pr_pkgs = root / f"rt-pkgs{r}", root / f"rt-peer-pkgs{r}"
+        rows["prepare, cold (archives copied and scanned)"].append(prepare_time(root / f"rt-prep{r}"))
+        shutil.rmtree(root / f"rt-prep{r}")
         for key, run, pkgs, target in pairs("cold", r, eg_pkgs, pr_pkgs):
             rows[key].append(run(pkgs, target))
         rows["prepare, warm, identities stamped"].append(prepare_time(eg_pkgs))
@@ -240,7 +243,7 @@ def measure(root: Path, env: dict[str, str], plat: str, peer_script: Path, lockf
                 shutil.rmtree(path, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in rows.items()}
     for k, v in med.items():
-        print(f"  {k:<42} median {v:.3f} s  ({', '.join(f'{x:.3f}' for x in rows[k])})")
+        print(f"  {k:<45} median {v:.3f} s  ({', '.join(f'{x:.3f}' for x in rows[k])})")
     for state in ("cold", "warm"):
         eg = med[f"envguard create, {state} (process)"]
         pr = med[f"peer rattler.install, {state} (process)"]
