@@ -120,13 +120,19 @@ def check_package(package: str, paths: Iterable[str], symlinks: Mapping[str, str
     ``final_ok``: the symlinks the allow-list lets point outside (a link to one of them is fine)."""
     allow = list(allow)
     found: list[Unsafe] = []
+    inside: dict[str, bool] = {}  # parent directory -> whether it resolves inside (a package's files share few)
     for path in paths:
         problem = path_problem(path, windows=windows)
         if problem:
             found.append(Unsafe(package, path, problem))
             continue
-        parent = path.split("/")[:-1]
-        if parent and resolve(parent, links) is None:
+        parent = path.rpartition("/")[0]
+        if not parent:
+            continue
+        ok = inside.get(parent)
+        if ok is None:
+            ok = inside[parent] = resolve(parent.split("/"), links) is not None
+        if not ok:
             found.append(Unsafe(package, path, "lies under a symlink that leads outside the prefix"))
     for path, target in symlinks.items():
         if path_problem(path, windows=windows):

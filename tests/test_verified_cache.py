@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -116,23 +117,27 @@ def test_a_tampered_entry_whose_archive_is_gone_exits_3(tmp_path: Path, chan: Pa
 @pytest.mark.slow
 def test_warm_creates_hash_nothing_until_a_file_changes(tmp_path: Path, chan: Path, pkgs: Path, capsys,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The stat-keyed stamps: warm creates hash no extracted file; one whose inode, size or ctime changed
-    (anything but this create's own links) is hashed again."""
+    """The stat-keyed stamps: warm creates hash no extracted file, also after environments linked to the
+    cache are removed (which changes the ctime of every cache file they shared); one whose inode or size
+    changed is hashed again."""
     from envguard.create import prelink
 
     monkeypatch.setattr(integrity, "STAMP_MIN_AGE_NS", 0)  # the fixture's files are seconds old
     hashed: list[str] = []
     real = prelink.file_digest
-    import traceback
-    monkeypatch.setattr(prelink, "file_digest", lambda p, a="sha256": (hashed.append(Path(p).name), traceback.print_stack(limit=5), real(p, a))[2])
+    monkeypatch.setattr(prelink, "file_digest", lambda p, a="sha256": (hashed.append(Path(p).name), real(p, a))[1])
     lock = _lock(tmp_path, channels.channel_url(chan))
     assert _create(capsys, tmp_path / "cold", lock)[0] == 0
     assert hashed == []  # cold: extracted from the verified archive in this very run
     for warm in ("warm1", "warm2"):
         assert _create(capsys, tmp_path / warm, lock)[0] == 0
-        assert hashed == []  # each create's own hard links change ctimes: stamped after linking
-    # a new inode with the same bytes (a copy put in place): not vouched for, hashed, still fine
+        assert hashed == []  # each create's own hard links change ctimes, not the identities
     data = pkgs / "egother-1.0-h0_0" / "share" / "egother.txt"
+    for gone in ("cold", "warm1", "warm2"):  # rm -rf of environments: the link counts, so the ctimes, change
+        shutil.rmtree(tmp_path / gone)
+    assert _create(capsys, tmp_path / "after-rm", lock)[0] == 0
+    assert hashed == []
+    # a new inode with the same bytes (a copy put in place): not vouched for, hashed, still fine
     copy = data.with_name("copy")
     copy.write_bytes(data.read_bytes())
     os.replace(copy, data)

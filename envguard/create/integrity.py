@@ -290,10 +290,10 @@ class VerifiedStamps:
     def record_package(self, key: str, info: str, identity: str | None, newest_ns: int = 0,
                        fine_clock: bool = False) -> None:
         """Remember the digest of a package's ``info/`` files as its verified archive has them and, when its
-        files are known to be right, their identity. Linking an extracted file into an environment changes
-        its ctime, so the identity is taken after each create's own links (envguard.create.prelink). On a
-        file system whose ctimes have sub-millisecond resolution (``fine_clock``) no rewrite can keep the
-        same ctime; elsewhere, as for artifacts, files changed within STAMP_MIN_AGE_NS get no identity."""
+        files are known to be right, their identity (envguard.create.cachetree.scan_entry: no ctime for the
+        files environments link, so linking or removing an environment changes none). On a file system whose
+        timestamps have sub-millisecond resolution (``fine_clock``) no rewrite can keep the same mtime;
+        elsewhere, as for artifacts, files changed within STAMP_MIN_AGE_NS get no identity."""
         now = time.time_ns()
         if identity is not None and not fine_clock and newest_ns + STAMP_MIN_AGE_NS > now:
             identity = None  # too recent to be told apart from a rewrite in the same clock tick

@@ -7,8 +7,8 @@ For each locked conda artifact, in lock order:
    installer reads (``paths.json``, ``index.json``, ``link.json``, ...), recorded when envguard scanned the
    archive, its tree (every declared path's type, symlink target and mode bits against the tree recorded
    when it was extracted from that archive: :mod:`envguard.create.cachetree`), then every file ``paths.json``
-   lists, by size and sha256. The identities of those files
-   (size, mtime, ctime, inode, device: the rule of :class:`~envguard.create.integrity.VerifiedStamps`),
+   lists, by size and sha256. The identities of those files (size, mtime, inode, device, mode; not the
+   ctime, which every hard link made or removed changes: :func:`envguard.create.cachetree.scan_entry`),
    recorded after a full verification, spare the hashing on the next create while none of them changed.
    Any difference (a file edited, truncated or deleted in the cache, or edited in an environment it is
    hard-linked into, an edited ``paths.json``) removes the entry: the installer extracts it again.
@@ -79,6 +79,8 @@ class _Package:
     info: str = ""  # digest of the INFO_FILES, from the archive
     cold: bool = False  # scanned from its archive in this create: its extracted tree is recorded after linking
     present: list[str] | None = None  # the INFO_FILES its extracted entry has, when the warm check listed them
+    scan: cachetree.EntryScan | None = None  # the warm check's scan of its extracted entry
+    vouched: bool = False  # that scan's identities were the stamped ones: nothing was hashed
 
 
 @dataclass
@@ -93,30 +95,31 @@ class Prepared:
     packages: list[_Package] = field(default_factory=list)  # verified, to be stamped after linking
 
     def finalize(self) -> None:
-        """After a successful install: record the identities of the extracted files, now that this create's
-        own hard links have changed their ctimes, so that the next create need not hash them."""
+        """After a successful install: record the tree and the identities of the entries extracted by this
+        install (from their verified archives), and the identities of warm entries that were hashed, so that
+        the next create need not hash them. Linking changes no identity (cachetree.scan_entry), so a warm
+        entry is not scanned again."""
         if self.cache_dir is None or not self.packages:
             return
         stamps = VerifiedStamps(self.cache_dir)
         trees = TreeRecords(self.cache_dir)
         for pkg in self.packages:
-            entry = os.path.join(self.cache_dir, pkg.art.stem)
-            found = cachetree.scan_entry(entry, pkg.entries,
-                                         _info_present(entry) if pkg.present is None else pkg.present)
-            if isinstance(found, str):
+            if pkg.vouched:
                 continue
-            if pkg.cold:  # just extracted from the verified archive: its tree is what that archive holds
+            found: cachetree.EntryScan | str | None = pkg.scan
+            if pkg.cold or found is None:  # just extracted from the verified archive: its tree is that archive's
+                entry = os.path.join(self.cache_dir, pkg.art.stem)
+                found = cachetree.scan_entry(entry, pkg.entries,
+                                             _info_present(entry) if pkg.present is None else pkg.present)
+                if isinstance(found, str):
+                    continue
                 if cachetree.archive_differences(found, pkg.entries, pkg.inner_links) is not None:
                     trees.forget(pkg.art.key)  # never vouched for: extracted again next time
                     stamps.forget_package(pkg.art.key)
                     continue
                 trees.record(pkg.art.key, found)
-            else:
-                known = trees.get(pkg.art.key)
-                if known is None or known.digest != found.tree:  # changed while it was being linked
-                    stamps.forget_package(pkg.art.key)
-                    continue
-            stamps.record_package(pkg.art.key, pkg.info, found.identity, found.newest, found.fine)
+            if isinstance(found, cachetree.EntryScan):
+                stamps.record_package(pkg.art.key, pkg.info, found.identity, found.newest, found.fine)
         trees.save()
         stamps.save()
 
@@ -300,7 +303,9 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
     to_hash = found.to_hash
     pkg.symlinks = dict(found.links)
     pkg.inner_links = dict(pkg.symlinks)
+    pkg.scan = found
     if stamps.vouches_package(art.key, rec[0], found.identity):
+        pkg.vouched = True
         return pkg, None
     # not vouched for: the info/ files against the archive's digest, then every file against paths.json
     loaded = {"info/paths.json": paths_json}
