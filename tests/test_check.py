@@ -502,3 +502,32 @@ def test_a_core_package_from_an_unknown_installer_is_a_warning(env: Path) -> Non
     f = next(f for f in rep["findings"] if f["code"] == "EG524")
     assert rc == 0 and f["severity"] == "warning" and f["package"] == "torchvision", rep["findings"]
     assert "no INSTALLER file" in f["message"]
+
+
+def test_a_virtualenv_checked_against_a_conda_lock_gets_one_finding_and_a_fix_that_works(
+        tmp_path: Path, channel_factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A virtualenv holds none of a conda lock's packages: one EG510 names how many (not one per package,
+    beside EG501's "conda checks skipped"), and its fix creates the environment at a new prefix and works
+    as printed (create refuses to replace a directory that is not a conda environment)."""
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    from support.create_fixtures import make_lock, write_env
+
+    chan = channel_factory([{"name": f"egvenv-{c}", "version": "1.0", "noarch": "generic",
+                             "files": {f"share/egvenv/{c}.txt": c}} for c in "abc"], name="venvlock")
+    lockfile = make_lock(write_env(tmp_path / "proj", channels.channel_url(chan), ["egvenv-a", "egvenv-b", "egvenv-c"]))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    monkeypatch.setenv("ENVGUARD_PKGS_DIR", str(tmp_path / "pkgs"))
+    rc, rep = check_json("-p", str(venv), "--lockfile", str(lockfile), "--no-smoke")
+    eg510 = [f for f in rep["findings"] if f["code"] == "EG510"]
+    assert rc == 1 and len(eg510) == 1, rep["findings"]
+    assert "3 conda packages" in eg510[0]["message"] and "virtualenv" in eg510[0]["message"]
+    [command] = re.findall(r"`(envguard create [^`]+)`", eg510[0]["fix"])
+    argv = shlex.split(command)
+    proc = envguard(*argv[1:])
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "venv-conda" / "share" / "egvenv" / "c.txt").read_text() == "c"

@@ -5,6 +5,7 @@ changes since create (EG515), a stale lock (EG516)."""
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from envguard.check.facts import CheckInput
 from envguard.check.fixes import E, W, create_command
@@ -81,7 +82,25 @@ def rule_lock(inp: CheckInput) -> list[Finding]:
         return []
     out: list[Finding] = []
     fix_sync = f"rebuild the environment from the lock: `{create_command(inp.info.prefix, inp.lock_file)}`"
-    for ch in inp.lock_changes:
+    changes = list(inp.lock_changes)
+    if not inp.info.is_conda:  # a virtualenv or plain directory can hold none of the lock's conda packages
+        missing: list[Package] = [
+            ch.old for ch in changes if "removed" in (getattr(ch, "kinds", ()) or ())
+            and getattr(ch, "old", None) is not None and ch.old.manager == "conda"]
+        if missing:
+            kind = "a virtualenv" if inp.info.is_venv else "not a conda environment"
+            prefix = Path(inp.info.prefix)
+            # create does not replace a directory that is not a conda environment: a new prefix beside it
+            fix_sync = ("create the environment from the lock at a new prefix: "
+                        f"`{create_command(prefix.with_name(prefix.name + '-conda'), inp.lock_file)}`")
+            names = ", ".join(p.name for p in missing[:5]) + (", ..." if len(missing) > 5 else "")
+            several = len(missing) != 1
+            out.append(Finding(
+                "EG510", E, f"the lock's {len(missing)} conda package{'s' * several} ({names}) "
+                f"{'are' if several else 'is'} not installed: {prefix} is {kind} (no conda-meta), which cannot "
+                "hold them", fix_sync, file=inp.lock_file))
+            changes = [ch for ch in changes if getattr(ch, "old", None) not in missing]
+    for ch in changes:
         kinds = tuple(getattr(ch, "kinds", ()) or ())
         old, new = getattr(ch, "old", None), getattr(ch, "new", None)
         detail = str(getattr(ch, "detail", "") or "")
