@@ -256,10 +256,9 @@ def verified_cache_costs(root: Path, env: dict[str, str], plat: str, peer_script
     import random
     import shutil
 
+    from create_runs import Runs
     from support import channels
     from envguard.create import read_plan
-    from envguard.create.integrity import VerifiedStamps
-    from envguard.create.prelink import prepare
     from envguard.lock import lock
 
     rng = random.Random(1)
@@ -287,34 +286,8 @@ def verified_cache_costs(root: Path, env: dict[str, str], plat: str, peer_script
     print(f"\nverified package cache: {len(plan.conda)} packages, {n_files} files, {total / 1e6:.0f} MB "
           f"(built and locked in {time.perf_counter() - t0:.1f} s)")
 
-    def create(pkgs: Path, target: Path) -> float:
-        start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "envguard", "create", "-p", str(target), "--lockfile",
-                               str(lockfile), "--no-check", "--quiet"], env={**env, "ENVGUARD_PKGS_DIR": str(pkgs)},
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"envguard create failed: {proc.stderr.strip()}")
-        return time.perf_counter() - start
-
-    def peer(pkgs: Path, target: Path) -> float:
-        start = time.perf_counter()
-        proc = subprocess.run([sys.executable, str(peer_script), str(lockfile), str(target), str(pkgs), plat],
-                              env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"peer failed: {proc.stderr.strip()}")
-        return time.perf_counter() - start
-
-    def prepare_time(pkgs: Path) -> float:
-        start = time.perf_counter()
-        prepare(plan.conda, pkgs, platform=plat, lockfile=lockfile).cleanup()
-        return time.perf_counter() - start
-
-    def drop_identities(pkgs: Path) -> None:
-        stamps = VerifiedStamps(pkgs)
-        for key, entry in stamps.packages.items():
-            stamps.packages[key] = [entry[0], None, entry[2]]
-        stamps.changed = True
-        stamps.save()
+    runs = Runs(env, plat, peer_script, lockfile, plan)
+    create, peer, prepare_time = runs.create, runs.peer, runs.prepare
 
     rows: dict[str, list[float]] = {}
     for r in range(args.rounds):
@@ -326,9 +299,9 @@ def verified_cache_costs(root: Path, env: dict[str, str], plat: str, peer_script
         rows.setdefault("envguard create, cold (process)", []).append(cold_eg)
         rows.setdefault("peer rattler.install, cold (process)", []).append(cold_pr)
         rows.setdefault("prepare, warm, identities stamped", []).append(prepare_time(fresh))
-        drop_identities(fresh)
+        runs.forget_identities(fresh)
         rows.setdefault("prepare, warm, every file hashed", []).append(prepare_time(fresh))
-        create(fresh, root / f"vc-eg-restamp{r}")  # stamps the identities again after its links
+        create(fresh, root / f"vc-eg-restamp{r}")  # hashes the files again and stamps their identities
         rows.setdefault("envguard create, warm (process)", []).append(create(fresh, root / f"vc-eg-warm{r}"))
         rows.setdefault("peer rattler.install, warm (process)", []).append(
             peer(root / f"vc-peer-pkgs{r}", root / f"vc-peer-warm{r}"))

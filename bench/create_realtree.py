@@ -187,36 +187,10 @@ def real_tree_costs(root: Path, env: dict[str, str], plat: str, peer_script: Pat
 def measure(root: Path, env: dict[str, str], plat: str, peer_script: Path, lockfile: Path, plan: Any,
             total: int, n_files: int, args: argparse.Namespace) -> None:
     """The rounds: cold and warm processes against the peer, and the warm pre-link step in-process."""
-    from envguard.create.integrity import VerifiedStamps
-    from envguard.create.prelink import prepare
+    from create_runs import Runs
 
-    def create(pkgs: Path, target: Path) -> float:
-        start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "envguard", "create", "-p", str(target), "--lockfile",
-                               str(lockfile), "--no-check", "--quiet"], env={**env, "ENVGUARD_PKGS_DIR": str(pkgs)},
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"envguard create failed ({proc.returncode}): {proc.stderr.strip()}")
-        return time.perf_counter() - start
-
-    def peer(pkgs: Path, target: Path) -> float:
-        start = time.perf_counter()
-        proc = subprocess.run([sys.executable, str(peer_script), str(lockfile), str(target), str(pkgs), plat],
-                              env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"peer failed ({proc.returncode}): {proc.stderr.strip()}")
-        return time.perf_counter() - start
-
-    def prepare_time(pkgs: Path) -> float:
-        start = time.perf_counter()
-        prepare(plan.conda, pkgs, platform=plat, lockfile=lockfile).cleanup()
-        return time.perf_counter() - start
-
-    def forget_identities(pkgs: Path) -> None:
-        stamps = VerifiedStamps(pkgs)
-        stamps.packages = {key: [rec[0], None, rec[2]] for key, rec in stamps.packages.items()}
-        stamps.changed = True
-        stamps.save()
+    runs = Runs(env, plat, peer_script, lockfile, plan)
+    create, peer, prepare_time = runs.create, runs.peer, runs.prepare
 
     def pairs(state: str, r: int, eg_pkgs: Path, pr_pkgs: Path) -> list[tuple[str, Callable[[Path, Path], float],
                                                                            Path, Path]]:
@@ -233,9 +207,9 @@ def measure(root: Path, env: dict[str, str], plat: str, peer_script: Path, lockf
         for key, run, pkgs, target in pairs("cold", r, eg_pkgs, pr_pkgs):
             rows[key].append(run(pkgs, target))
         rows["prepare, warm, identities stamped"].append(prepare_time(eg_pkgs))
-        forget_identities(eg_pkgs)
+        runs.forget_identities(eg_pkgs)
         rows["prepare, warm, every file hashed"].append(prepare_time(eg_pkgs))
-        create(eg_pkgs, root / f"rt-eg-restamp{r}")  # stamps the identities again after its links
+        create(eg_pkgs, root / f"rt-eg-restamp{r}")  # hashes the files again and stamps their identities
         for key, run, pkgs, target in pairs("warm", r, eg_pkgs, pr_pkgs):
             rows[key].append(run(pkgs, target))
         if r < args.rounds - 1 or not args.keep:  # 2.6 GB of caches a round: not kept for the next

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envguard.create.integrity import newest_records, write_record_file
 from envguard.redact import shorten
 
 #: bits rattler's extraction never sets: any of them on a cached file is an edit
@@ -224,17 +225,5 @@ class TreeRecords:
         """Write atomically when something changed; a failure to write only means extracting again later."""
         if not self.changed:
             return
-        trees = self.trees
-        if len(trees) > self.LIMIT:
-            def when(k: str) -> int:
-                rec = trees[k]
-                return rec[-1] if isinstance(rec, list) and rec and isinstance(rec[-1], int) else 0
-
-            trees = {k: trees[k] for k in sorted(trees, key=when)[-self.LIMIT:]}
-        tmp = self.path.with_name(f"{self.NAME}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps({"format": 1, "trees": trees}, separators=(",", ":")), encoding="utf-8")
-            os.replace(tmp, self.path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
+        write_record_file(self.path, {"format": 1, "trees": newest_records(self.trees, self.LIMIT)})
         self.changed = False

@@ -314,16 +314,8 @@ class VerifiedStamps:
         """Write atomically when something was recorded; a failure to write is not an error."""
         if not self.changed:
             return
-        entries = _newest(self.entries, self.LIMIT)
-        packages = _newest(self.packages, self.LIMIT)
-        tmp = self.path.with_name(f"{self.NAME}.{os.getpid()}.tmp")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"format": 1, "artifacts": entries, "packages": packages},
-                                      separators=(",", ":")), encoding="utf-8")
-            os.replace(tmp, self.path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
+        write_record_file(self.path, {"format": 1, "artifacts": newest_records(self.entries, self.LIMIT),
+                                      "packages": newest_records(self.packages, self.LIMIT)})
         self.changed = False
 
 
@@ -331,7 +323,19 @@ class VerifiedStamps:
 STAMP_MIN_AGE_NS = 2_000_000_000
 
 
-def _newest(entries: dict[str, list[Any]], limit: int) -> dict[str, list[Any]]:
+def write_record_file(path: Path, doc: dict[str, Any]) -> None:
+    """Write one of envguard's record files in the package cache atomically (a private temporary file, then
+    a rename); a failure to write is not an error: the records only spare work."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def newest_records(entries: dict[str, list[Any]], limit: int) -> dict[str, list[Any]]:
     """The ``limit`` most recently recorded entries (the time is each entry's last item)."""
     if len(entries) <= limit:
         return entries
