@@ -1,7 +1,7 @@
 """Session-wide test setup.
 
-* Caches (rattler, conda-lock, pip, pre-commit) go to one temporary directory,
-  never ``~/.cache``.
+* Caches (rattler, conda-lock, pip, pre-commit) and temporary files (TMPDIR) go to one temporary directory,
+  never ``~/.cache``, removed when the session ends (``ENVGUARD_TESTS_KEEP_TMP=1`` keeps it).
 * ``slow`` (builds environments or starts interpreters) is also set here for every test that uses a fixture
   marked ``@builds_environment`` (tests/support/lanes.py); ``-m "not slow"`` is the fast lane.
 * ``@pytest.mark.requires(condition, reason)`` skips through tests/support/require.py: a failure under CI=true.
@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -20,7 +21,10 @@ from pathlib import Path
 import pytest
 
 _SESSION_TMP = Path(tempfile.mkdtemp(prefix="envguard-tests-"))
+# pytest's own tmp_path roots stay where pytest keeps them (the last three runs, for a look after a failure)
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
 for _var, _sub in {
+    "TMPDIR": "tmp",  # every temporary file of the tests and their subprocesses (conda-lock's included)
     "XDG_CACHE_HOME": "cache",
     "RATTLER_CACHE_DIR": "cache/rattler",
     "CONDA_PKGS_DIRS": "cache/pkgs",
@@ -31,6 +35,7 @@ for _var, _sub in {
 }.items():
     os.environ[_var] = str(_SESSION_TMP / _sub)
     (_SESSION_TMP / _sub).mkdir(parents=True, exist_ok=True)
+tempfile.tempdir = os.environ["TMPDIR"]  # gettempdir() had already answered /tmp for the mkdtemp above
 # The standard test channel's python is a venv around this machine's interpreter: its bin/python3.X is an
 # absolute symlink out of the prefix, which envguard refuses unless allowed (docs/reliability.md).
 os.environ["ENVGUARD_SYMLINK_ALLOW"] = "python:bin/python3*"
@@ -97,4 +102,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    # os._exit runs no exit handler: what they would remove (conda-lock's temporary directories, the caches
+    # and environments of the session, ~0.5 GB) goes here, unless kept to look at
+    if not os.environ.get("ENVGUARD_TESTS_KEEP_TMP"):
+        shutil.rmtree(_SESSION_TMP, ignore_errors=True)
     os._exit(_exit_status["code"])
