@@ -11,7 +11,7 @@ import json
 import sys
 
 
-def _gbps(torch, src, dst, reps: int) -> float:  # noqa: ANN001 - torch passed in to keep imports local
+def _gbps(torch, src, dst, reps: int) -> float:  # torch passed in to keep imports local
     dst.copy_(src, non_blocking=True)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

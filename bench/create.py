@@ -23,9 +23,10 @@ load average.
    cache: every archive scanned), warm with the files' identities stamped (what every create after the first
    pays: a stat per file), and warm with the stamps dropped (every extracted file hashed against paths.json,
    as after another tool touched the cache). Also the whole ``envguard create`` process cold and warm against
-   the same peer process as above, cold and warm. On a shared machine the install's fsyncs and threads make single rounds vary 2-3x and system
-time balloon; user CPU time is the steadiest measure of envguard's own extra work. Both processes run from compiled bytecode
-(see below). Everything lives in a temporary directory (caches included); nothing touches ~/.cache.
+   the same peer process as above, cold and warm. On a shared machine the install's fsyncs and threads make
+   single rounds vary 2-3x and system time balloon; user CPU time is the steadiest measure of envguard's own
+   extra work. Both processes run from compiled bytecode (see below). Everything lives in a temporary
+   directory (caches included); nothing touches ~/.cache.
 
 5. A realistic workload (``--real-tree``, off by default: it packages ~1.3 GB): every distribution installed in
    this interpreter's site-packages (envguard's dev venv: a real PyTorch environment, ~30,000 files) as one
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                                                               "ENVGUARD_PKGS_DIR", "TMPDIR")})
 
     from support import channels
+
     from envguard.create import read_plan
     from envguard.platforms import host_platform
 
@@ -258,6 +260,7 @@ def verified_cache_costs(root: Path, env: dict[str, str], plat: str, peer_script
 
     from create_runs import Runs
     from support import channels
+
     from envguard.create import read_plan
     from envguard.lock import lock
 
@@ -308,8 +311,9 @@ def verified_cache_costs(root: Path, env: dict[str, str], plat: str, peer_script
     med = {k: statistics.median(v) for k, v in rows.items()}
     for k, v in med.items():
         print(f"  {k:<42} median {v:.3f} s")
-    print(f"  cold ratio envguard / peer: {med['envguard create, cold (process)'] / med['peer rattler.install, cold (process)']:.2f}; "
-          f"warm ratio: {med['envguard create, warm (process)'] / med['peer rattler.install, warm (process)']:.2f}")
+    cold = med["envguard create, cold (process)"] / med["peer rattler.install, cold (process)"]
+    warm = med["envguard create, warm (process)"] / med["peer rattler.install, warm (process)"]
+    print(f"  cold ratio envguard / peer: {cold:.2f}; warm ratio: {warm:.2f}")
     hashed = med["prepare, warm, every file hashed"]
     print(f"  hashing the extracted files: {total / 1e6 / hashed:.0f} MB/s; the stamps save "
           f"{hashed - med['prepare, warm, identities stamped']:.3f} s per create "

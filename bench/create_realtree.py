@@ -35,7 +35,6 @@ import resource
 import shutil
 import stat
 import statistics
-import subprocess
 import sys
 import sysconfig
 import time

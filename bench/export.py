@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         assert lock_text.count("\n- name: ") == args.conda + args.pip + 1, "the lock lacks packages"
         freeze = walls["freeze"]
         print()
-        print(f"{'measure (median of ' + str(args.repeat) + ', whole processes)':<52} {'seconds':>8} {'ratio':>7}  target")
+        heading = f"measure (median of {args.repeat}, whole processes)"
+        print(f"{heading:<52} {'seconds':>8} {'ratio':>7}  target")
         print(f"{'pip freeze':<52} {freeze:>8.3f} {1.0:>6.2f}x")
         print(f"{'export: environment.yml + conda-lock.yml':<52} {walls['lock']:>8.3f} "
               f"{walls['lock'] / freeze:>6.2f}x  <= 1.0x")

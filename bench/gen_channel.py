@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from support import channels  # noqa: E402
+from support import channels
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,8 +7,9 @@ Times `envguard --help`, `envguard lint` on a five-line environment.yml and `env
 holding an `envguard` package (e.g. an older commit unpacked with `git archive`), put first on PYTHONPATH so
 two versions are measured in the same run, alternating; without --tree, the installed envguard is timed.
 Wall-clock medians and minima, and the median CPU time (user + system) of each process, which a
-loaded machine disturbs least. Processes run from compiled bytecode in a cache of their own (an installed envguard is compiled by pip; our
-dev machines set PYTHONDONTWRITEBYTECODE=1). Also says whether each command imported pydantic.
+loaded machine disturbs least. Processes run from compiled bytecode in a cache of their own (an installed
+envguard is compiled by pip; our dev machines set PYTHONDONTWRITEBYTECODE=1). Also says whether each command
+imported pydantic.
 """
 
 from __future__ import annotations

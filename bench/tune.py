@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envguard.tune import TuneOptions, TuneResult, tune  # noqa: E402
-from envguard.tune.search import Settings  # noqa: E402
+from envguard.tune import TuneOptions, TuneResult, tune
+from envguard.tune.search import Settings
 
 
 def _load() -> str:
@@ -67,7 +67,8 @@ def h2d(args: argparse.Namespace) -> int:
     print(f"host-to-device copy of the demo's batches ({rows[True][0]['bytes_per_batch'] / 2**20:.1f} MiB), "
           f"{rec.label()}, step {args.step_ms:g} ms, medians of {args.repeats}:")
     for pin in (False, True):
-        med = {k: statistics.median(r[k] for r in rows[pin]) for k in ("gbps", "copy_ms", "exposed_ms", "samples_per_s")}
+        keys = ("gbps", "copy_ms", "exposed_ms", "samples_per_s")
+        med = {k: statistics.median(r[k] for r in rows[pin]) for k in keys}
         print(f"  pin_memory={pin!s:5}  {med['gbps']:7.2f} GB/s  copy {med['copy_ms']:.3f} ms  host waits "
               f"{med['exposed_ms']:.3f} ms  {med['samples_per_s']:.0f} samples/s")
     gain = statistics.median(r["gbps"] for r in rows[True]) / statistics.median(r["gbps"] for r in rows[False])
