@@ -143,8 +143,8 @@ def _add_dependency(text: str, dep: str) -> str:
 def _write_metadata_only_lock(files: list[Path], lockfile: Path, cuda_key: str | bool) -> dict[str, str]:
     """A lock whose metadata is exactly what `envguard lock` writes (no solve needed for freshness)."""
     from envguard.lock import _cuda_record
-    from envguard.lock.lockfile import redacted_channels, relative_source
-    from envguard.lock.solver import cuda_arg, virtual_package_repo
+    from envguard.lock.lockfile import cuda_arg, redacted_channels, relative_source
+    from envguard.lock.solver import virtual_package_repo
     from envguard.lock.spec import read_spec
 
     spec = read_spec(files)

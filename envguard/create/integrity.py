@@ -101,6 +101,8 @@ def file_url_path(url: str) -> Path | None:
     """The local path of a ``file://`` URL, else None."""
     if not is_file_url(url):
         return None
+    if url.startswith("file:///") and not any(c in url for c in "%?#\t\r\n") and os.name != "nt":
+        return Path(url[7:])  # what urlsplit and unquote give for this form: no host, escape, query or fragment
     try:
         parts = urlsplit(url)
     except ValueError:

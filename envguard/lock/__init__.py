@@ -27,6 +27,7 @@ from envguard.lock.lockfile import (
     META_CUDA,
     META_CUDA_FROM,
     META_FINGERPRINT,
+    cuda_arg,
     fast_path_possible,
     fingerprint,
     input_digest,
@@ -233,7 +234,6 @@ def lock(
     )
     from envguard.lock.pypi import mapping_path, solve_pip
     from envguard.lock.solver import (
-        cuda_arg,
         platform_virtual_packages,
         rattler_virtual_packages,
         solve_platforms,
@@ -369,7 +369,7 @@ def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str
 
 
 def _file_platforms(files: list[Path], texts: list[str]) -> list[str]:
-    from envguard.lock.spec import LOCKABLE_PLATFORMS
+    from envguard.platforms import LOCKABLE_PLATFORMS
 
     out: list[str] = []
     for f, t in zip(files, texts, strict=False):
@@ -411,7 +411,7 @@ def check_fresh(
         except UnicodeDecodeError:
             raise UserError("not UTF-8 text", file=str(f), fix="save the file as UTF-8") from None
     texts = [c.decode("utf-8", "replace") for c in contents]
-    from envguard.lock.spec import LOCKABLE_PLATFORMS
+    from envguard.platforms import LOCKABLE_PLATFORMS
 
     for p in platforms or []:
         if p not in LOCKABLE_PLATFORMS:
@@ -442,8 +442,6 @@ def check_fresh(
     hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
     custom = {str(k): str(v) for k, v in (meta.get("custom_metadata") or {}).items()}
     effective_cuda = cuda if cuda is not None else _cuda_from_record(custom.get(META_CUDA))
-    from envguard.lock.solver import cuda_arg
-
     carg = cuda_arg(effective_cuda)
 
     not_locked = [p for p in plats if p not in locked_platforms or p not in hashes]

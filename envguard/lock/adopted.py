@@ -51,12 +51,13 @@ def write_adopted(spec_file: Path, packages: Sequence[AdoptedPackage], *, lockfi
     from envguard.lock.lockfile import (
         _merged_dependencies,
         build_lockfile,
+        cuda_arg,
         redacted_channels,
         relative_source,
         write_lock_atomic,
     )
     from envguard.lock.pypi import mapping_path
-    from envguard.lock.solver import cuda_arg, virtual_package_repo
+    from envguard.lock.solver import virtual_package_repo
     from envguard.lock.spec import read_spec
     from envguard.redact import redact
 

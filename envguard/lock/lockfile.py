@@ -53,6 +53,9 @@ FINGERPRINT_TAG = "envguard-lock-fingerprint/1"
 META_CUDA = "envguard.cuda"
 META_CUDA_FROM = "envguard.cuda-from"  # "flag" when --cuda/--no-cuda chose the assumption
 META_FINGERPRINT = "envguard.create.fingerprint."  # + platform
+# conda-lock's default __cuda version (default-virtual-packages.yaml) is what
+# "no --cuda given" means for the content hash.
+DEFAULT_CUDA = "default"
 _EXTENSIONS = (".conda", ".tar.bz2")
 
 
@@ -129,6 +132,15 @@ class Lock:
     def cuda(self) -> str | None:
         """The CUDA assumption envguard recorded ("12.4", "none"), None for locks from elsewhere."""
         return self.custom_metadata.get(META_CUDA)
+
+
+def cuda_arg(cuda: str | bool | None) -> str:
+    """envguard's ``cuda`` (None default, False none, "12.4") as conda-lock's ``cuda_version``."""
+    if cuda is None or cuda is True:
+        return DEFAULT_CUDA
+    if cuda is False or cuda in {"", "none"}:
+        return ""
+    return str(cuda)
 
 
 def _bad_lock(path: Path, key: str, message: str) -> UserError:

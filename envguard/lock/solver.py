@@ -16,21 +16,9 @@ from typing import Any
 
 from envguard import settings
 from envguard.errors import BackendError
+from envguard.lock.lockfile import cuda_arg
 from envguard.redact import redact
 from envguard.versions import conda_key
-
-# conda-lock's default __cuda version (default-virtual-packages.yaml) is what
-# "no --cuda given" means for the content hash.
-DEFAULT_CUDA = "default"
-
-
-def cuda_arg(cuda: str | bool | None) -> str:
-    """envguard's ``cuda`` (None default, False none, "12.4") as conda-lock's ``cuda_version``."""
-    if cuda is None or cuda is True:
-        return DEFAULT_CUDA
-    if cuda is False or cuda in {"", "none"}:
-        return ""
-    return str(cuda)
 
 
 def virtual_package_repo(cuda: str | bool | None) -> Any:
