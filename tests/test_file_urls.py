@@ -9,12 +9,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from envguard.create.integrity import file_url_path, is_file_url
-
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 def _stdlib(url: str) -> Path | None:
