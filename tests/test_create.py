@@ -608,7 +608,8 @@ def test_sigint_while_linking_exits_130_and_keeps_old_env(tmp_path: Path, base_l
     assert code == 0 and out.startswith("unchanged:") and siblings(target) == []
 
 
-def test_progress_display_counts_cached_and_linked(tmp_path: Path, base_lock: Path, monkeypatch, capsys) -> None:
+def test_progress_display_counts_verified_cached_and_linked(tmp_path: Path, base_lock: Path, private_cache: Path,
+                                                            monkeypatch, capsys) -> None:
     import io
 
     from rich.console import Console
@@ -620,6 +621,15 @@ def test_progress_display_counts_cached_and_linked(tmp_path: Path, base_lock: Pa
     assert code == 0, err
     text = screen.getvalue()
     assert "linked" in text and "cached" in text and "7/7" in text
+    # an empty package cache: every archive is read (hashed, scanned) first, and counted while it is
+    verified = [line for line in text.replace("\r", "\n").splitlines() if "verified" in line]
+    assert verified and "7/7" in verified[-1], text
+    screen.truncate(0)
+    screen.seek(0)
+    code, _, err = run_cli(capsys, "create", "-p", str(tmp_path / "env-warm"), "--lockfile", str(base_lock),
+                           "--no-check")
+    assert code == 0, err
+    assert "linked" in screen.getvalue() and "verified" not in screen.getvalue()  # nothing to read: all cached
     screen.truncate(0)
     code, _, _ = run_cli(capsys, "create", "-p", str(tmp_path / "env2"), "--lockfile", str(base_lock),
                          "--no-check", "--quiet")

@@ -103,7 +103,8 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
             require(plan.conda, plan.pip, pkgs, use_cache=be.name == "rattler")
         # hashes, the package cache and every path checked before anything is linked (envguard.create.prelink)
         prepared = prepare(plan.conda, pkgs, platform=platform, lockfile=lock_path, use_cache=be.name == "rattler",
-                           note=rep.note, stage=rep.stage, offline=offline)
+                           note=rep.note, stage=rep.stage, offline=offline, reading=rep.verify_start,
+                           read=rep.verified)
         fault_hook("verified")  # tests replace a channel's artifact here: the installer must not read it
         verified = prepared.verified_local
         plan.conda = list(prepared.artifacts)

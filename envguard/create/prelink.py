@@ -132,11 +132,14 @@ class Prepared:
 
 def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lockfile: Path | None = None,
             use_cache: bool = True, note: Callable[[str], None] = lambda _t: None,
-            stage: Callable[[str], None] = lambda _t: None, offline: bool = False) -> Prepared:
+            stage: Callable[[str], None] = lambda _t: None, offline: bool = False,
+            reading: Callable[[int], None] = lambda _n: None, read: Callable[[str], None] = lambda _n: None,
+            ) -> Prepared:
     """Verify and check everything the installer will link; see the module doc. Raises IntegrityError (3)
     or BackendError (6). ``use_cache`` False (external installers with caches of their own): every artifact
     is taken from its verified archive. ``offline``: an artifact that would have to be downloaded (its cache
-    entry found altered) is refused, named, instead (envguard.create.offline)."""
+    entry found altered) is refused, named, instead (envguard.create.offline). ``reading(n)``: n archives
+    are about to be read (downloaded, hashed, scanned); ``read(name)`` after each one."""
     creds = Credentials()
     arts = [_without_credentials(a, creds) for a in artifacts]
     missing: set[str] = set()
@@ -176,7 +179,8 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     prepared = Prepared(tuple(arts), client, verified, cache_dir=cache_dir if use_cache else None)
     try:
         if cold:
-            scanned = _run(_obtain_all(cold, cache_dir, client, missing, prepared, lockfile, stage, stamps))
+            reading(len(cold))
+            scanned = _run(_obtain_all(cold, cache_dir, client, missing, prepared, lockfile, stage, stamps, read))
             for (i, _art, _why), (local, pkg) in zip(cold, scanned, strict=False):
                 if local is not None:
                     arts[i] = dataclasses.replace(arts[i], local=local)
@@ -353,7 +357,8 @@ def _run(coro: Any) -> Any:
 
 async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: Path, client: Any,
                       missing: set[str], prepared: Prepared, lockfile: Path | None,
-                      stage: Callable[[str], None], stamps: VerifiedStamps) -> list[tuple[Path | None, _Package]]:
+                      stage: Callable[[str], None], stamps: VerifiedStamps,
+                      read: Callable[[str], None]) -> list[tuple[Path | None, _Package]]:
     remote = [art for _i, art, _w in cold if not is_file_url(art.url)]
     # every cold archive is read once, into this private folder: hashed, scanned and extracted from there
     prepared.download_dir = cache_dir / f"{DOWNLOAD_TAG}{os.getpid()}"
@@ -365,6 +370,11 @@ async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: P
     gate = asyncio.Semaphore(_CONCURRENCY)
 
     async def one(art: Artifact, altered: str | None) -> tuple[Path | None, _Package]:
+        local, pkg = await obtain(art, altered)
+        read(art.name)
+        return local, pkg
+
+    async def obtain(art: Artifact, altered: str | None) -> tuple[Path | None, _Package]:
         async with gate:
             assert prepared.download_dir is not None
             if is_file_url(art.url):

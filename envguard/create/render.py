@@ -50,6 +50,13 @@ class CreateRenderer(CreateReporter):
         who = f"envguard process {holder_pid}" if holder_pid else "another envguard process"
         render.err.print(f"waiting for {who}, which is creating this environment ({waited_s:.0f} s)", markup=False)
 
+    def verify_start(self, total: int) -> None:
+        if self._live:
+            self._tasks["verified"] = self._bar().add_task("verified", total=total)
+
+    def verified(self, name: str) -> None:
+        self._advance("verified")
+
     def install_start(self, total: int) -> None:
         if not self._live:
             return

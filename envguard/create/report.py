@@ -25,6 +25,13 @@ class CreateReporter:
     def waiting(self, holder_pid: int | None, waited_s: float) -> None:
         """Another envguard holds the prefix lock; called every few seconds while waiting."""
 
+    def verify_start(self, total: int) -> None:
+        """``total`` archives are read before anything is extracted: downloaded when remote, hashed against
+        the lock and every entry scanned (envguard.create.prelink). Not called when every package is cached."""
+
+    def verified(self, name: str) -> None:
+        """One of those archives passed."""
+
     def install_start(self, total: int) -> None:
         """The installer starts ``total`` package operations."""
 
