@@ -306,6 +306,28 @@ def test_a_bug_is_one_masked_line_and_verbose_anywhere_shows_its_masked_tracebac
         assert secret not in err, err
 
 
+def test_a_ctrl_c_that_python_reports_as_another_error_is_still_an_interrupt(
+        here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seen in CI: a Ctrl-C while a module defined a dataclass reached the user as "internal error:
+    RuntimeError: Error calling __set_name__ ..." and exit 6. Python 3.11 reports an exception raised in a
+    class body's __set_name__ as a RuntimeError caused by it (3.12 re-raises it with a note); the chain
+    decides, as for every other interrupt: one line, exit 130."""
+    import envguard.lint
+
+    class Descriptor:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise KeyboardInterrupt
+
+    def interrupted_while_defining_a_class(_targets: object) -> None:
+        type("Manifest", (), {"notes": Descriptor()})
+
+    monkeypatch.setattr(envguard.lint, "lint_paths", interrupted_while_defining_a_class)
+    capsys.readouterr()
+    assert cli.run(["lint", "ok.yml"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "interrupted", err
+
+
 def test_the_cli_prints_an_errors_fix_once(here: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """The fix an error carries as a field is written after its message exactly once, in the usual one line."""

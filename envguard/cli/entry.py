@@ -114,14 +114,22 @@ def _run(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return say_interrupted("interrupted")
     except Exception as e:  # noqa: BLE001 - a bug: one line, unless asked for more
-        if run_state["verbose"]:
-            _print_traceback()
-        from envguard.redact import redact, shorten_words
+        return _unexpected(e)
 
-        detail = _escape(redact(shorten_words(" ".join(str(e).split()))))
-        hint = "" if run_state["verbose"] else " (rerun with --verbose for a traceback)"
-        render.err.print(f"[red]internal error:[/red] {type(e).__name__}: {detail}{hint}")
-        return int(ExitCode.BACKEND)
+
+def _unexpected(e: Exception) -> int:
+    """An exception no command turned into its own line: a bug ("internal error", exit 6), unless a Ctrl-C
+    lies under it (Python 3.11 reports one raised in a class body's ``__set_name__`` as a RuntimeError)."""
+    if _caused_by_interrupt(e):
+        return say_interrupted("interrupted")
+    if run_state["verbose"]:
+        _print_traceback()
+    from envguard.redact import redact, shorten_words
+
+    detail = _escape(redact(shorten_words(" ".join(str(e).split()))))
+    hint = "" if run_state["verbose"] else " (rerun with --verbose for a traceback)"
+    render.err.print(f"[red]internal error:[/red] {type(e).__name__}: {detail}{hint}")
+    return int(ExitCode.BACKEND)
 
 
 def _json_error(argv: list[str], code: int, message: str, **parts: Any) -> None:
@@ -151,6 +159,19 @@ def _asks_for_help(argv: list[str]) -> bool:
     return bool({"-h", "--help", "--version"} & set(options))
 
 
+
+
+def _caused_by_interrupt(error: BaseException) -> bool:
+    """Whether a KeyboardInterrupt (Ctrl-C, or SIGTERM: envguard raises one for it) is in the chain of causes
+    that ended in ``error``: Python reports some exceptions raised inside its own machinery as another one."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _exit_interrupted(signum: int, _frame: object) -> None:
