@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     (root / "tmp").mkdir()
     os.environ.update({k: v for k, v in env.items() if k in ("XDG_CACHE_HOME", "RATTLER_CACHE_DIR",
                                                               "ENVGUARD_PKGS_DIR", "TMPDIR")})
+    # this process's own temporary files too (the in-process lock's conda-lock directories): it ends with
+    # os._exit, which runs no exit handler, so only the removal of root removes them
+    tempfile.tempdir = str(root / "tmp")
 
     from support import channels
 
