@@ -201,8 +201,11 @@ def _wired(rank: int, port: int, world: int = 2) -> dict[str, str]:
 def test_ranks_sharing_one_gpu_prove_the_wiring_with_gloo_and_warn(procs: Procs, tmp_path: Path) -> None:
     """auto: every rank makes the same choice (gloo), the check passes, and a warning says NCCL would not start."""
     port = free_port()
+    # slow-register: the second rank to claim the GPU gets there before the first has said which rank it is
+    # (a race CI met once: the warning then named only one rank)
+    env = {**FAKE_GPU, "ENVGUARD_PROBE_INJECT": "fake-gpu,slow-register"}
     nodes = [procs.start([*ENVGUARD, "check", "-p", sys.prefix, "--no-smoke", "--distributed", "--format", "json",
-                          "--smoke-timeout", "60"], {**_wired(r, port), **FAKE_GPU}, tmp_path) for r in (0, 1)]
+                          "--smoke-timeout", "60"], {**_wired(r, port), **env}, tmp_path) for r in (0, 1)]
     host = socket.gethostname()
     for rank, p in enumerate(nodes):
         out, err = p.communicate(timeout=120)

@@ -18,6 +18,7 @@ bus bandwidth is measured per message size.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import socket
@@ -171,7 +172,7 @@ def run(torch: Any, world: dict[str, Any], *, join_timeout: float, collective_ti
         info["stage"] = "connect"
         store = _connect(dist, world, join_timeout)
         info["stage"] = "join"
-        _register_gpu(store, world, gpu)
+        _register_gpu(store, world, gpu, inject)
         _join(store, world, info, t0, join_timeout)
         info["stage"] = "devices"
         backend = _choose_backend(store, world, gpu, backend, info)
@@ -182,8 +183,6 @@ def run(torch: Any, world: dict[str, Any], *, join_timeout: float, collective_ti
             info["device"] = str(device)
         info["stage"] = "init"
         t = time.monotonic()
-        import datetime
-
         dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=world["rank"],
                                 world_size=world["world_size"],
                                 timeout=datetime.timedelta(seconds=collective_timeout))
@@ -240,7 +239,7 @@ def _boot_id() -> str:
         return ""
 
 
-def _register_gpu(store: Any, world: dict[str, Any], gpu: dict | None) -> None:
+def _register_gpu(store: Any, world: dict[str, Any], gpu: dict | None, inject: tuple[str, ...] = ()) -> None:
     """Before joining: count this rank under its GPU, or among the ranks NCCL cannot serve."""
     me = {"rank": world["rank"], "host": world["host"]}
     if gpu is None:
@@ -250,14 +249,16 @@ def _register_gpu(store: Any, world: dict[str, Any], gpu: dict | None) -> None:
     if gpu["fake"]:  # claims a GPU for the pairing, but cannot run NCCL: every rank must know it
         store.add("gpus/fake", 1)
     n = int(store.add(f"gpu/{gpu['id']}", 1))
+    if n == 1 and "slow-register" in inject:  # test injection: widens the window between the count and the name
+        time.sleep(1.5)
     store.set(f"gpu/{gpu['id']}/{n}", json.dumps(me))
     if n > 1:
         first = {}
-        if store.check([f"gpu/{gpu['id']}/1"]):
-            try:
-                first = json.loads(store.get(f"gpu/{gpu['id']}/1"))
-            except ValueError:
-                pass
+        try:  # the first rank sets its key just after its add: wait for it (a bare check raced, naming one rank)
+            store.wait([f"gpu/{gpu['id']}/1"], datetime.timedelta(seconds=10))
+            first = json.loads(store.get(f"gpu/{gpu['id']}/1"))
+        except Exception:  # noqa: BLE001 - a rank that died there: the message says "two ranks" or names one
+            pass
         store.add("gpus/shared", 1)
         store.set("gpus/shared/example", json.dumps({"ranks": [first.get("rank"), world["rank"]],
                                                      "host": world["host"], "device": gpu["name"]}))
@@ -295,8 +296,6 @@ def _choose_backend(store: Any, world: dict[str, Any], gpu: dict | None, asked: 
 
 def _connect(dist: Any, world: dict[str, Any], timeout: float) -> Any:
     """Rank 0 serves the store unless torchrun's agent already does; everyone else is a client."""
-    import datetime
-
     master = world["rank"] == 0 and not world["agent_store"]
     try:
         store = dist.TCPStore(world["addr"], world["port"], world["world_size"] if master else None, master,

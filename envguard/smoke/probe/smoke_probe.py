@@ -47,6 +47,7 @@ INJECTIONS = (
     "omp-dup",      # a second copy of the OpenMP runtime loaded with ctypes
     "never-ends",   # workers and main blocked forever, SIGTERM ignored
     "fake-gpu",     # a launcher's rank claims one NCCL GPU that every rank of its host shares
+    "slow-register",  # the first rank to claim a GPU waits 1.5 s before saying which rank it is
 )
 
 _EVENTS_ENV = "ENVGUARD_PROBE_EVENTS"  # declared in envguard.settings (this file cannot import it)
