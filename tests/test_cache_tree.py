@@ -8,14 +8,19 @@ a symlink re-pointed, a setuid bit or an exec bit added.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import marshal
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from support import channels
 from support.create_fixtures import make_lock, run_cli, siblings, write_env
+
+from envguard.create import cachetree
 
 A = "share/egtree/a.txt"
 B = "share/egtree/b.txt"  # the same size as a.txt: a swap that keeps sizes
@@ -55,6 +60,9 @@ def _edit(root: Path, what: str) -> None:
         os.chmod(root / TOOL, 0o4755)
     elif what == "exec bit":
         os.chmod(root / A, 0o755)
+    elif what == "file -> FIFO":
+        os.unlink(root / A)
+        os.mkfifo(root / A)
     else:
         raise AssertionError(what)
 
@@ -66,11 +74,12 @@ def _tree_is_the_archives(root: Path) -> None:
     assert stat.S_IMODE(os.lstat(root / A).st_mode) == 0o644
 
 
-EDITS = ["file -> symlink", "symlink re-pointed", "setuid bit", "exec bit"]
+EDITS = ["file -> symlink", "symlink re-pointed", "setuid bit", "exec bit", "file -> FIFO"]
 WHY = {"file -> symlink": f"{A} is a symlink to b.txt; the verified archive has a regular file",
        "symlink re-pointed": f"{LINK} points to b.txt; the verified archive's symlink points to a.txt",
        "setuid bit": f"{TOOL} has its setuid bit set (mode 4755)",
-       "exec bit": f"{A} has mode 0755; the verified archive's is 0644"}
+       "exec bit": f"{A} has mode 0755; the verified archive's is 0644",
+       "file -> FIFO": f"{A} is not a file, symlink or directory; the verified archive has a regular file"}
 
 
 @pytest.mark.slow
@@ -120,6 +129,62 @@ def test_an_unedited_entry_stays_linked_from_the_cache(tmp_path: Path, lock: Pat
     code, _, err = _create(capsys, tmp_path / "third", lock)
     assert code == 0 and "altered" not in err, err
     assert json.loads((pkgs / ".envguard-trees.json").read_text())["trees"]
+
+
+def _entry(root: Path) -> list[tuple[str, str]]:
+    (root / "share/d").mkdir(parents=True)
+    (root / "share/f.txt").write_text("f\n")
+    os.chmod(root / "share/f.txt", 0o644)
+    os.symlink("f.txt", root / "share/l")
+    (root / "L").write_text("a file called L\n")  # a name equal to a symlink identity's tag
+    os.chmod(root / "L", 0o755)
+    return [("share/d", "directory"), ("share/f.txt", "hardlink"), ("share/l", "softlink"), ("L", "hardlink")]
+
+
+def test_the_identities_determine_the_tree_and_keep_their_format(tmp_path: Path) -> None:
+    """A warm create vouches for an entry from its identities alone (no tree comparison), so every change of
+    the tree must change them, a declared directory turned into a FIFO included; and the digests keep the
+    format that the records of earlier versions were written in."""
+    root = tmp_path / "entry"
+    declared = _entry(root)
+    found = cachetree.scan_identity(str(root), declared, [])
+    assert not isinstance(found, str)
+    full = cachetree.expand(found, str(root), declared)
+    want_tree = [("d", "share/d"), ("f", "share/f.txt", 0o644), ("l", "share/l", "f.txt"), ("f", "L", 0o755)]
+    assert full.tree == hashlib.sha256(repr(want_tree).encode()).hexdigest()
+    assert full.kinds == {"share/d": "d", "share/f.txt": "f", "share/l": "l", "L": "f"}
+    assert [r for r, _f, _s in full.to_hash] == ["share/f.txt", "L"]
+    st, sl, sL = (os.lstat(root / p) for p in ("share/f.txt", "share/l", "L"))
+    seen = [("share/f.txt", st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, 0o644),
+            ("L", "share/l", "f.txt", sl.st_ino, sl.st_dev),
+            ("L", sL.st_size, sL.st_mtime_ns, sL.st_ino, sL.st_dev, 0o755)]
+    assert found.identity == hashlib.sha256(marshal.dumps(seen, 2)).hexdigest()
+    assert cachetree.scan_entry(str(root), declared, []) == full
+
+    def identity_after(edit: Callable[[Path], None]) -> str:
+        fresh = tmp_path / f"e{len(list(tmp_path.iterdir()))}"
+        _entry(fresh)
+        before = cachetree.scan_identity(str(fresh), declared, [])
+        edit(fresh)
+        after = cachetree.scan_identity(str(fresh), declared, [])
+        assert not isinstance(before, str) and not isinstance(after, str)
+        assert after.identity != before.identity
+        return cachetree.expand(after, str(fresh), declared).tree
+
+    def dir_to_fifo(r: Path) -> None:
+        (r / "share/d").rmdir()
+        os.mkfifo(r / "share/d")
+
+    def dir_to_file(r: Path) -> None:
+        (r / "share/d").rmdir()
+        (r / "share/d").write_text("")
+
+    def file_to_fifo(r: Path) -> None:
+        os.unlink(r / "L")
+        os.mkfifo(r / "L")
+
+    for edit in (dir_to_fifo, dir_to_file, file_to_fifo, lambda r: os.chmod(r / "share/f.txt", 0o4644)):
+        assert identity_after(edit) != full.tree
 
 
 # --------------------------------------------------------------------------- check --deep on the environment

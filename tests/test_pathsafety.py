@@ -163,6 +163,26 @@ def test_symlink_out_of_the_prefix_is_refused_unless_allowed(tmp_path: Path, pkg
 
 
 @pytest.mark.slow
+def test_a_recorded_path_check_stands_only_for_the_same_inputs(tmp_path: Path, pkgs: Path, capsys,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warm creates of the same lock take the check's recorded answer (one record, however many creates);
+    the allow-list is one of its inputs, so taking the exception away refuses the same warm packages again."""
+    lock = _hostile(tmp_path, "egpasswd", {"share/egpasswd/readme": "x\n"}, symlinks={"share/passwd": "/etc/passwd"})
+    monkeypatch.setenv("ENVGUARD_SYMLINK_ALLOW", "egpasswd:share/passwd")
+    records = pkgs / ".envguard-path-checks.json"
+    for i in range(4):
+        code, _, err = _run(capsys, "create", "-p", str(tmp_path / f"env{i}"), "--lockfile", str(lock), "--no-check")
+        assert code == 0, err
+        assert records.exists() == (i > 0)  # the first create scanned the archive: nothing recorded
+    assert len(json.loads(records.read_text())["passed"]) == 1
+    monkeypatch.setenv("ENVGUARD_SYMLINK_ALLOW", "")
+    target = tmp_path / "refused"
+    code, _, err = _run(capsys, "create", "-p", str(target), "--lockfile", str(lock), "--no-check")
+    assert code == 3 and "share/passwd is a symlink to /etc/passwd" in err, err
+    assert not target.exists() and len(json.loads(records.read_text())["passed"]) == 1  # a refusal: no record
+
+
+@pytest.mark.slow
 def test_relative_symlink_climbing_out_is_refused(tmp_path: Path, pkgs: Path, capsys) -> None:
     lock = _hostile(tmp_path, "egclimb", {"share/egclimb/a": "a\n"}, symlinks={"share/up": "../../.."})
     code, _, err = _run(capsys, "create", "-p", str(tmp_path / "env"), "--lockfile", str(lock), "--no-check")

@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from support import channels
-from support.create_fixtures import make_lock, run_cli, siblings, write_env
+from support.create_fixtures import envguard_run, make_lock, run_cli, siblings, write_env
 
 from envguard.create import integrity
 
@@ -215,3 +217,60 @@ def test_a_damaged_download_is_an_integrity_failure_naming_the_package(tmp_path:
     assert "package ?" not in err
     assert not target.exists() and siblings(target) == []
     assert not [p for p in pkgs.iterdir() if "egtamper" in p.name or p.name.startswith(".envguard-downloads")]
+
+
+# --------------------------------------------------------------------------- the record files themselves
+
+RECORDS = [".envguard-verified.json", ".envguard-trees.json", ".envguard-path-checks.json"]
+
+
+def _in_thread(fn: Callable[[], object], seconds: float = 20) -> object:
+    """``fn()``, failing (not hanging the suite) when it blocks."""
+    box: dict[str, object] = {}
+    worker = threading.Thread(target=lambda: box.update(result=fn()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"{fn} still blocked after {seconds} s"
+    return box.get("result")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "huge", "deep"])
+def test_a_record_file_that_is_not_a_small_regular_file_is_ignored(tmp_path: Path, kind: str) -> None:
+    """A FIFO in a record's place blocked every create in its open (issue 27, point 4): a record only spares
+    work, so anything but a small regular file of JSON reads as no record."""
+    path = tmp_path / ".envguard-trees.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "huge":
+        with open(path, "wb") as fh:
+            fh.truncate(integrity.RECORD_CAP + 1)
+    else:
+        path.write_text("[" * 200_000 + "]" * 200_000)
+    assert _in_thread(lambda: integrity.read_record_file(path)) is None
+
+
+def test_a_fifo_planted_at_a_records_temporary_name_is_not_written_through(tmp_path: Path) -> None:
+    """The temporary name is predictable (its pid); opening a FIFO planted there to write blocked forever."""
+    path = tmp_path / ".envguard-verified.json"
+    os.mkfifo(path.with_name(f"{path.name}.{os.getpid()}.tmp"))
+    _in_thread(lambda: integrity.write_record_file(path, {"format": 1, "artifacts": {}}))
+    assert integrity.read_record_file(path) == {"format": 1, "artifacts": {}}
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+@pytest.mark.slow
+def test_creates_go_on_when_every_record_file_is_a_fifo(tmp_path: Path, chan: Path, pkgs: Path, capsys) -> None:
+    """Whole processes with a deadline: a create that blocks fails here instead of hanging."""
+    lock = _lock(tmp_path, channels.channel_url(chan))
+    for i in range(2):  # the second one is warm: it wrote every record
+        assert _create(capsys, tmp_path / f"env{i}", lock)[0] == 0
+    assert sorted(p.name for p in pkgs.glob(".envguard-*.json")) == sorted(RECORDS)
+    for name in RECORDS:
+        (pkgs / name).unlink()
+        os.mkfifo(pkgs / name)
+    proc = envguard_run("create", "-p", str(tmp_path / "env-fifos"), "--lockfile", str(lock), "--no-check",
+                        "--quiet", env={"ENVGUARD_PKGS_DIR": str(pkgs)}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "env-fifos" / DATA).read_text() == "original\n"

@@ -7,16 +7,16 @@ very bytes in the same create. rattler never extracts setuid, setgid or sticky b
 to ``0o777``: observed with py-rattler 0.28), so a cached file with one of them was edited, whatever its
 archive says. The tree is recorded per archive (its locked sha256) in
 ``<package cache>/.envguard-trees.json`` as a digest plus the symlinks and the files whose mode is not
-``0o644`` (to name what changed). Every create compares the entry's tree, from the ``lstat`` of each
-declared path that the content check needs anyway, with that record before anything is linked; an entry
-that differs is extracted again from its verified archive (envguard.create.prelink), or exit 3 when the
-archive is gone. The record is trusted as the package cache itself is (VerifiedStamps' doc).
+``0o644`` (to name what changed). Every create ``lstat``s each declared path before anything is linked
+(scan_identity): identities equal to the ones stamped after the last verification mean the same tree;
+otherwise the entry's tree is compared with that record, and an entry that differs is extracted again
+from its verified archive (envguard.create.prelink), or exit 3 when the archive is gone. The record is
+trusted as the package cache itself is (VerifiedStamps' doc).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import marshal
 import os
 import stat
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envguard.create.integrity import newest_records, write_record_file
+from envguard.create.integrity import newest_records, read_record_file, write_record_file
 from envguard.redact import shorten
 
 #: bits rattler's extraction never sets: any of them on a cached file is an edit
@@ -37,7 +37,7 @@ DEFAULT_MODE = 0o644
 class EntryScan:
     """One ``lstat`` pass over an extracted package's declared paths and its info/ files."""
 
-    identity: str  # digest of every identity (see scan_entry): the stamp of VerifiedStamps
+    identity: str  # digest of every identity (see scan_identity): the stamp of VerifiedStamps
     tree: str  # digest of the tree: types, symlink targets, mode bits
     newest: int  # newest time in the identity, in ns
     fine: bool  # whether ctimes look finer than a millisecond (the file system's timestamps do)
@@ -54,9 +54,20 @@ def escapes(rel: str) -> bool:
             or rel.endswith("/..") or "\x00" in rel or (len(rel) > 1 and rel[1] == ":"))
 
 
-def scan_entry(entry: str, declared: list[tuple[str, str]], info_names: list[str]) -> EntryScan | str:
-    """The tree and identities of ``entry``'s declared paths ((path, paths.json path_type)) and of its
-    ``info_names`` files, or why it cannot match (a declared path missing).
+@dataclass
+class IdentityScan:
+    """The ``lstat`` pass alone: enough to vouch for an entry whose identities are the stamped ones."""
+
+    identity: str  # digest of every identity (see scan_identity): the stamp of VerifiedStamps
+    newest: int  # newest time in the identity, in ns
+    fine: bool  # whether ctimes look finer than a millisecond (the file system's timestamps do)
+    links: dict[str, str]  # symlinks: path -> target
+    seen: list[tuple[Any, ...]]  # one identity per declared non-directory path, then the info/ files
+
+
+def scan_identity(entry: str, declared: list[tuple[str, str]], info_names: list[str]) -> IdentityScan | str:
+    """The identities of ``entry``'s declared paths ((path, paths.json path_type)) and of its ``info_names``
+    files, or why it cannot match (a declared path missing).
 
     A declared file's identity is its size, mtime, inode, device and mode, not its ctime: every hard link
     made or removed (linking the file into an environment, deleting one, another tool sharing the cache)
@@ -64,61 +75,87 @@ def scan_entry(entry: str, declared: list[tuple[str, str]], info_names: list[str
     hashed again on the next create. What the ctime adds, catching an in-place rewrite whose author then
     set the mtime back, does not hold against anyone able to write the package cache: the stamps recording
     the identities live there too. An accidental edit (through an environment's hard link included) changes
-    the mtime, a replaced file its inode. The info/ files, which no environment links, keep their ctime."""
-    seen: list[tuple[object, ...]] = []
-    tree: list[tuple[object, ...]] = []
-    out = EntryScan("", "", 0, True)
+    the mtime, a replaced file its inode. The info/ files, which no environment links, keep their ctime.
+
+    The identities determine the tree (:func:`expand`): a symlink's is its target, a file's its mode bits,
+    anything else (a FIFO, socket or device) has one naming its type, a directory has none (it turning into
+    anything else adds one). So identities equal to those stamped after a verification mean the tree is the
+    verified one too, and a create pays only this pass for an unchanged entry."""
+    seen: list[tuple[Any, ...]] = []
+    links: dict[str, str] = {}
     newest = 0
     fine = True
     prefix = entry + os.sep
-    lstat, is_reg, is_lnk, is_dir = os.lstat, stat.S_ISREG, stat.S_ISLNK, stat.S_ISDIR
-    to_hash, links, modes, kinds = out.to_hash, out.links, out.modes, out.kinds
-    for rel, kind in declared:
+    lstat, ifmt, readlink, add = os.lstat, stat.S_IFMT, os.readlink, seen.append
+    for rel, _kind in declared:
         # the cheap substring tests first: escapes() only for the rare path they flag
         if (rel[:1] in "/\\" or ".." in rel or "\x00" in rel or rel[1:2] == ":") and escapes(rel):
             continue  # the archive itself declares it: refused with the other unsafe paths
-        full = prefix + rel
         try:
-            st = lstat(full)
+            st = lstat(prefix + rel)
         except OSError:
             return f"{shorten(rel, 120)} is missing"
-        mode = st.st_mode
-        if is_reg(mode):
+        fmt = ifmt(st.st_mode)
+        if fmt == stat.S_IFREG:
             mtime = st.st_mtime_ns
-            bits = mode & 0o7777
-            seen.append((rel, st.st_size, mtime, st.st_ino, st.st_dev, bits))
+            add((rel, st.st_size, mtime, st.st_ino, st.st_dev, st.st_mode & 0o7777))
             newest = max(newest, mtime)
             if fine and st.st_ctime_ns % 1_000_000 == 0:
                 fine = False
-            kinds[rel] = "f"
-            modes[rel] = bits
-            tree.append(("f", rel, bits))
-            if kind not in {"softlink", "directory"}:
-                to_hash.append((rel, full, st.st_size))
-        elif is_lnk(mode):
-            target = os.readlink(full)
-            links[rel] = target
-            kinds[rel] = "l"
-            seen.append(("L", rel, target, st.st_ino, st.st_dev))
-            tree.append(("l", rel, target))
-        elif is_dir(mode):
-            kinds[rel] = "d"
-            tree.append(("d", rel))
-        else:  # a FIFO, socket or device in a package's place
-            kinds[rel] = "?"
-            tree.append(("?", rel, stat.S_IFMT(mode)))
+        elif fmt == stat.S_IFLNK:
+            target = links[rel] = readlink(prefix + rel)
+            add(("L", rel, target, st.st_ino, st.st_dev))
+        elif fmt != stat.S_IFDIR:  # a FIFO, socket or device in a package's place (never in a verified one)
+            add(("?", rel, fmt))
     for name in info_names:
         try:  # the metadata itself: an edit after the check is caught next time
             st = lstat(prefix + name)
         except OSError:
             continue
-        seen.append(("I", name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode))
+        add(("I", name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode))
         newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
     # marshal's format 2 (no object references): the same values always give the same bytes, 4x faster than repr
-    out.identity = hashlib.sha256(marshal.dumps(seen, 2)).hexdigest()
+    return IdentityScan(hashlib.sha256(marshal.dumps(seen, 2)).hexdigest(), newest, fine, links, seen)
+
+
+def expand(found: IdentityScan, entry: str, declared: list[tuple[str, str]]) -> EntryScan:
+    """The tree of an identity pass: every declared path's type, symlink target and mode bits, and the regular
+    files to hash against paths.json."""
+    out = EntryScan(found.identity, "", found.newest, found.fine, links=dict(found.links))
+    # told apart by length (a file may well be called "L"): a file's identity has 6 fields, a symlink's 5, an
+    # odd type's 3, an info/ file's 8; an odd one wins over a file of the same path (one lstat'ed twice)
+    files = {ident[0]: ident for ident in found.seen if len(ident) == 6}
+    odd = {ident[1]: ident for ident in found.seen if len(ident) in (3, 5)}
+    prefix = entry + os.sep
+    tree: list[tuple[object, ...]] = []
+    for rel, kind in declared:
+        ident = odd.get(rel) or files.get(rel)
+        if ident is None:
+            if (rel[:1] in "/\\" or ".." in rel or "\x00" in rel or rel[1:2] == ":") and escapes(rel):
+                continue  # never stat'ed (scan_identity)
+            out.kinds[rel] = "d"
+            tree.append(("d", rel))
+        elif len(ident) == 5:
+            out.kinds[rel] = "l"
+            tree.append(("l", rel, ident[2]))
+        elif len(ident) == 3:
+            out.kinds[rel] = "?"
+            tree.append(("?", rel, ident[2]))
+        else:
+            bits = ident[5]
+            out.kinds[rel] = "f"
+            out.modes[rel] = bits
+            tree.append(("f", rel, bits))
+            if kind not in {"softlink", "directory"}:
+                out.to_hash.append((rel, prefix + rel, ident[1]))
     out.tree = hashlib.sha256(repr(tree).encode("utf-8", "surrogateescape")).hexdigest()
-    out.newest, out.fine = newest, fine
     return out
+
+
+def scan_entry(entry: str, declared: list[tuple[str, str]], info_names: list[str]) -> EntryScan | str:
+    """The identities and the tree of ``entry`` (scan_identity, then expand), or why it cannot match."""
+    found = scan_identity(entry, declared, info_names)
+    return found if isinstance(found, str) else expand(found, entry, declared)
 
 
 def _kind_name(kind: str, target: str | None = None) -> str:
@@ -193,11 +230,8 @@ class TreeRecords:
     def __init__(self, cache_dir: Path) -> None:
         self.path = Path(cache_dir) / self.NAME
         self.changed = False
-        try:
-            data = json.loads(self.path.read_bytes())
-            trees = data.get("trees") if isinstance(data, dict) and data.get("format") == 1 else None
-        except (OSError, ValueError):
-            trees = None
+        data = read_record_file(self.path) or {}
+        trees = data.get("trees") if data.get("format") == 1 else None
         self.trees: dict[str, Any] = trees if isinstance(trees, dict) else {}
 
     def get(self, key: str) -> TreeRecord | None:

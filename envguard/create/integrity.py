@@ -29,9 +29,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from envguard.channels import CONDA_EXTENSIONS
-from envguard.errors import IntegrityError
+from envguard.errors import IntegrityError, UserError
 from envguard.redact import redact
-from envguard.yamlio import special_file
+from envguard.yamlio import read_bytes, special_file
 
 _CHUNK = 1 << 20
 
@@ -252,12 +252,9 @@ class VerifiedStamps:
     def __init__(self, cache_dir: Path) -> None:
         self.path = Path(cache_dir) / self.NAME
         self.changed = False
-        try:
-            data = json.loads(self.path.read_bytes())
-            entries = data["artifacts"] if data.get("format") == 1 else {}
-            packages = data.get("packages", {}) if data.get("format") == 1 else {}
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
-            entries, packages = {}, {}
+        data = read_record_file(self.path) or {}
+        entries = data.get("artifacts") if data.get("format") == 1 else {}
+        packages = data.get("packages") if data.get("format") == 1 else {}
         self.entries: dict[str, list[Any]] = entries if isinstance(entries, dict) else {}
         #: extracted packages (envguard.create.prelink): archive key -> [info digest, identity digest, when]
         self.packages: dict[str, list[Any]] = packages if isinstance(packages, dict) else {}
@@ -325,16 +322,45 @@ class VerifiedStamps:
 STAMP_MIN_AGE_NS = 2_000_000_000
 
 
+#: the largest record file envguard reads back (20,000 entries of a few hundred bytes each fit many times)
+RECORD_CAP = 64 << 20
+
+
+def read_record_file(path: Path) -> dict[str, Any] | None:
+    """One of envguard's record files in the package cache, or None when it is missing, unreadable, not a
+    regular file (a FIFO there would block the open, a device never end), larger than RECORD_CAP or not a
+    JSON object: the records only spare work."""
+    try:
+        doc = json.loads(read_bytes(path, limit=RECORD_CAP))
+    except (UserError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def write_record_file(path: Path, doc: dict[str, Any]) -> None:
     """Write one of envguard's record files in the package cache atomically (a private temporary file, then
-    a rename); a failure to write is not an error: the records only spare work."""
+    a rename); a failure to write is not an error: the records only spare work. The temporary file is made
+    anew (O_EXCL, no symlink followed), so nothing planted under its name (a FIFO would block the open) is
+    written through."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    data = json.dumps(doc, separators=(",", ":")).encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0), 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except OSError:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def newest_records(entries: dict[str, list[Any]], limit: int) -> dict[str, list[Any]]:

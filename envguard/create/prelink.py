@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard.auth import Credentials
-from envguard.create import cachetree
+from envguard.create import cachetree, pathchecks
 from envguard.create.archive import METADATA_CAP, EntryLedger, bounded_download, private_copy
 from envguard.create.cachetree import TreeRecords
 from envguard.create.integrity import (
@@ -55,6 +55,7 @@ from envguard.create.integrity import (
     purge_cache_entry,
     verify_local_artifacts,
 )
+from envguard.create.pathchecks import PathChecks
 from envguard.errors import BackendError, IntegrityError
 from envguard.leftovers import remove_dead_owners
 from envguard.pathsafety import Unsafe, allow_list, allowed, check_package, path_problem
@@ -188,7 +189,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
                 pkg.cold = True
                 ready.append(pkg)
         prepared.artifacts = tuple(arts)
-        _check_paths(ready, platform)
+        _check_paths(ready, platform, cache_dir if use_cache else None)
         prepared.packages = ready
     except BaseException:
         prepared.cleanup()
@@ -257,19 +258,27 @@ def _info_present(entry: str) -> list[str]:
     return [n for n in INFO_FILES if n[5:] in names]
 
 
-def _paths_entries(data: bytes | None, files: bytes | None) -> list[dict[str, Any]]:
-    """paths.json's entries; for a package without one, info/files' paths (no hashes)."""
+def _paths_entries(data: bytes | None, files: bytes | None) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """paths.json's entries and their (path, path_type) pairs; for a package without one, info/files' paths
+    (no hashes). One pass: on a real PyTorch environment this runs for 30,000 entries on every create."""
     if data is not None:
         doc = json.loads(data)
         entries = doc.get("paths") if isinstance(doc, dict) else None
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("_path"), str)
-                                                   for e in entries):
+        if not isinstance(entries, list):
             raise ValueError("info/paths.json has no list of paths")
-        return entries
+        declared: list[tuple[str, str]] = []
+        add = declared.append
+        for e in entries:
+            path = e.get("_path") if isinstance(e, dict) else None
+            if not isinstance(path, str):
+                raise ValueError("info/paths.json has no list of paths")
+            kind = e.get("path_type")
+            add((path, kind if isinstance(kind, str) and kind else "hardlink"))
+        return entries, declared
     if files is not None:
-        return [{"_path": line, "path_type": "hardlink"} for line in files.decode("utf-8", "replace").splitlines()
-                if line.strip()]
-    return []
+        names = [line for line in files.decode("utf-8", "replace").splitlines() if line.strip()]
+        return [{"_path": n, "path_type": "hardlink"} for n in names], [(n, "hardlink") for n in names]
+    return [], []
 
 
 def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
@@ -277,10 +286,10 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
     """(package, None) when the extracted entry is what the verified archive held; else (None, why), where
     why is None for an entry envguard never verified (it is simply extracted again).
 
-    Cheap when nothing changed: paths.json is read and every file it lists is lstat'ed; its tree (types,
-    symlink targets, modes: envguard.create.cachetree) is compared with the one recorded from the verified
-    archive; when the files' identities (and those of the info/ files) are the ones stamped after the last
-    create, nothing is hashed."""
+    Cheap when nothing changed: paths.json is read and every file it lists is lstat'ed; when the files'
+    identities (and those of the info/ files) are the ones stamped after the last verification, that is all
+    (they determine the tree: envguard.create.cachetree.scan_identity). Otherwise the tree (types, symlink
+    targets, modes) is compared with the one recorded from the verified archive, then every file is hashed."""
     rec = stamps.package(art.key)
     tree = trees.get(art.key)
     if rec is None or tree is None:
@@ -293,24 +302,24 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
     paths_json = _read_entry_file(entry, "info/paths.json") if "info/paths.json" in present else None
     files = _read_entry_file(entry, "info/files") if paths_json is None and "info/files" in present else None
     try:
-        entries = _paths_entries(paths_json, files)
-    except (ValueError, UnicodeDecodeError) as e:
+        entries, declared = _paths_entries(paths_json, files)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         return None, f"info/paths.json: {shorten(str(e), 80)}"
-    pkg = _Package(art, info=rec[0], entries=[(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries],
-                   present=present)
+    pkg = _Package(art, info=rec[0], entries=declared, present=present)
     pkg.paths = [p for p, _t in pkg.entries]
-    found = cachetree.scan_entry(entry, pkg.entries, present)
-    if isinstance(found, str):
-        return None, found
+    ident = cachetree.scan_identity(entry, pkg.entries, present)
+    if isinstance(ident, str):
+        return None, ident
+    pkg.symlinks = ident.links
+    pkg.inner_links = dict(ident.links)
+    if stamps.vouches_package(art.key, rec[0], ident.identity):
+        pkg.vouched = True  # stamped after a verification: the tree is the verified one (scan_identity's doc)
+        return pkg, None
+    found = cachetree.expand(ident, entry, pkg.entries)
     if found.tree != tree.digest:
         return None, cachetree.tree_differences(found, pkg.entries, tree)
     to_hash = found.to_hash
-    pkg.symlinks = dict(found.links)
-    pkg.inner_links = dict(pkg.symlinks)
     pkg.scan = found
-    if stamps.vouches_package(art.key, rec[0], found.identity):
-        pkg.vouched = True
-        return pkg, None
     # not vouched for: the info/ files against the archive's digest, then every file against paths.json
     loaded = {"info/paths.json": paths_json}
     info = _info_digest(lambda n: loaded[n] if n in loaded else
@@ -499,11 +508,10 @@ async def _scan(art: Artifact, path: Path) -> _Package:
                              fix="restore the archive from the channel, or re-lock") from None
     pkg.info = _info_digest(infos.get)
     try:
-        entries = _paths_entries(infos.get("info/paths.json"), infos.get("info/files"))
-    except (ValueError, UnicodeDecodeError) as e:
+        _entries, pkg.entries = _paths_entries(infos.get("info/paths.json"), infos.get("info/files"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise IntegrityError(f"{art.name} {art.version}: {shorten(str(e), 200)} in {path.name}",
                              fix="re-lock against a channel with an intact build") from None
-    pkg.entries = [(e["_path"], str(e.get("path_type") or "hardlink")) for e in entries]
     declared = [p for p, _t in pkg.entries]
     known = set(declared)
     pkg.paths = declared + [n for n in names if n not in known]
@@ -516,12 +524,21 @@ async def _scan(art: Artifact, path: Path) -> _Package:
 # --------------------------------------------------------------------------- every path, together
 
 
-def _check_paths(packages: list[_Package], platform: str) -> None:
+def _check_paths(packages: list[_Package], platform: str, cache_dir: Path | None = None) -> None:
+    """Every package's paths and symlinks, together (envguard.pathsafety); exit 3 naming the first unsafe
+    one. When every package was verified warm, an answer recorded for the very same inputs stands
+    (envguard.create.pathchecks)."""
+    allow = allow_list()
+    windows = platform.startswith("win")
+    records, digest = None, ""
+    if cache_dir is not None and packages and not any(pkg.cold for pkg in packages):
+        records = PathChecks(cache_dir)
+        digest = pathchecks.key(windows, allow, [(p.art.key, p.info, p.symlinks, p.inner_links) for p in packages])
+        if records.has_passed(digest):
+            return
     links: dict[str, str] = {}
     for pkg in packages:
         links.update(pkg.symlinks)
-    allow = allow_list()
-    windows = platform.startswith("win")
     final_ok = frozenset(p for pkg in packages for p in pkg.symlinks if allow and allowed(pkg.art.name, p, allow))
     unsafe: list[Unsafe] = []
     for pkg in packages:
@@ -530,6 +547,8 @@ def _check_paths(packages: list[_Package], platform: str) -> None:
                                 final_ok=final_ok)
     if unsafe:
         raise _refusal(unsafe)
+    if records is not None:
+        records.record(digest)
 
 
 def _refusal(unsafe: list[Unsafe]) -> IntegrityError:
