@@ -29,6 +29,7 @@ from typing import Any
 
 from envguard import settings
 from envguard.errors import UserError
+from envguard.safeio import read_small_text
 
 _INSTALLER_ROOTS = ("miniforge3", "mambaforge", "miniconda3", "anaconda3")
 SPEC_FILE = "environment.yml"
@@ -124,12 +125,10 @@ def _lookup(name: str, env: Mapping[str, str] | None,
     dirs = envs_dirs(env)
     candidates = [d / name for d in dirs]
     home = Path(_env(env).get("HOME") or Path.home())
-    try:  # conda records every environment it created here, wherever it lives
-        for line in (home / ".conda" / "environments.txt").read_text(encoding="utf-8").splitlines():
-            if line.strip() and Path(line.strip()).name == name:
-                candidates.append(Path(line.strip()))
-    except OSError:
-        pass
+    # conda records every environment it created here, wherever it lives
+    for line in (read_small_text(home / ".conda" / "environments.txt", 16 << 20) or "").splitlines():
+        if line.strip() and Path(line.strip()).name == name:
+            candidates.append(Path(line.strip()))
     for c in candidates:
         if c.is_dir() or (aside is not None and not c.exists() and aside(c)):
             return Path(os.path.abspath(c)), dirs
@@ -330,12 +329,18 @@ def recorded_lock(target: str | os.PathLike[str]) -> LockChoice | None:
     if fp is None or path is None:
         return None
     why = "the lock envguard built it from"
-    try:
-        import hashlib
+    import hashlib
+    import stat
 
-        with open(path, "rb") as fh:
-            now = hashlib.file_digest(fh, "sha256").hexdigest() if hasattr(hashlib, "file_digest") else \
-                hashlib.sha256(fh.read()).hexdigest()
+    try:  # opened without blocking and checked through the descriptor: a FIFO put there must not block check
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(0, "not a regular file")
+            h = hashlib.sha256()
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+            now = h.hexdigest()
     except FileNotFoundError:
         return LockChoice(None, f"{why}, {path}, is gone", f"{path}, the lock envguard built this environment "
                           "from, is gone: it is judged by what envguard recorded when it built it", path)

@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envguard.safeio import read_small_text
+
 FINGERPRINT_NAME = "envguard-fingerprint.json"
 FORMAT_VERSION = 1
+#: a fingerprint lists every package's sha256: a few hundred KiB for the largest environments
+MAX_FINGERPRINT_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -99,10 +103,10 @@ def read_fingerprint(prefix: str | os.PathLike[str]) -> Fingerprint | None:
     A fingerprint whose stored digest does not match its content (edited by hand, or truncated) is
     treated as absent: it can no longer vouch for the environment.
     """
-    path = fingerprint_path(prefix)
+    text = read_small_text(fingerprint_path(prefix), MAX_FINGERPRINT_BYTES)  # a FIFO there must not block
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION:
         return None

@@ -337,6 +337,36 @@ def test_a_conda_meta_record_that_is_no_regular_file_is_refused_at_once(tmp_path
     assert "regular file" in info.bad_records[0][1] or "directory" in info.bad_records[0][1]
 
 
+_SITE = "lib/python3.11/site-packages"
+_PREFIX_FILES = [f"{_SITE}/foo-1.0.dist-info/RECORD", f"{_SITE}/foo-1.0.dist-info/top_level.txt", f"{_SITE}/a.pth",
+                 "pyvenv.cfg", "conda-meta/envguard-fingerprint.json"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rel", _PREFIX_FILES, ids=lambda r: r.rsplit("/", 1)[-1])
+def test_an_environments_own_files_that_are_fifos_never_block_check_export_or_diff(tmp_path: Path,
+                                                                                   rel: str) -> None:
+    """A FIFO in place of a dist-info RECORD or top_level.txt, a .pth file, pyvenv.cfg or the fingerprint:
+    `check` (and export, diff) never answered. Whole processes with a deadline, so a block fails here."""
+    prefix = _prefix_with_record(tmp_path, json.dumps(_RECORD).encode())
+    dist = prefix / _SITE / "foo-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: foo\nVersion: 1.0\n\n")
+    (dist / "INSTALLER").write_text("pip\n")
+    (dist / "RECORD").write_text("foo/__init__.py,,\n")
+    (dist / "top_level.txt").write_text("foo\n")
+    (prefix / _SITE / "a.pth").write_text("import os\n")
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.7\n")
+    (prefix / "conda-meta" / "envguard-fingerprint.json").write_text("{}")
+    (prefix / rel).unlink()
+    os.mkfifo(prefix / rel)
+    for args in (["check", "-p", str(prefix), "--no-smoke", "--deep"],
+                 ["export", "-p", str(prefix), "-o", str(tmp_path / "exported")], ["diff", str(prefix), str(prefix)]):
+        proc = envguard_run(*args, timeout=60)
+        assert proc.returncode in (0, 1, 3), (args, proc.stderr)
+        assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
 def test_a_locked_file_artifact_that_is_no_regular_file_is_refused_at_once(tmp_path: Path, monkeypatch,

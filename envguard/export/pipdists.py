@@ -22,6 +22,7 @@ from typing import Any
 from envguard.model import pep503
 from envguard.prefix import Dist, PrefixInfo
 from envguard.redact import redact
+from envguard.safeio import read_small_text
 
 _MAX_SMALL = 1 << 16  # INSTALLER, WHEEL, direct_url.json: a few hundred bytes in practice
 _MAX_HEADERS = 4 << 20  # METADATA headers; the long description after the blank line is never read
@@ -61,16 +62,7 @@ def is_regular(path: str) -> bool:
 
 
 def _read_small(path: str) -> str | None:
-    if not is_regular(path):
-        return None
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(_MAX_SMALL + 1)
-    except OSError:
-        return None
-    if len(data) > _MAX_SMALL:
-        return None
-    return data.decode("utf-8", "replace")
+    return read_small_text(path, _MAX_SMALL)
 
 
 def _requires(meta: str) -> tuple[tuple[str, ...], bool, tuple[str, ...]]:

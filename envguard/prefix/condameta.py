@@ -10,6 +10,7 @@ from pathlib import Path
 from envguard.errors import UserError
 from envguard.prefix.records import PIP_INSTALLERS, CondaRecord, FileEntry, Overwritten
 from envguard.redact import redact
+from envguard.safeio import read_small_text
 from envguard.yamlio import read_bytes
 
 #: the largest conda-meta record read: the biggest real ones (e.g. cuda-toolkit's thousands of paths) are a few MB
@@ -118,10 +119,7 @@ def _overwritten(prefix: Path, records: list[CondaRecord]) -> list[Overwritten]:
                 continue
             installer_rel = f.rsplit("/", 1)[0] + "/INSTALLER"
             if installer_rel in r.files:
-                try:
-                    who = (prefix / installer_rel).read_text(encoding="utf-8").strip()
-                except OSError:
-                    who = ""
+                who = (read_small_text(prefix / installer_rel, 1 << 16) or "").strip()
                 if who.lower() in PIP_INSTALLERS:
                     out.append(Overwritten(r.name, f, f"its INSTALLER now says {who!r}"))
     return out

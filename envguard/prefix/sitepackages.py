@@ -11,7 +11,11 @@ from pathlib import Path
 from envguard.errors import UserError
 from envguard.model import pep503
 from envguard.prefix.records import PIP_INSTALLERS, CondaRecord, Dist, Owner
+from envguard.safeio import read_small_text
 from envguard.yamlio import read_bytes
+
+#: top_level.txt, RECORD, pyvenv.cfg, a .pth file: torch's RECORD, among the largest, is ~2 MB
+_MAX_DIST_FILE = 64 << 20
 
 
 def find_site_packages(prefix: Path) -> list[str]:
@@ -58,24 +62,17 @@ def _import_names(meta_dir: str, name: str) -> tuple[str, ...]:
 
 
 def _raw_import_names(meta_dir: str, name: str) -> tuple[str, ...]:
-    try:
-        with open(os.path.join(meta_dir, "top_level.txt"), encoding="utf-8") as fh:
-            names = {n.strip() for n in fh if n.strip()}
-        if names:
-            return tuple(sorted(names))
-    except OSError:
-        pass
+    top_level = read_small_text(os.path.join(meta_dir, "top_level.txt"), _MAX_DIST_FILE)
+    names = {n.strip() for n in (top_level or "").splitlines() if n.strip()}
+    if names:
+        return tuple(sorted(names))
     names_set: set[str] = set()
-    try:
-        with open(os.path.join(meta_dir, "RECORD"), encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                first = line.split(",", 1)[0].split("/", 1)[0]
-                if not first or first.startswith("..") or first.endswith((".dist-info", ".data", ".pth")) \
-                        or first == "__pycache__":
-                    continue
-                names_set.add(first[:-3] if first.endswith(".py") else first.split(".", 1)[0])
-    except OSError:
-        pass
+    for line in (read_small_text(os.path.join(meta_dir, "RECORD"), _MAX_DIST_FILE) or "").splitlines():
+        first = line.split(",", 1)[0].split("/", 1)[0]
+        if not first or first.startswith("..") or first.endswith((".dist-info", ".data", ".pth")) \
+                or first == "__pycache__":
+            continue
+        names_set.add(first[:-3] if first.endswith(".py") else first.split(".", 1)[0])
     if names_set:
         return tuple(sorted(names_set))
     return (pep503(name).replace("-", "_"),)
@@ -139,14 +136,10 @@ def _python_version(prefix: Path, records: list[CondaRecord], site_packages: lis
     py = next((r for r in records if r.name == "python"), None)
     if py is not None:
         return py.version
-    cfg = prefix / "pyvenv.cfg"
-    try:
-        for line in cfg.read_text(encoding="utf-8").splitlines():
-            k, _, v = line.partition("=")
-            if k.strip() in ("version", "version_info"):
-                return v.strip()
-    except OSError:
-        pass
+    for line in (read_small_text(prefix / "pyvenv.cfg", _MAX_DIST_FILE) or "").splitlines():
+        k, _, v = line.partition("=")
+        if k.strip() in ("version", "version_info"):
+            return v.strip()
     for sp in site_packages:
         part = sp.split("/")[1] if sp.startswith("lib/") else ""
         if part.startswith("python3"):
@@ -163,11 +156,10 @@ def _pth_dirs(prefix: Path, site_packages: list[str], conda_files: dict[str, str
             continue
         for n in pths:
             rel = f"{sp}/{n}"
-            try:
-                lines = (prefix / rel).read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
+            text = read_small_text(prefix / rel, _MAX_DIST_FILE)
+            if text is None:
                 continue
-            for raw in lines:
+            for raw in text.splitlines():
                 line = raw.strip()
                 if not line or line.startswith(("#", "import ", "import\t")):
                     continue
