@@ -170,13 +170,15 @@ class _private_auth_file:
         entries: dict[str, Any] = {}
         self.previous = os.environ.get(AUTH_FILE_ENV)
         if self.previous:
+            from envguard.safeio import read_small_text
+
+            text = read_small_text(self.previous, 16 << 20)  # a FIFO named there must not block
             try:
-                with open(self.previous, encoding="utf-8") as fh:
-                    loaded = json.load(fh)
-                if isinstance(loaded, dict):
-                    entries.update(loaded)
-            except (OSError, ValueError):
-                pass  # rattler would not have read it either
+                loaded = json.loads(text) if text is not None else None
+            except (ValueError, RecursionError):
+                loaded = None  # rattler would not have read it either
+            if isinstance(loaded, dict):
+                entries.update(loaded)
         entries.update({host: {"CondaToken": token} for host, token in self.tokens.items()})
         data = json.dumps(entries).encode()
         if hasattr(os, "memfd_create"):

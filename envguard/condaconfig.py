@@ -147,11 +147,12 @@ class ChannelSettings:
 
 
 def _read_yaml(p: Path) -> dict[str, Any] | None:
-    import yaml
+    from envguard.errors import UserError
+    from envguard.yamlio import load_fast
 
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
+    try:  # regular files only, size, nesting and alias limits: a .condarc of "billion laughs" must not hang
+        data = load_fast(p)
+    except (UserError, OSError, ValueError):
         return None  # conda stops on a broken file; envguard solves as if it were absent, and lint has no say
     return data if isinstance(data, dict) else None
 
@@ -161,9 +162,12 @@ def _read_toml(p: Path) -> dict[str, Any] | None:
         import tomllib
     else:
         import tomli as tomllib
+    from envguard.safeio import read_small_text
+
+    text = read_small_text(p, 1 << 20)  # pixi's config: a few lines
     try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return tomllib.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
         return None
 
 

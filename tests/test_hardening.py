@@ -337,6 +337,27 @@ def test_a_conda_meta_record_that_is_no_regular_file_is_refused_at_once(tmp_path
     assert "regular file" in info.bad_records[0][1] or "directory" in info.bad_records[0][1]
 
 
+def test_a_users_rattler_auth_file_that_is_a_fifo_does_not_block_the_client(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """envguard merges the user's RATTLER_AUTH_FILE into the private one it hands rattler; opening a FIFO named
+    there waited for a writer forever."""
+    import threading
+
+    from envguard.auth import Credentials
+
+    fifo = tmp_path / "auth.json"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("RATTLER_AUTH_FILE", str(fifo))
+    creds = Credentials()
+    creds.strip("https://conda.example.com/t/tk-123/channel")  # noqa: B005 - Credentials.strip, not str.strip
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(creds.client()), daemon=True)
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive() and done and done[0] is not None
+    assert os.environ["RATTLER_AUTH_FILE"] == str(fifo)  # the user's setting, back as it was
+
+
 _SITE = "lib/python3.11/site-packages"
 _PREFIX_FILES = [f"{_SITE}/foo-1.0.dist-info/RECORD", f"{_SITE}/foo-1.0.dist-info/top_level.txt", f"{_SITE}/a.pth",
                  "pyvenv.cfg", "conda-meta/envguard-fingerprint.json"]
