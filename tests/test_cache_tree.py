@@ -12,6 +12,7 @@ import hashlib
 import json
 import marshal
 import os
+import shutil
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -129,6 +130,41 @@ def test_an_unedited_entry_stays_linked_from_the_cache(tmp_path: Path, lock: Pat
     code, _, err = _create(capsys, tmp_path / "third", lock)
     assert code == 0 and "altered" not in err, err
     assert json.loads((pkgs / ".envguard-trees.json").read_text())["trees"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["entry -> FIFO", "entry -> symlink to a copy", "lock file -> FIFO",
+                                  "lock file -> directory", "lock file -> symlink to /dev/zero"])
+def test_a_cache_entry_or_its_lock_file_of_the_wrong_type_is_cleared(tmp_path: Path, lock: Path, pkgs: Path, capsys,
+                                                                    what: str) -> None:
+    """rattler's fetch failed on these (exit 6: "Illegal seek", "failed to rename temp directory"); a symlink
+    to a copy of the entry elsewhere was checked through the link. Each is cleared, the entry extracted again."""
+    assert _create(capsys, tmp_path / "first", lock)[0] == 0
+    entry, lockfile = pkgs / STEM, pkgs / f"{STEM}.lock"
+    if what.startswith("entry"):
+        elsewhere = tmp_path / "elsewhere"
+        shutil.copytree(entry, elsewhere, symlinks=True)
+        shutil.rmtree(entry)
+        if what == "entry -> FIFO":
+            os.mkfifo(entry)
+        else:
+            entry.symlink_to(elsewhere)
+        why = f"{STEM} is not a directory"
+    else:
+        lockfile.unlink()
+        if what == "lock file -> FIFO":
+            os.mkfifo(lockfile)
+        elif what == "lock file -> directory":
+            lockfile.mkdir()
+        else:
+            lockfile.symlink_to("/dev/zero")
+        why = f"{STEM}.lock is not a regular file"
+    target = tmp_path / "second"
+    code, _, err = _create(capsys, target, lock)
+    assert code == 0, err
+    assert f"egtree 1.0: its package cache entry was altered ({why})" in err
+    _tree_is_the_archives(target)
+    assert stat.S_ISDIR(os.lstat(entry).st_mode) and stat.S_ISREG(os.lstat(lockfile).st_mode)
 
 
 def _entry(root: Path) -> list[tuple[str, str]]:

@@ -403,13 +403,23 @@ READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLO
               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 
 
+#: what cache_entry_sha256 says of a ``<stem>.lock`` that is there but is no regular file (rattler cannot use it)
+NOT_A_FILE = ""
+
+
 def cache_entry_sha256(cache_dir: Path, stem: str) -> str | None:
-    """The sha256 rattler recorded for an extracted package (bytes 8..40 of ``<stem>.lock``), if any."""
-    try:  # os-level calls: one open and one read (this runs for every cached package on every create)
+    """The sha256 rattler recorded for an extracted package (bytes 8..40 of ``<stem>.lock``), if any;
+    :data:`NOT_A_FILE` when that lock is a FIFO, a device, a directory or a symlink (rattler's fetch of the
+    package then fails: the entry must be cleared, envguard.create.prelink)."""
+    try:  # os-level calls: one open, fstat and read (this runs for every cached package on every create)
         fd = os.open(os.path.join(cache_dir, f"{stem}.lock"), READ_FLAGS)
-    except OSError:
+    except FileNotFoundError:
         return None
+    except OSError:  # ELOOP (a symlink), EISDIR, ...
+        return NOT_A_FILE
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return NOT_A_FILE
         data = os.read(fd, 64)
     except OSError:
         return None
@@ -431,7 +441,7 @@ def verify_cache_entries(artifacts: Iterable[Artifact], cache_dir: Path,
         if is_file_url(art.url) or not art.sha256:
             continue
         recorded = cache_entry_sha256(cache_dir, art.stem)
-        if recorded is None:
+        if not recorded:  # none, or no regular file (cleared before the install: envguard.create.prelink)
             continue
         checked += 1
         if recorded != art.sha256.lower():

@@ -44,6 +44,7 @@ from envguard.create import cachetree, pathchecks
 from envguard.create.archive import METADATA_CAP, EntryLedger, bounded_download, private_copy
 from envguard.create.cachetree import TreeRecords
 from envguard.create.integrity import (
+    NOT_A_FILE,
     READ_FLAGS,
     Artifact,
     VerifiedStamps,
@@ -146,7 +147,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     missing: set[str] = set()
     stage(f"verifying {sum(1 for a in arts if is_file_url(a.url))} local artifacts")
     # the archives of packages not extracted yet are hashed once, as they are copied (archive.private_copy)
-    extracted = {a.stem for a in arts if use_cache and os.path.isdir(os.path.join(cache_dir, a.stem))}
+    extracted = {a.stem for a in arts if use_cache and _entry_is_directory(cache_dir, a.stem)}
     copied = {a.stem for a in arts} - extracted
     stamps = VerifiedStamps(cache_dir)
     verified = verify_local_artifacts(arts, cache_dir, lockfile=lockfile, missing=missing, copied=copied,
@@ -165,9 +166,13 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
             purge_cache_entry(cache_dir, art.stem)
             stamps.forget_package(art.key)
             trees.forget(art.key)
-            if altered:
-                note(f"{art.name} {art.version}: its package cache entry was altered ({altered}); extracting it "
-                     "again from the verified archive")
+        elif use_cache:
+            altered = _odd_leftover(cache_dir, art.stem)
+            if altered:  # rattler's extraction would fail on it (exit 6): cleared like an altered entry
+                purge_cache_entry(cache_dir, art.stem)
+        if altered:
+            note(f"{art.name} {art.version}: its package cache entry was altered ({altered}); extracting it "
+                 "again from the verified archive")
         cold.append((i, art, altered))
     remote = [a for _i, a, _w in cold if not is_file_url(a.url)]
     if offline and remote:
@@ -199,6 +204,28 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     stamps.save()
     trees.save()
     return prepared
+
+
+def _entry_is_directory(cache_dir: Path, stem: str) -> bool:
+    """Whether the package cache holds ``stem`` extracted: a directory, not a symlink to one elsewhere."""
+    try:
+        return stat.S_ISDIR(os.lstat(os.path.join(cache_dir, stem)).st_mode)
+    except OSError:
+        return False
+
+
+def _odd_leftover(cache_dir: Path, stem: str) -> str | None:
+    """What stands where an entry about to be extracted goes, when it is no directory (a FIFO, a symlink, a
+    file), or where its cache lock goes, when that is no regular file; else None."""
+    for name, ok, what in ((stem, stat.S_ISDIR, "is not a directory"),
+                           (f"{stem}.lock", stat.S_ISREG, "is not a regular file")):
+        try:
+            mode = os.lstat(os.path.join(cache_dir, name)).st_mode
+        except OSError:
+            continue
+        if not ok(mode):
+            return f"{shorten(name, 120)} {what}"
+    return None
 
 
 def _without_credentials(art: Artifact, creds: Credentials) -> Artifact:
@@ -295,6 +322,8 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
     if rec is None or tree is None:
         return None, None
     recorded = cache_entry_sha256(cache_dir, art.stem)
+    if recorded == NOT_A_FILE:
+        return None, f"{shorten(art.stem, 120)}.lock is not a regular file"
     if art.sha256 and recorded is not None and recorded != art.sha256:
         return None, None  # extracted from another build of the same name: rattler would replace it too
     entry = os.path.join(cache_dir, art.stem)
