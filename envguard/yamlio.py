@@ -78,6 +78,15 @@ def _not_regular(mode: int) -> str:
     return next((what for test, what in _FILE_KINDS if test(mode)), "not a regular file")
 
 
+def kind_of(path: str | Path) -> str:
+    """``a file``, ``a directory``, ``a FIFO (named pipe)``, ``a character device``... (symlinks followed)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "not readable"
+    return "a file" if stat.S_ISREG(mode) else _not_regular(mode)
+
+
 def special_file(path: str | Path) -> str | None:
     """``is a FIFO (named pipe), not a regular file`` (and so on) for something that exists but is neither a
     regular file nor a directory; else None. For callers that test a path with ``is_file()`` before reading

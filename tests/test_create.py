@@ -396,6 +396,10 @@ def test_target_that_is_not_an_env_exits_2_untouched(tmp_path: Path, base_lock: 
                                *extra)
         assert code == 2 and "not a conda environment" in err
         assert tree_state(target) == before
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # named as what it is (it was "a file"), and never opened
+    code, _, err = run_cli(capsys, "create", "-p", str(fifo), "--lockfile", str(base_lock), "--no-check")
+    assert code == 2 and f"{fifo} exists and is a FIFO (named pipe); it was left untouched" in err, err
     empty = tmp_path / "empty"
     empty.mkdir()  # an empty directory is a fine place for a new environment
     code, _, err = run_cli(capsys, "create", "-p", str(empty), "--lockfile", str(base_lock), "--no-check")

@@ -136,7 +136,9 @@ def _refuse_non_env(target: Path) -> None:
     if target.is_symlink() and not target.exists():
         raise UserError(f"{target} is a dangling symlink", key="-p", fix="remove it or choose another prefix")
     if target.exists() and not is_env(target) and not is_empty_dir(target):
-        kind = "a file" if not target.is_dir() else "a directory that is not a conda environment (no conda-meta/)"
+        from envguard.yamlio import kind_of
+
+        kind = "a directory that is not a conda environment (no conda-meta/)" if target.is_dir() else kind_of(target)
         raise UserError(f"{target} exists and is {kind}; it was left untouched", key="-p",
                         fix="choose another prefix, or remove it yourself")
 
