@@ -292,3 +292,17 @@ def test_archive_directory_entries_are_not_mistaken_for_unsafe_paths(tmp_path: P
     code, _, err = _run(capsys, "create", "-p", str(tmp_path / "env"), "--lockfile", str(lock), "--no-check")
     assert code == 0, err
     assert (tmp_path / "env" / "share" / "egdir" / "x").read_text() == "x\n"
+
+
+def test_a_recorded_path_check_counts_only_under_the_same_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rules are an input too: an envguard whose envguard/pathsafety.py differs (another version, a fix)
+    never takes an answer recorded under the old rules."""
+    from envguard import pathsafety
+    from envguard.create import pathchecks
+
+    pkgs = [("sha256:" + "0" * 64, "info-digest", {"share/l": "x"}, {"share/l": "x"})]
+    assert pathchecks.rules_digest() == hashlib.sha256(Path(pathsafety.__file__).read_bytes()).hexdigest()
+    before = pathchecks.key(False, [], pkgs)
+    assert pathchecks.key(False, [], pkgs) == before  # the same inputs, the same key
+    monkeypatch.setattr(pathchecks, "_rules", ["rules of another envguard"])
+    assert pathchecks.key(False, [], pkgs) != before

@@ -6,9 +6,10 @@ the digest of its verified ``info/`` files) and its symlinks and their targets. 
 packages are all extracted and verified already (envguard.create.prelink, warm) asks the same question as
 the create before it; on a real PyTorch environment (30,000 paths) the answer costs ~0.06 s. So a passing
 answer is recorded under a digest of everything it depends on: each package's archive key, ``info/``
-digest and symlinks, in lock order, the platform's path rules, ``ENVGUARD_SYMLINK_ALLOW`` and the rules'
-own version (:data:`RULES`). A package scanned from its archive in this create (cold) is always checked:
-its archive may name more than its ``paths.json``. A refusal is never recorded.
+digest and symlinks, in lock order, the platform's path rules, ``ENVGUARD_SYMLINK_ALLOW`` and the rules
+themselves (the digest of envguard/pathsafety.py: an envguard whose rules differ asks again). A package
+scanned from its archive in this create (cold) is always checked: its archive may name more than its
+``paths.json``. A refusal is never recorded.
 
 The record is trusted as the package cache itself is (VerifiedStamps' doc): whoever can write it can write
 the stamps that vouch for the entries' contents too.
@@ -24,15 +25,27 @@ from pathlib import Path
 
 from envguard.create.integrity import newest_records, read_record_file, write_record_file
 
-#: bump when a rule of envguard.pathsafety changes: answers recorded under the old rules no longer count
-RULES = 1
+_rules: list[str] = []
+
+
+def rules_digest() -> str:
+    """The digest of the module that holds the rules (read once per process): an answer recorded under other
+    rules, by another envguard version, never counts."""
+    if not _rules:
+        from envguard import __version__, pathsafety
+
+        try:
+            _rules.append(hashlib.sha256(Path(pathsafety.__file__).read_bytes()).hexdigest())
+        except (OSError, TypeError):  # no source file to read (a frozen build): the version stands for it
+            _rules.append(f"envguard {__version__}")
+    return _rules[0]
 
 
 def key(windows: bool, allow: Iterable[tuple[str, str]],
         packages: Iterable[tuple[str, str, Mapping[str, str], Mapping[str, str]]]) -> str:
     """The digest of one path check's inputs; ``packages``: (archive key, info digest, declared symlinks,
     every symlink of the entry) in lock order."""
-    material = (RULES, windows, sorted(allow),
+    material = (rules_digest(), windows, sorted(allow),
                 [(k, info, sorted(links.items()), sorted(inner.items())) for k, info, links, inner in packages])
     return hashlib.sha256(marshal.dumps(material, 2)).hexdigest()
 
