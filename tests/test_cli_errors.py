@@ -328,6 +328,31 @@ def test_a_ctrl_c_that_python_reports_as_another_error_is_still_an_interrupt(
     assert err.strip() == "interrupted", err
 
 
+def test_a_ctrl_c_that_a_commands_own_handler_wrapped_is_still_an_interrupt(
+        here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same Ctrl-C inside a command's broad handler (many catch Exception around a library call and raise
+    their own one-line error from it: rattler's install, a download) read "error: rattler failed ..." and
+    exit 6; the cause chain decides there too."""
+    import envguard.lint
+    from envguard.errors import BackendError
+
+    class Descriptor:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise KeyboardInterrupt
+
+    def wrapped_by_a_broad_handler(_targets: object) -> None:
+        try:
+            type("Manifest", (), {"notes": Descriptor()})
+        except Exception as e:  # what such a handler does
+            raise BackendError(f"rattler failed to install the locked packages: {e}") from e
+
+    monkeypatch.setattr(envguard.lint, "lint_paths", wrapped_by_a_broad_handler)
+    capsys.readouterr()
+    assert cli.run(["lint", "ok.yml"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "interrupted", err
+
+
 def test_the_cli_prints_an_errors_fix_once(here: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """The fix an error carries as a field is written after its message exactly once, in the usual one line."""

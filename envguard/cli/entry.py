@@ -103,18 +103,26 @@ def _run(argv: list[str]) -> int:
         _json_error(argv, int(ExitCode.USAGE), f"{where}: {message}", reason=message, fix=f"see `{where} --help`")
         return int(ExitCode.USAGE)
     except EnvguardError as e:
-        from envguard.redact import redact
-
-        if run_state["verbose"]:
-            _print_traceback()
-        render.err.print(f"[red]error:[/red] {_escape(redact(e.message))}", markup=True)
-        _json_error(argv, int(e.exit_code), e.message, reason=getattr(e, "problem", None) or e.reason, fix=e.fix,
-                    file=getattr(e, "file", None), key=getattr(e, "key", None), line=getattr(e, "line", None))
-        return int(e.exit_code)
+        return _envguard_error(e, argv)
     except KeyboardInterrupt:
         return say_interrupted("interrupted")
     except Exception as e:  # noqa: BLE001 - a bug: one line, unless asked for more
         return _unexpected(e)
+
+
+def _envguard_error(e: EnvguardError, argv: list[str]) -> int:
+    """A command's one-line error, with its documented exit code; a Ctrl-C that a command's broad handler
+    turned into its own error (from a library call it wraps) is still an interrupt."""
+    from envguard.redact import redact
+
+    if _caused_by_interrupt(e):
+        return say_interrupted("interrupted")
+    if run_state["verbose"]:
+        _print_traceback()
+    render.err.print(f"[red]error:[/red] {_escape(redact(e.message))}", markup=True)
+    _json_error(argv, int(e.exit_code), e.message, reason=getattr(e, "problem", None) or e.reason, fix=e.fix,
+                file=getattr(e, "file", None), key=getattr(e, "key", None), line=getattr(e, "line", None))
+    return int(e.exit_code)
 
 
 def _unexpected(e: Exception) -> int:
