@@ -46,8 +46,10 @@ def kind_of(path: Path, key: str | None = None) -> str | None:
         raise UserError("is a directory, expected a lock file", file=str(path), key=key,
                         fix="pass the lock file inside it")
     if not path.is_file():
-        raise UserError(special_file(path) or "lock file not found", file=str(path), key=key,
-                        fix="pass an existing conda-lock.yml, or run `envguard lock` first")
+        special = special_file(path)  # a FIFO or a device: "run envguard lock first" would not help
+        raise UserError(special or "lock file not found", file=str(path), key=key,
+                        fix="pass the path of a regular conda-lock.yml (envguard reads no pipes or devices)" if special
+                        else "pass an existing conda-lock.yml, or run `envguard lock` first")
     text = read_text(path)
     if detect_kind(text) == "explicit":
         return "explicit"

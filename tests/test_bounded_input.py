@@ -138,6 +138,7 @@ def test_special_files_are_refused_at_once(tmp_path: Path) -> None:
             proc = _bounded(*argv, cwd=tmp_path, seconds=20)
             expected = "not an environment prefix" if path == adir and argv[0] == "diff" else what  # a prefix side
             assert proc.returncode == 2 and expected in proc.stderr, (argv, proc.stderr)  # never "not found"
+            assert "run `envguard lock` first" not in proc.stderr, (argv, proc.stderr)  # no lock would help
             assert path.exists() and not (tmp_path / "env").exists()
 
 
