@@ -28,11 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
-import json
 import os
 import shutil
-import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,11 +38,19 @@ from typing import Any
 
 from envguard.auth import Credentials
 from envguard.create import cachetree, pathchecks
-from envguard.create.archive import METADATA_CAP, EntryLedger, bounded_download, private_copy
+from envguard.create.archive import EntryLedger, bounded_download, private_copy
 from envguard.create.cachetree import TreeRecords
+from envguard.create.entryfiles import (
+    INFO_FILES,
+    entry_is_directory,
+    info_digest,
+    info_present,
+    odd_leftover,
+    paths_entries,
+    read_entry_file,
+)
 from envguard.create.integrity import (
     NOT_A_FILE,
-    READ_FLAGS,
     Artifact,
     VerifiedStamps,
     cache_entry_sha256,
@@ -62,9 +67,6 @@ from envguard.leftovers import remove_dead_owners
 from envguard.pathsafety import Unsafe, allow_list, allowed, check_package, path_problem
 from envguard.redact import redact, shorten
 
-#: the ``info/`` files an installer reads to link a package: their digest is recorded from the archive
-INFO_FILES = ("info/index.json", "info/paths.json", "info/link.json", "info/files", "info/has_prefix",
-              "info/no_link", "info/repodata_record.json")
 DOWNLOAD_TAG = ".envguard-downloads-"
 _CONCURRENCY = 4
 
@@ -112,7 +114,7 @@ class Prepared:
             if pkg.cold or found is None:  # just extracted from the verified archive: its tree is that archive's
                 entry = os.path.join(self.cache_dir, pkg.art.stem)
                 found = cachetree.scan_entry(entry, pkg.entries,
-                                             _info_present(entry) if pkg.present is None else pkg.present)
+                                             info_present(entry) if pkg.present is None else pkg.present)
                 if isinstance(found, str):
                     continue
                 if cachetree.archive_differences(found, pkg.entries, pkg.inner_links) is not None:
@@ -147,7 +149,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     missing: set[str] = set()
     stage(f"verifying {sum(1 for a in arts if is_file_url(a.url))} local artifacts")
     # the archives of packages not extracted yet are hashed once, as they are copied (archive.private_copy)
-    extracted = {a.stem for a in arts if use_cache and _entry_is_directory(cache_dir, a.stem)}
+    extracted = {a.stem for a in arts if use_cache and entry_is_directory(cache_dir, a.stem)}
     copied = {a.stem for a in arts} - extracted
     stamps = VerifiedStamps(cache_dir)
     verified = verify_local_artifacts(arts, cache_dir, lockfile=lockfile, missing=missing, copied=copied,
@@ -167,7 +169,7 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
             stamps.forget_package(art.key)
             trees.forget(art.key)
         elif use_cache:
-            altered = _odd_leftover(cache_dir, art.stem)
+            altered = odd_leftover(cache_dir, art.stem)
             if altered:  # rattler's extraction would fail on it (exit 6): cleared like an altered entry
                 purge_cache_entry(cache_dir, art.stem)
         if altered:
@@ -206,28 +208,6 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     return prepared
 
 
-def _entry_is_directory(cache_dir: Path, stem: str) -> bool:
-    """Whether the package cache holds ``stem`` extracted: a directory, not a symlink to one elsewhere."""
-    try:
-        return stat.S_ISDIR(os.lstat(os.path.join(cache_dir, stem)).st_mode)
-    except OSError:
-        return False
-
-
-def _odd_leftover(cache_dir: Path, stem: str) -> str | None:
-    """What stands where an entry about to be extracted goes, when it is no directory (a FIFO, a symlink, a
-    file), or where its cache lock goes, when that is no regular file; else None."""
-    for name, ok, what in ((stem, stat.S_ISDIR, "is not a directory"),
-                           (f"{stem}.lock", stat.S_ISREG, "is not a regular file")):
-        try:
-            mode = os.lstat(os.path.join(cache_dir, name)).st_mode
-        except OSError:
-            continue
-        if not ok(mode):
-            return f"{shorten(name, 120)} {what}"
-    return None
-
-
 def _without_credentials(art: Artifact, creds: Credentials) -> Artifact:
     clean = creds.strip(art.url)
     if clean == art.url:
@@ -236,76 +216,6 @@ def _without_credentials(art: Artifact, creds: Credentials) -> Artifact:
 
 
 # --------------------------------------------------------------------------- warm: the extracted entry
-
-
-def _info_digest(read: Callable[[str], bytes | None]) -> str:
-    h = hashlib.sha256()
-    for name in INFO_FILES:
-        data = read(name)
-        if data is not None:
-            h.update(f"{name}\0{hashlib.sha256(data).hexdigest()}\n".encode())
-    return h.hexdigest()
-
-
-def _read_entry_file(entry: str, name: str) -> bytes | None:
-    """An info/ file of an extracted entry, or a marker that differs from any archive's digest when it is not
-    a regular file (a symlink is not followed: O_NOFOLLOW; a FIFO is not waited on: O_NONBLOCK). One open,
-    fstat and read: this runs for every cached package on every create."""
-    try:
-        fd = os.open(os.path.join(entry, name), READ_FLAGS)
-    except FileNotFoundError:
-        return None
-    except OSError as e:  # ELOOP: a symlink in the file's place
-        return f"\0{e}".encode()
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return b"\0not a regular file"
-        if st.st_size > METADATA_CAP:
-            return b"\0larger than envguard reads"
-        data = os.read(fd, st.st_size + 1)  # a regular file's read is short only at its end
-        if len(data) > st.st_size:  # it grew since the fstat: read on, up to the cap
-            chunks = [data]
-            while chunks[-1] and sum(map(len, chunks)) <= METADATA_CAP:
-                chunks.append(os.read(fd, 1 << 20))
-            data = b"".join(chunks)
-        return data if len(data) <= METADATA_CAP else b"\0larger than envguard reads"
-    except OSError as e:
-        return f"\0{e}".encode()
-    finally:
-        os.close(fd)
-
-
-def _info_present(entry: str) -> list[str]:
-    """The INFO_FILES an extracted entry has (one directory listing instead of a stat per name)."""
-    try:
-        names = set(os.listdir(os.path.join(entry, "info")))
-    except OSError:
-        return []
-    return [n for n in INFO_FILES if n[5:] in names]
-
-
-def _paths_entries(data: bytes | None, files: bytes | None) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """paths.json's entries and their (path, path_type) pairs; for a package without one, info/files' paths
-    (no hashes). One pass: on a real PyTorch environment this runs for 30,000 entries on every create."""
-    if data is not None:
-        doc = json.loads(data)
-        entries = doc.get("paths") if isinstance(doc, dict) else None
-        if not isinstance(entries, list):
-            raise ValueError("info/paths.json has no list of paths")
-        declared: list[tuple[str, str]] = []
-        add = declared.append
-        for e in entries:
-            path = e.get("_path") if isinstance(e, dict) else None
-            if not isinstance(path, str):
-                raise ValueError("info/paths.json has no list of paths")
-            kind = e.get("path_type")
-            add((path, kind if isinstance(kind, str) and kind else "hardlink"))
-        return entries, declared
-    if files is not None:
-        names = [line for line in files.decode("utf-8", "replace").splitlines() if line.strip()]
-        return [{"_path": n, "path_type": "hardlink"} for n in names], [(n, "hardlink") for n in names]
-    return [], []
 
 
 def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
@@ -327,11 +237,11 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
     if art.sha256 and recorded is not None and recorded != art.sha256:
         return None, None  # extracted from another build of the same name: rattler would replace it too
     entry = os.path.join(cache_dir, art.stem)
-    present = _info_present(entry)
-    paths_json = _read_entry_file(entry, "info/paths.json") if "info/paths.json" in present else None
-    files = _read_entry_file(entry, "info/files") if paths_json is None and "info/files" in present else None
+    present = info_present(entry)
+    paths_json = read_entry_file(entry, "info/paths.json") if "info/paths.json" in present else None
+    files = read_entry_file(entry, "info/files") if paths_json is None and "info/files" in present else None
     try:
-        entries, declared = _paths_entries(paths_json, files)
+        entries, declared = paths_entries(paths_json, files)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         return None, f"info/paths.json: {shorten(str(e), 80)}"
     pkg = _Package(art, info=rec[0], entries=declared, present=present)
@@ -351,8 +261,8 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
     pkg.scan = found
     # not vouched for: the info/ files against the archive's digest, then every file against paths.json
     loaded = {"info/paths.json": paths_json}
-    info = _info_digest(lambda n: loaded[n] if n in loaded else
-                        (_read_entry_file(entry, n) if n in present else None))
+    info = info_digest(lambda n: loaded[n] if n in loaded else
+                        (read_entry_file(entry, n) if n in present else None))
     if info != rec[0]:
         return None, "its info/ metadata (paths.json, index.json, ...) differs from the verified archive's"
     meta = {e["_path"]: e for e in entries}
@@ -535,9 +445,9 @@ async def _scan(art: Artifact, path: Path) -> _Package:
         raise IntegrityError(f"{art.name} {art.version}: the archive {path.name} cannot be read: "
                              f"{shorten(' '.join(str(e).split()), 200)}",
                              fix="restore the archive from the channel, or re-lock") from None
-    pkg.info = _info_digest(infos.get)
+    pkg.info = info_digest(infos.get)
     try:
-        _entries, pkg.entries = _paths_entries(infos.get("info/paths.json"), infos.get("info/files"))
+        _entries, pkg.entries = paths_entries(infos.get("info/paths.json"), infos.get("info/files"))
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise IntegrityError(f"{art.name} {art.version}: {shorten(str(e), 200)} in {path.name}",
                              fix="re-lock against a channel with an intact build") from None
