@@ -330,13 +330,11 @@ def recorded_lock(target: str | os.PathLike[str]) -> LockChoice | None:
         return None
     why = "the lock envguard built it from"
     import hashlib
-    import stat
 
-    try:  # opened without blocking and checked through the descriptor: a FIFO put there must not block check
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(0, "not a regular file")
+    from envguard.safeio import open_regular
+
+    try:  # a FIFO put there must not block check
+        with open_regular(path) as fh:
             h = hashlib.sha256()
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)

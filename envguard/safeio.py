@@ -11,36 +11,51 @@ which says what is wrong with them.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+from typing import BinaryIO
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """The regular file at ``path`` (symlinks followed), opened for reading without blocking and checked
+    through its descriptor, so what was checked is what is read. A FIFO, device, socket or directory
+    raises OSError at once (opened this way, a FIFO never waits for a writer), as does a missing or
+    unreadable file."""
+    fd = os.open(path, _FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_small(path: str | os.PathLike[str], limit: int) -> bytes | None:
     """The bytes of the regular file at ``path`` (symlinks followed), or None when it is missing, not a
     regular file, unreadable or larger than ``limit`` bytes."""
     try:
-        fd = os.open(path, _FLAGS)
+        fh = open_regular(path)
     except OSError:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+    with fh:
+        try:
+            if os.fstat(fh.fileno()).st_size > limit:
+                return None
+            chunks: list[bytes] = []
+            total = 0
+            while total <= limit:  # a file that grows while it is read stops at the bound too
+                chunk = fh.read(min(1 << 20, limit + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        except OSError:
             return None
-        chunks: list[bytes] = []
-        total = 0
-        while total <= limit:  # a file that grows while it is read stops at the bound too
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        return b"".join(chunks) if total <= limit else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return b"".join(chunks) if total <= limit else None
 
 
 def read_small_text(path: str | os.PathLike[str], limit: int) -> str | None:

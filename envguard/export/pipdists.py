@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 from envguard.model import pep503
 from envguard.prefix import Dist, PrefixInfo
 from envguard.redact import redact
-from envguard.safeio import read_small_text
+from envguard.safeio import open_regular, read_small_text
 
 _MAX_SMALL = 1 << 16  # INSTALLER, WHEEL, direct_url.json: a few hundred bytes in practice
 _MAX_HEADERS = 4 << 20  # METADATA headers; the long description after the blank line is never read
@@ -53,14 +52,6 @@ class PipDist:
         return pep503(self.name)
 
 
-def is_regular(path: str) -> bool:
-    """A regular file (following links): never a FIFO that blocks or a device that never ends."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
 def _read_small(path: str) -> str | None:
     return read_small_text(path, _MAX_SMALL)
 
@@ -70,13 +61,11 @@ def _requires(meta: str) -> tuple[tuple[str, ...], bool, tuple[str, ...]]:
     lines."""
     if not os.path.lexists(meta):
         return (), False, ()
-    if not is_regular(meta):
-        return (), True, ()
     out: list[str] = []
     extras: list[str] = []
     read = 0
     try:
-        with open(meta, "rb") as fh:
+        with open_regular(meta) as fh:  # checked through the descriptor: no swap between a check and the open
             while read < _MAX_HEADERS:
                 raw = fh.readline(_MAX_LINE)
                 read += len(raw)

@@ -69,13 +69,11 @@ def _local_path(url: str | None) -> str:
 
 
 def _sha256_file(url: str) -> str | None:
-    from envguard.export.pipdists import is_regular
+    from envguard.safeio import open_regular
 
-    if not is_regular(_local_path(url)):
-        return None
     try:
         h = hashlib.sha256()
-        with open(_local_path(url), "rb") as fh:
+        with open_regular(_local_path(url)) as fh:  # never a FIFO that blocks or a device that never ends
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
         return h.hexdigest()
