@@ -65,7 +65,7 @@ class Artifact:
 
     @cached_property
     def filename(self) -> str:
-        return urlsplit(self.url).path.rsplit("/", 1)[-1]
+        return url_filename(self.url)
 
     @cached_property
     def stem(self) -> str:
@@ -76,6 +76,13 @@ class Artifact:
     def channel(self) -> str:
         """The channel URL: the artifact URL without ``/<subdir>/<file>``."""
         return self.url.rsplit("/", 2)[0]
+
+
+def url_filename(url: str) -> str:
+    """The file name an artifact URL ends in (without its query or fragment): the one reading of it that
+    the lock's checks (envguard.create.plan), the package cache's directory name and the installer's record
+    all use."""
+    return url.split("?", 1)[0].split("#", 1)[0].rsplit("/", 1)[-1]
 
 
 def strip_archive_suffix(filename: str) -> str:

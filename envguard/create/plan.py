@@ -11,7 +11,7 @@ from typing import Any
 
 from envguard import __version__
 from envguard.create.backends.pip_step import PipArtifact
-from envguard.create.integrity import Artifact, strip_archive_suffix
+from envguard.create.integrity import Artifact, strip_archive_suffix, url_filename
 from envguard.errors import IntegrityError, StaleLockError, UserError
 from envguard.fingerprint import Fingerprint
 from envguard.model import pep503
@@ -114,7 +114,7 @@ def _entry_fields(entry: Any, lockfile: Path) -> dict[str, Any]:
 
 def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
     path = url.split("?", 1)[0].split("#", 1)[0]
-    filename = path.rsplit("/", 1)[-1]
+    filename = url_filename(url)
     stem = strip_archive_suffix(filename)
     if stem == filename:
         raise UserError(f"{f['name']}: the URL is not a conda package (.conda or .tar.bz2): {redact(url)}",
