@@ -103,13 +103,12 @@ class Prepared:
         install (from their verified archives), and the identities of warm entries that were hashed, so that
         the next create need not hash them. Linking changes no identity (cachetree.scan_entry), so a warm
         entry is not scanned again."""
-        if self.cache_dir is None or not self.packages:
+        todo = [pkg for pkg in self.packages if not pkg.vouched]
+        if self.cache_dir is None or not todo:  # every entry vouched for: nothing to record, the records not read
             return
         stamps = VerifiedStamps(self.cache_dir)
         trees = TreeRecords(self.cache_dir)
-        for pkg in self.packages:
-            if pkg.vouched:
-                continue
+        for pkg in todo:
             found: cachetree.EntryScan | str | None = pkg.scan
             if pkg.cold or found is None:  # just extracted from the verified archive: its tree is that archive's
                 entry = os.path.join(self.cache_dir, pkg.art.stem)
