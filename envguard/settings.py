@@ -69,7 +69,8 @@ MAX_ARTIFACT_BYTES = Knob("ENVGUARD_MAX_ARTIFACT_BYTES", "integer",
                           "a server sending more is refused (exit 3); anything but a positive integer is ignored")
 MAX_YAML_NODES = Knob("ENVGUARD_MAX_YAML_NODES", "integer", f"{DEFAULT_MAX_YAML_NODES:,}",
                       "the most nodes (scalars, lists, mappings, aliases) one YAML document may hold: the "
-                      "32 MiB byte limit alone lets a file hold 16 million; anything but a positive integer "
+                      "32 MiB byte limit alone lets a file hold 16 million; environment files and TOML "
+                      "manifests (pixi.toml, pyproject.toml) a tenth of it; anything but a positive integer "
                       "is ignored")
 NVIDIA_SMI = Knob("ENVGUARD_NVIDIA_SMI", "path", "NVML, else `nvidia-smi` from PATH",
                   "the `nvidia-smi` whose answer is the driver's, NVML not consulted; empty: no driver")

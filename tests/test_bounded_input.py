@@ -219,3 +219,23 @@ def test_a_long_flow_list_of_dependencies_is_linted_and_diffed_in_bounded_time(t
     assert "EG102" in lint.stdout and "Python 3.12" in lint.stdout, lint.stdout[-2000:]
     diff = _bounded("diff", str(env), str(env), cwd=tmp_path, seconds=60)
     assert diff.returncode == 0, diff.stderr
+
+
+def test_a_pixi_manifest_of_too_many_values_is_refused(tmp_path: Path) -> None:
+    """A pixi.toml under the 32 MiB limit parses in seconds, but lint then worked per dependency: 1.4 million
+    of them (30 MB) took four minutes and 1.6 GB, and exited 0. A manifest may hold as many values as an
+    environment.yml nodes (a tenth of ENVGUARD_MAX_YAML_NODES): refused in one line, exit 2."""
+    f = tmp_path / "pixi.toml"
+    f.write_text('[workspace]\nname = "x"\nchannels = ["conda-forge"]\nplatforms = ["linux-64"]\n\n'
+                 '[dependencies]\npython = "3.11.*"\n' + "".join(f'pkg-{i} = ">=1"\n' for i in range(100_001)))
+    for args in (("lint", str(f)), ("diff", str(f), str(f))):
+        proc = _bounded(*args, cwd=tmp_path, seconds=60)
+        line = f"{f}: TOML document holds more than 100,000 values"
+        assert proc.returncode == 2 and line in proc.stderr and "ENVGUARD_MAX_YAML_NODES" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    small = tmp_path / "small" / "pixi.toml"
+    small.parent.mkdir()
+    small.write_text(f.read_text()[:400].rsplit("\n", 1)[0] + "\n")  # a manifest of a few dozen values
+    assert _bounded("lint", str(small), cwd=small.parent).returncode in (0, 1)
+    raised = _bounded("lint", str(small), cwd=small.parent, env={"ENVGUARD_MAX_YAML_NODES": "100"})
+    assert raised.returncode == 2 and "more than 10 values" in raised.stderr, raised.stderr  # the setting

@@ -235,9 +235,9 @@ def test_toml_11_after_conda_lock_was_imported() -> None:
 
     import conda_lock.conda_lock  # noqa: F401 - imported for its sys.path side effect
 
-    from envguard.sources import pixi_manifest
+    from envguard.sources import toml_text
 
-    pixi_manifest._toml_reader.cache_clear()  # as in a fresh process that imported conda-lock first
+    toml_text.toml_reader.cache_clear()  # as in a fresh process that imported conda-lock first
     before = sys.modules.get("tomli")
-    assert pixi_manifest.parse_toml('a = { b = 1,\n  c = 2, }\n', "x.toml") == {"a": {"b": 1, "c": 2}}
+    assert toml_text.parse_toml('a = { b = 1,\n  c = 2, }\n', "x.toml") == {"a": {"b": 1, "c": 2}}
     assert sys.modules.get("tomli") is before  # poetry-core keeps the copy it imported

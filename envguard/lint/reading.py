@@ -14,7 +14,7 @@ _PACKAGE_URL_LINE = re.compile(r"^\s*\S+://\S+\.(?:conda|tar\.bz2)(?:#\S*)?\s*$"
 
 def _kind(path: str, text: str) -> tuple[str, Any]:
     from envguard.sources import detect_kind
-    from envguard.sources.pixi_manifest import looks_like_toml, parse_toml
+    from envguard.sources.toml_text import looks_like_toml, parse_toml
     from envguard.yamlio import load_fast
 
     if detect_kind(text) == "explicit":

@@ -162,7 +162,7 @@ def _parse(path: Path, text: str) -> Any:
 
 def _parse_text(path: Path, text: str) -> Any:
     from envguard.sources import _yaml
-    from envguard.sources.pixi_manifest import looks_like_toml, parse_toml
+    from envguard.sources.toml_text import looks_like_toml, parse_toml
 
     if looks_like_toml(text):  # pixi.toml, pyproject.toml: YAML would call them malformed
         return parse_toml(text, redact(str(path)))
@@ -211,7 +211,7 @@ def load(spec: str, *, kind: str | None = None, platform: str | None = None,
     data = _parse(path, text)
     found = kind or detect_kind(text, data)
     if found is None:
-        from envguard.sources.pixi_manifest import looks_like_toml
+        from envguard.sources.toml_text import looks_like_toml
 
         if looks_like_toml(text):
             raise UserError("a TOML file without pixi's tables: no [workspace] (or [project]) with channels, and "

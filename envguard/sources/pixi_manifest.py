@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -34,84 +33,15 @@ from envguard.platforms import SELECTOR_PLATFORMS
 from envguard.redact import redact
 from envguard.sources import Description, RequestedSpec
 from envguard.sources.pixi_names import satisfied_by_pixi
+from envguard.sources.toml_text import parse_toml
 
 _DEP_TABLES = ("dependencies", "host-dependencies", "build-dependencies")
 DEFAULT = "default"
 
 
-def looks_like_toml(text: str) -> bool:
-    """Whether a file's first meaningful line is a TOML table header or ``key = value``."""
-    for raw in text.lstrip("\ufeff").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        return bool(re.match(r"^\[\[?\s*[A-Za-z0-9_\"'.-][^\],]*\]\]?\s*(#.*)?$", line)
-                    or re.match(r"""^(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9_.-]+)(?:\s*\.\s*(?:"[^"\n]*"|'[^'\n]*'|"""
-                                r"""[A-Za-z0-9_-]+))*\s*=""", line))
-    return False
-
-
 def _table(value: Any) -> dict[str, Any]:
     """``value`` when it is a TOML table, else an empty one."""
     return value if isinstance(value, dict) else {}
-
-
-def _reads_toml_11(module: Any) -> bool:
-    try:
-        module.loads("a = { b = 1,\n}")
-    except Exception:  # noqa: BLE001 - a TOML 1.0 reader's own decode error
-        return False
-    return True
-
-
-@lru_cache(maxsize=1)
-def _toml_reader() -> Any:
-    """tomli >= 2.4, the TOML 1.1 reader envguard depends on.
-
-    conda-lock's vendored poetry-core puts its own directory first on ``sys.path`` when it is imported, and
-    its tomli reads TOML 1.0 only: after a lock or a freshness test in the same process, ``import tomli``
-    finds that copy. The installed distribution is then imported from beyond that directory, and the
-    vendored copy left in place for poetry-core.
-    """
-    import os
-    import sys
-
-    import tomli
-
-    if not _reads_toml_11(tomli):
-        shadowing = os.path.dirname(os.path.dirname(os.path.abspath(tomli.__file__ or "")))
-        saved = {k: m for k, m in sys.modules.items() if k == "tomli" or k.startswith("tomli.")}
-        saved_path = sys.path[:]
-        for k in saved:
-            del sys.modules[k]
-        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != shadowing]
-        try:
-            import tomli as installed
-        finally:
-            sys.path[:] = saved_path
-            for k in [k for k in sys.modules if k == "tomli" or k.startswith("tomli.")]:
-                del sys.modules[k]
-            sys.modules.update(saved)
-        tomli = installed
-    return tomli
-
-
-def parse_toml(text: str, shown: str) -> Any:
-    """TOML 1.1, as pixi reads it (tomli >= 2.4; the standard library's tomllib reads 1.0 before 3.15)."""
-    tomli = _toml_reader()
-
-    try:
-        return tomli.loads(text.lstrip("\ufeff"))
-    except tomli.TOMLDecodeError as e:
-        msg = str(e)
-        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-        problem = re.sub(r"\s*\(at line.*$", "", msg)
-        raise UserError(f"malformed TOML: {problem}", file=shown,
-                        line=int(m.group(1)) if m else None, column=int(m.group(2)) if m else None,
-                        fix="correct the TOML syntax at that position") from None
-    except RecursionError:  # thousands of nested arrays or inline tables: no manifest nests that deep
-        raise UserError("malformed TOML: arrays or tables nested too deeply", file=shown,
-                        fix="flatten the nesting (a pixi manifest needs a few levels)") from None
 
 
 def pixi_table(data: Any) -> dict[str, Any] | None:
@@ -579,9 +509,7 @@ __all__ = [
     "find_workspace",
     "is_manifest",
     "is_package_only",
-    "looks_like_toml",
     "parse_manifest",
-    "parse_toml",
     "pixi_table",
     "read_manifest",
     "satisfied_by_pixi",

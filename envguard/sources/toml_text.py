@@ -1,0 +1,112 @@
+"""TOML as pixi reads it (TOML 1.1), bounded: the one reader of pixi.toml and pyproject.toml for every command.
+
+A manifest under the 32 MiB input limit parses in seconds, but what reads it then works per entry: one of
+1.4 million dependencies took `lint` four minutes and 1.6 GB. So a parsed document holds at most as many
+values as an environment.yml may hold nodes (a tenth of ``ENVGUARD_MAX_YAML_NODES``); real manifests hold a
+few hundred.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from envguard import settings
+from envguard.errors import UserError
+from envguard.yamlio import ENVIRONMENT_NODES_SHARE
+
+
+def looks_like_toml(text: str) -> bool:
+    """Whether a file's first meaningful line is a TOML table header or ``key = value``."""
+    for raw in text.lstrip("\ufeff").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        return bool(re.match(r"^\[\[?\s*[A-Za-z0-9_\"'.-][^\],]*\]\]?\s*(#.*)?$", line)
+                    or re.match(r"""^(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9_.-]+)(?:\s*\.\s*(?:"[^"\n]*"|'[^'\n]*'|"""
+                                r"""[A-Za-z0-9_-]+))*\s*=""", line))
+    return False
+
+
+def _reads_toml_11(module: Any) -> bool:
+    try:
+        module.loads("a = { b = 1,\n}")
+    except Exception:  # noqa: BLE001 - a TOML 1.0 reader's own decode error
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def toml_reader() -> Any:
+    """tomli >= 2.4, the TOML 1.1 reader envguard depends on.
+
+    conda-lock's vendored poetry-core puts its own directory first on ``sys.path`` when it is imported, and
+    its tomli reads TOML 1.0 only: after a lock or a freshness test in the same process, ``import tomli``
+    finds that copy. The installed distribution is then imported from beyond that directory, and the
+    vendored copy left in place for poetry-core.
+    """
+    import os
+    import sys
+
+    import tomli
+
+    if not _reads_toml_11(tomli):
+        shadowing = os.path.dirname(os.path.dirname(os.path.abspath(tomli.__file__ or "")))
+        saved = {k: m for k, m in sys.modules.items() if k == "tomli" or k.startswith("tomli.")}
+        saved_path = sys.path[:]
+        for k in saved:
+            del sys.modules[k]
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != shadowing]
+        try:
+            import tomli as installed
+        finally:
+            sys.path[:] = saved_path
+            for k in [k for k in sys.modules if k == "tomli" or k.startswith("tomli.")]:
+                del sys.modules[k]
+            sys.modules.update(saved)
+        tomli = installed
+    return tomli
+
+
+def parse_toml(text: str, shown: str) -> Any:
+    """TOML 1.1, as pixi reads it (tomli >= 2.4; the standard library's tomllib reads 1.0 before 3.15)."""
+    tomli = toml_reader()
+
+    try:
+        data = tomli.loads(text.lstrip("\ufeff"))
+    except tomli.TOMLDecodeError as e:
+        msg = str(e)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        problem = re.sub(r"\s*\(at line.*$", "", msg)
+        raise UserError(f"malformed TOML: {problem}", file=shown,
+                        line=int(m.group(1)) if m else None, column=int(m.group(2)) if m else None,
+                        fix="correct the TOML syntax at that position") from None
+    except RecursionError:  # thousands of nested arrays or inline tables: no manifest nests that deep
+        raise UserError("malformed TOML: arrays or tables nested too deeply", file=shown,
+                        fix="flatten the nesting (a pixi manifest needs a few levels)") from None
+    limit = max(1, settings.max_yaml_nodes() // ENVIRONMENT_NODES_SHARE)
+    if holds_more_than(data, limit):
+        # parsing 32 MiB is seconds; what reads a manifest then works per entry (1.4 million dependencies
+        # took lint four minutes and 1.6 GB): refused like an environment.yml of as many nodes
+        raise UserError(f"TOML document holds more than {limit:,} values", file=shown,
+                        fix=f"pass the right file (real pixi manifests hold a few hundred), or raise "
+                            f"{settings.MAX_YAML_NODES.name}")
+    return data
+
+
+def holds_more_than(data: Any, limit: int) -> bool:
+    """Whether a parsed document holds more than ``limit`` values (tables, arrays and scalars, each table's
+    keys with their values), counted without recursion and stopped at the limit."""
+    todo = [data]
+    count = 0
+    while todo:
+        value = todo.pop()
+        count += 1
+        if count > limit:
+            return True
+        if isinstance(value, dict):
+            todo.extend(value.values())
+        elif isinstance(value, list):
+            todo.extend(value)
+    return False
