@@ -70,6 +70,12 @@ MAX_ALIAS_NODES = 100_000
 ENVIRONMENT_NODES_SHARE = 10
 
 
+def environment_node_limit() -> int:
+    """The most nodes an environment file (or a TOML manifest, in values) may hold: a tenth of
+    ``ENVGUARD_MAX_YAML_NODES``; real ones hold a few hundred."""
+    return max(1, max_yaml_nodes() // ENVIRONMENT_NODES_SHARE)
+
+
 _FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
@@ -301,7 +307,7 @@ def load_with_lines(path: str | Path, text: str | None = None) -> tuple[Any, Pos
 
     if text is None:
         text = read_text(path)
-    check_limits(path, text, max_nodes=max(1, max_yaml_nodes() // ENVIRONMENT_NODES_SHARE))
+    check_limits(path, text, max_nodes=environment_node_limit())
     parser = _fast_loader()(text)  # one parse: the nodes (with their marks) are composed once and built
     try:
         node = parser.get_single_node()

@@ -14,7 +14,7 @@ from typing import Any
 
 from envguard import settings
 from envguard.errors import UserError
-from envguard.yamlio import ENVIRONMENT_NODES_SHARE
+from envguard.yamlio import environment_node_limit
 
 
 def looks_like_toml(text: str) -> bool:
@@ -85,7 +85,7 @@ def parse_toml(text: str, shown: str) -> Any:
     except RecursionError:  # thousands of nested arrays or inline tables: no manifest nests that deep
         raise UserError("malformed TOML: arrays or tables nested too deeply", file=shown,
                         fix="flatten the nesting (a pixi manifest needs a few levels)") from None
-    limit = max(1, settings.max_yaml_nodes() // ENVIRONMENT_NODES_SHARE)
+    limit = environment_node_limit()
     if holds_more_than(data, limit):
         # parsing 32 MiB is seconds; what reads a manifest then works per entry (1.4 million dependencies
         # took lint four minutes and 1.6 GB): refused like an environment.yml of as many nodes
