@@ -274,3 +274,91 @@ def test_a_cold_file_archive_is_hashed_once_not_before_and_again_while_copied(tm
     big, size = read_bytes("egbig", 32 << 20)
     reads = (big - small) / size
     assert 2.5 < reads < 3.5, f"each cold archive read {reads:.2f} times (hash+copy, scan, extract: 3)"
+
+
+# --------------------------------------------------------------------------- zip members no directory lists
+
+
+def _eocd_at(data: bytes) -> int:
+    return data.rfind(b"PK\x05\x06")
+
+
+def _hide_members(clean: bytes, hidden_zip: bytes) -> bytes:
+    """``clean`` with the local headers and data of ``hidden_zip`` placed between its last listed member and its
+    central directory (whose offset in the end record moves with them): a directory reader sees ``clean``, a
+    reader of local headers front to back sees both."""
+    eocd = _eocd_at(clean)
+    cd_offset = struct.unpack_from("<I", clean, eocd + 16)[0]
+    hidden = hidden_zip[:struct.unpack_from("<I", hidden_zip, _eocd_at(hidden_zip) + 16)[0]]
+    out = bytearray(clean[:cd_offset] + hidden + clean[cd_offset:])
+    struct.pack_into("<I", out, eocd + len(hidden) + 16, cd_offset + len(hidden))
+    return bytes(out)
+
+
+def _zip_of(members: dict[str, bytes]) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+@pytest.mark.slow
+def test_a_conda_with_hidden_zip_members_is_refused_and_nothing_of_it_linked(tmp_path: Path) -> None:
+    """Members placed between the last listed member and the central directory: the scan read the directory
+    and saw a clean package, rattler's extractor read the local headers in order and linked
+    `share/b -> /etc/passwd` (exit 0). Now the archive is refused before anything extracts it, exit 3."""
+    chan = tmp_path / "chan"
+    pkg = channels.build_package(chan, "eghidden", "1.0", noarch="generic", fmt="conda",
+                                 files={"share/a.txt": "a\n"})
+    with zipfile.ZipFile(pkg) as zf:
+        listed = {i.filename: zf.read(i) for i in zf.infolist()}
+    # the same package with `share/b -> /etc/passwd` declared in its paths.json and present in its payload
+    evil = channels.build_package(tmp_path / "evil", "eghidden", "1.0", noarch="generic", fmt="conda",
+                                  files={"share/a.txt": "a\n"}, symlinks={"share/b": "/etc/passwd"})
+    with zipfile.ZipFile(evil) as zf:
+        hidden = _zip_of({i.filename: zf.read(i) for i in zf.infolist() if i.filename != "metadata.json"})
+    pkg.write_bytes(_hide_members(pkg.read_bytes(), hidden))
+    with zipfile.ZipFile(pkg) as zf:  # the directory still lists the clean package alone
+        assert sorted(zf.namelist()) == sorted(listed)
+    lock = _lock_for(tmp_path, chan, "eghidden")
+    target = tmp_path / "env"
+    code, lines = _create(tmp_path, lock, target)
+    assert code == 3 and len(lines) == 1, lines
+    assert "eghidden 1.0" in lines[0] and "does not list" in lines[0], lines
+    assert not target.exists() and siblings(target) == []
+    assert not list((tmp_path / "pkgs").glob("eghidden-1.0*/share")), "nothing of it may reach the cache"
+
+
+@pytest.mark.parametrize("case", ["clean", "hidden-before-directory", "hidden-at-start", "data-after-end",
+                                  "overlapping", "cut-short"])
+def test_the_zip_layout_check_accounts_for_every_byte(case: str) -> None:
+    """The directory must account for every byte: a gap (anywhere), an overlap, trailing bytes, a cut file."""
+    import io
+
+    from envguard.create.zipcheck import ZipLayoutError, check_layout
+
+    clean = _zip_of({"metadata.json": b"{}", "info-x.tar.zst": b"i" * 100, "pkg-x.tar.zst": b"p" * 300})
+    hidden = _zip_of({"pkg-x.tar.zst": b"evil"})
+    data = {
+        "clean": clean,
+        "hidden-before-directory": _hide_members(clean, hidden),
+        "data-after-end": clean + b"\0" * 16,
+        "cut-short": clean[:-30],
+    }.get(case)
+    if case == "hidden-at-start":  # bytes before the first member: the end record's offsets no longer fit
+        data = hidden[:_eocd_at(hidden)] + clean
+    if case == "overlapping":  # the second directory entry points at the first member's header
+        buf = bytearray(clean)
+        cd = struct.unpack_from("<I", buf, _eocd_at(clean) + 16)[0]
+        second = buf.index(b"PK\x01\x02", cd + 4)
+        struct.pack_into("<I", buf, second + 42, 0)
+        data = bytes(buf)
+    assert data is not None
+    if case == "clean":
+        check_layout(io.BytesIO(data))
+        return
+    with pytest.raises(ZipLayoutError):
+        check_layout(io.BytesIO(data))

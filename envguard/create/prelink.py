@@ -385,14 +385,23 @@ async def _download(art: Artifact, dest: Path, client: Any, cache_dir: Path, loc
 def _refuse_ambiguous_members(art: Artifact, path: Path) -> None:
     """A ``.conda`` zip holds one ``metadata.json``, one ``info-*.tar.zst`` and one ``pkg-*.tar.zst``: with two
     of a kind this scan and the installer could each read a different one (the scan checked the first
-    ``paths.json``, rattler linked with the last), so such an archive is refused before anything reads it."""
+    ``paths.json``, rattler linked with the last), so such an archive is refused before anything reads it; so is
+    one whose directory does not account for every byte (envguard.create.zipcheck: members hidden from it)."""
     if not path.name.endswith(".conda"):
         return
     import zipfile
 
+    from envguard.create.zipcheck import ZipLayoutError, check_layout
+
     try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
+        with open(path, "rb") as fh:
+            check_layout(fh)  # hidden members, read by a streaming extractor and by no directory reader
+            with zipfile.ZipFile(fh) as zf:
+                names = zf.namelist()
+    except ZipLayoutError as e:
+        raise IntegrityError(f"{art.name} {art.version}: the .conda archive {shorten(path.name, 120)} {e}; the "
+                             "installer could extract members that envguard never checked",
+                             fix="use the channel's original archive, or re-lock") from None
     except (zipfile.BadZipFile, OSError) as e:
         raise IntegrityError(f"{art.name} {art.version}: not a readable .conda archive ({e})",
                              fix="restore the package archive the lock names, or re-lock") from None
