@@ -46,6 +46,9 @@ class Knob:
 DEFAULT_MAX_INPUT_BYTES = 32 * 1024 * 1024
 #: the most bytes downloaded for one package archive when ENVGUARD_MAX_ARTIFACT_BYTES is unset
 DEFAULT_MAX_ARTIFACT_BYTES = 4 * 1024 ** 3
+#: the most bytes one package archive may declare for its entries when ENVGUARD_MAX_EXTRACTED_BYTES is unset
+#: (the largest real conda-forge packages, CUDA libraries and torch, extract to a few GB)
+DEFAULT_MAX_EXTRACTED_BYTES = 32 * 1024 ** 3
 #: the most YAML nodes (scalars, lists, mappings, aliases) one document may hold when ENVGUARD_MAX_YAML_NODES
 #: is unset: 15 times the largest real lock seen (a 1.8 MB pixi.lock holds 67,000); parsing one costs a few
 #: seconds and a few hundred MB at this cap (docs/reliability.md)
@@ -67,6 +70,11 @@ MAX_ARTIFACT_BYTES = Knob("ENVGUARD_MAX_ARTIFACT_BYTES", "integer",
                           f"{DEFAULT_MAX_ARTIFACT_BYTES} (4 GiB)",
                           "the most bytes `create` downloads for one package archive (the lock says no size); "
                           "a server sending more is refused (exit 3); anything but a positive integer is ignored")
+MAX_EXTRACTED_BYTES = Knob("ENVGUARD_MAX_EXTRACTED_BYTES", "integer",
+                           f"{DEFAULT_MAX_EXTRACTED_BYTES} (32 GiB)",
+                           "the most bytes the entries of one package archive may declare (their tar headers, "
+                           "read before anything is extracted): a decompression bomb is refused (exit 3) before "
+                           "it fills the disk; anything but a positive integer is ignored")
 MAX_YAML_NODES = Knob("ENVGUARD_MAX_YAML_NODES", "integer", f"{DEFAULT_MAX_YAML_NODES:,}",
                       "the most nodes (scalars, lists, mappings, aliases) one YAML document may hold: the "
                       "32 MiB byte limit alone lets a file hold 16 million; environment files and TOML "
@@ -104,7 +112,7 @@ PROBE_INJECT = Knob("ENVGUARD_PROBE_INJECT", "cases, comma-separated", "none",
 
 #: every knob, user settings first, then the test hooks
 KNOBS: tuple[Knob, ...] = (ENVS_DIR, PKGS_DIR, BACKEND, SYMLINK_ALLOW, MAX_INPUT_BYTES, MAX_ARTIFACT_BYTES,
-                           MAX_YAML_NODES,
+                           MAX_EXTRACTED_BYTES, MAX_YAML_NODES,
                            NVIDIA_SMI, VERBOSE,
                            CHANNEL_ALIAS, OFFLINE, PROBE_EVENTS, TESTING, TEST_KILL_AT, TEST_PAUSE_AT,
                            TEST_NO_RENAME_EXCHANGE, PROBE_INJECT)
@@ -144,6 +152,11 @@ def max_input_bytes(env: Mapping[str, str] | None = None) -> int:
 def max_artifact_bytes(env: Mapping[str, str] | None = None) -> int:
     value = text(MAX_ARTIFACT_BYTES, env)
     return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_MAX_ARTIFACT_BYTES
+
+
+def max_extracted_bytes(env: Mapping[str, str] | None = None) -> int:
+    value = text(MAX_EXTRACTED_BYTES, env)
+    return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_MAX_EXTRACTED_BYTES
 
 
 def max_yaml_nodes(env: Mapping[str, str] | None = None) -> int:

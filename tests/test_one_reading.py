@@ -362,3 +362,32 @@ def test_the_zip_layout_check_accounts_for_every_byte(case: str) -> None:
         return
     with pytest.raises(ZipLayoutError):
         check_layout(io.BytesIO(data))
+
+
+@pytest.mark.slow
+def test_a_payload_that_declares_more_than_the_extraction_budget_is_refused_at_its_header(tmp_path: Path) -> None:
+    """A 100 KB .conda whose payload tar declares a 2 GiB file of zeros: the scan inflated it and the installer
+    wrote it to the disk. Now the header that crosses ENVGUARD_MAX_EXTRACTED_BYTES (1 GiB here) refuses it,
+    quickly, with nothing written."""
+    chan = tmp_path / "chan"
+    pkg = channels.build_package(chan, "egzbomb", "1.0", noarch="generic", fmt="conda",
+                                 files={"share/egzbomb.txt": "x\n"})
+    with zipfile.ZipFile(pkg) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    size = 2 << 30
+    header = tarfile.TarInfo("share/egzbomb.txt")
+    header.size = size
+    header.mtime = 0
+    pkg_tar = _zstd_rle_zeros_after(header.tobuf(tarfile.PAX_FORMAT), size + 1024)
+    with zipfile.ZipFile(pkg, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, pkg_tar if name.startswith("pkg-") else data)
+    assert pkg.stat().st_size < 200_000
+    lock = _lock_for(tmp_path, chan, "egzbomb")
+    t0 = time.monotonic()
+    code, lines = _create(tmp_path, lock, tmp_path / "env", ENVGUARD_MAX_EXTRACTED_BYTES=str(1 << 30))
+    assert code == 3 and len(lines) == 1, lines
+    assert "egzbomb 1.0" in lines[0] and "ENVGUARD_MAX_EXTRACTED_BYTES" in lines[0], lines
+    assert time.monotonic() - t0 < 60
+    assert not (tmp_path / "env").exists()
+    assert not list((tmp_path / "pkgs").glob("egzbomb-1.0*/share"))

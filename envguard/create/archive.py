@@ -12,6 +12,9 @@ the bytes the installer extracts, and an archive that two readers could read dif
   (exit 3): the installer writes whichever comes last, the scan might have read the other.
 * :func:`bounded_download`: an http(s) download stops, and is refused, past ENVGUARD_MAX_ARTIFACT_BYTES (the
   lock records no size): a server sending an endless body fills neither the disk nor the time.
+* The entries' sizes, as their tar headers declare them, add up to at most ENVGUARD_MAX_EXTRACTED_BYTES per
+  archive: a small archive that inflates to terabytes is refused at the header that crosses the budget, before
+  that entry is inflated and before the installer extracts anything.
 * :data:`METADATA_CAP`: no entry of the ``info/`` section larger than this is read (64 MiB; real packages'
   metadata is kilobytes): a small archive whose ``paths.json`` inflates to gigabytes is refused at its tar
   header, before it is decompressed.
@@ -93,6 +96,8 @@ class EntryLedger:
         self.filename = filename
         self.conda = filename.endswith(".conda")
         self.kinds: dict[str, bool] = {}  # normalised name -> is a directory
+        self.declared = 0  # the bytes its entries' headers declare, so far
+        self.budget = settings.max_extracted_bytes()
 
     def _refuse(self, what: str, why: str = "the installer could extract other bytes than envguard checked"
                 ) -> IntegrityError:
@@ -112,6 +117,10 @@ class EntryLedger:
         if seen is not None and not (seen and is_dir):
             raise self._refuse(f"has the entry {shorten(key, 120)!r} twice")
         self.kinds[key] = is_dir
+        self.declared += max(size, 0)
+        if self.declared > self.budget:  # at the header, before the entry is inflated or extracted
+            raise self._refuse(f"declares more than {self.budget} bytes of entries (at {shorten(key, 120)!r})",
+                               "a decompression bomb would fill the disk (ENVGUARD_MAX_EXTRACTED_BYTES)")
         if section == "info" and size > METADATA_CAP:
             raise self._refuse(f"has the metadata entry {shorten(key, 120)!r} of {size} bytes (more than "
                                f"{METADATA_CAP // (1024 * 1024)} MiB)", "envguard reads no metadata that large")
