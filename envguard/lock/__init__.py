@@ -239,6 +239,7 @@ def lock(
         solve_platforms,
         virtual_package_repo,
     )
+    from envguard.lock.solvefail import SpecLines
     from envguard.lock.spec import read_spec
 
     started = time.perf_counter()
@@ -290,7 +291,7 @@ def lock(
                              on_platform=on_platform,
                              cuda_note=("no __cuda" if cuda_rec == "none" else f"__cuda={cuda_rec}")
                              + f", {assumption.why}", preferred=plan.preferred(plats, cuda_rec),
-                             update=plan.is_updated if plan.update else None)
+                             update=plan.is_updated if plan.update else None, where=SpecLines(spec))
 
     packages: list[Any] = []
     counts: dict[str, int] = {}

@@ -12,13 +12,16 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envguard import settings
 from envguard.errors import BackendError
 from envguard.lock.lockfile import cuda_arg
 from envguard.redact import redact
 from envguard.versions import conda_key
+
+if TYPE_CHECKING:
+    from envguard.lock.solvefail import SpecLines
 
 
 def virtual_package_repo(cuda: str | bool | None) -> Any:
@@ -142,6 +145,7 @@ def solve_platforms(
     cuda_note: str = "",
     preferred: dict[str, list[Preferred]] | None = None,
     update: Callable[[str], bool] | None = None,
+    where: SpecLines | None = None,
 ) -> Solution:
     """Solve each platform (key of ``dependencies``); return platform -> RepoDataRecords.
 
@@ -155,6 +159,10 @@ def solve_platforms(
     preferred records is not enough: the solver may settle a locked dependency of theirs first and then keep
     the old version of the named package. So the named packages are constrained to the records a solve from
     scratch picks for them (that solution satisfies every spec, so the constrained solve has one too).
+
+    ``where`` (envguard.lock.solvefail.SpecLines) says which spec line asked for each package: a requested
+    package or version the channels do not hold becomes a UserError (exit 2) naming that line and what the
+    channels have instead; a conflict keeps rattler's explanation and gets the lines it names.
     """
     import rattler
     from rattler import Channel, ChannelPriority, Gateway, MatchSpec, Subdir
@@ -206,10 +214,14 @@ def solve_platforms(
             except Exception as e:  # noqa: BLE001 - rattler's solver errors have no common public base
                 kind = type(e).__name__
                 if kind == "SolverError":
+                    from envguard.lock.solvefail import solve_failure
+
                     hint = ""
                     if "__cuda" in str(e) and cuda_note:
                         hint = f" (the solve assumed {cuda_note}; pass --cuda X.Y to assume another driver)"
-                    raise BackendError(f"cannot solve for {platform}{hint}:\n{_explain(e)}", lines=True) from None
+                    raise await solve_failure(e, gateway=gateway, chans=chans, channels=clean, platform=platform,
+                                              specs=specs, platforms=list(dependencies), where=where,
+                                              hint=hint) from None
                 # one line: rattler chains its causes as "\nCaused by: ..." lines
                 cause = "; ".join(line.strip() for line in _explain(e).splitlines() if line.strip())
                 if offline:
