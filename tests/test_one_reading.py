@@ -391,3 +391,59 @@ def test_a_payload_that_declares_more_than_the_extraction_budget_is_refused_at_i
     assert time.monotonic() - t0 < 60
     assert not (tmp_path / "env").exists()
     assert not list((tmp_path / "pkgs").glob("egzbomb-1.0*/share"))
+
+
+def _payload_tar(entries: list[tarfile.TarInfo], data: dict[str, bytes]) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info in entries:
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(data[info.name]) if info.name in data else None)
+    return buf.getvalue()
+
+
+def _entry(name: str, kind: bytes = tarfile.REGTYPE, *, size: int = 0, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.size, info.linkname, info.mode = kind, size, link, 0o644
+    return info
+
+
+HOSTILE_PAYLOADS = {
+    # name: (the payload's entries beside share/a.txt, words the one line must hold)
+    "fifo": ([_entry("share/a.txt", tarfile.FIFOTYPE)], "share/a.txt"),
+    "char-device": ([_entry("share/a.txt", tarfile.CHRTYPE)], "share/a.txt"),
+    "unlisted-file": ([_entry("share/a.txt", size=2), _entry("share/extra.txt", size=2)], "share/extra.txt"),
+    "listed-missing": ([], "share/a.txt"),
+    "dotdot": ([_entry("share/a.txt", size=2), _entry("../escaped.txt", size=2)], "escaped.txt"),
+    "absolute": ([_entry("share/a.txt", size=2), _entry("/tmp/eg-absolute.txt", size=2)], "eg-absolute.txt"),
+    "hardlink-out": ([_entry("share/a.txt", size=2), _entry("share/h", tarfile.LNKTYPE, link="../../etc/passwd")],
+                     "share/h"),
+    "symlink-out": ([_entry("share/a.txt", size=2), _entry("share/s", tarfile.SYMTYPE, link="/etc/passwd")],
+                    "share/s"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(HOSTILE_PAYLOADS))
+def test_a_hostile_payload_entry_is_refused_naming_package_and_entry(tmp_path: Path, case: str) -> None:
+    """Each entry an extractor could write otherwise than paths.json declares (a FIFO or device where a file is
+    declared: rattler writes an empty file; a file paths.json does not list; a listed file the archive lacks;
+    `../` and absolute names; links out of the prefix): exit 3 in one line naming the package and the entry,
+    nothing linked, nothing outside touched, nothing cached."""
+    chan = tmp_path / "chan"
+    pkg = channels.build_package(chan, "eghostile", "1.0", noarch="generic", fmt="conda",
+                                 files={"share/a.txt": "a\n"})
+    entries, wanted = HOSTILE_PAYLOADS[case]
+    data = {e.name: b"a\n" for e in entries if e.type == tarfile.REGTYPE}
+    _rewrite_conda(pkg, pkg_tar=_payload_tar([tarfile.TarInfo.frombuf(e.tobuf(), "utf-8", "strict")
+                                              for e in entries] if entries else [], data))
+    lock = _lock_for(tmp_path, chan, "eghostile")
+    target = tmp_path / "env"
+    code, lines = _create(tmp_path, lock, target)
+    assert code == 3 and len(lines) == 1, (case, lines)
+    assert "eghostile" in lines[0] and wanted in lines[0], (case, lines)
+    assert not target.exists() and siblings(target) == []
+    assert not (tmp_path / "escaped.txt").exists() and not Path("/tmp/eg-absolute.txt").exists()
+    assert not list((tmp_path / "pkgs").glob("eghostile-1.0*/share"))

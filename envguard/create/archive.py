@@ -10,6 +10,9 @@ the bytes the installer extracts, and an archive that two readers could read dif
   the extractor writes it). A name twice (two ``info/paths.json``, two ``share/passwd`` with different link
   targets), an ``info/`` entry in the payload tar or a payload entry in the info tar of a ``.conda`` is refused
   (exit 3): the installer writes whichever comes last, the scan might have read the other.
+* :meth:`EntryLedger.check_declared`: the payload is exactly what ``info/paths.json`` (else ``info/files``)
+  declares, with the declared types; a FIFO or device where a file is declared is refused (rattler's
+  extractor writes it as an empty file).
 * :func:`bounded_download`: an http(s) download stops, and is refused, past ENVGUARD_MAX_ARTIFACT_BYTES (the
   lock records no size): a server sending an endless body fills neither the disk nor the time.
 * The entries' sizes, as their tar headers declare them, add up to at most ENVGUARD_MAX_EXTRACTED_BYTES per
@@ -96,7 +99,8 @@ class EntryLedger:
         self.filename = filename
         self.conda = filename.endswith(".conda")
         self.kinds: dict[str, bool] = {}  # normalised name -> is a directory
-        self.declared = 0  # the bytes its entries' headers declare, so far
+        self.payload: dict[str, str] = {}  # normalised name outside info/ -> "file", "symlink", "hardlink", "other"
+        self.declared_bytes = 0  # the bytes its entries' headers declare, so far
         self.budget = settings.max_extracted_bytes()
 
     def _refuse(self, what: str, why: str = "the installer could extract other bytes than envguard checked"
@@ -105,11 +109,16 @@ class EntryLedger:
                               f"{what}; {why}",
                               fix="use the channel's original archive, or re-lock")
 
-    def add(self, section: str, name: str, *, is_dir: bool, size: int) -> None:
+    def add(self, section: str, name: str, *, kind: str, size: int) -> None:
+        """One entry; ``kind``: "file", "symlink", "hardlink" or "other" (a directory, or a FIFO or device,
+        which the reader does not tell apart: :meth:`check_declared` judges those by paths.json)."""
         key = normalised(name)
         if not key:
             return
+        is_dir = kind == "other"
         in_info = key == "info" or key.startswith("info/")
+        if not in_info:
+            self.payload[key] = kind
         if self.conda and in_info != (section == "info"):
             where = "its payload (pkg-*.tar.zst)" if section == "pkg" else "its info-*.tar.zst"
             raise self._refuse(f"has the entry {shorten(key, 120)!r} in {where}")
@@ -117,13 +126,40 @@ class EntryLedger:
         if seen is not None and not (seen and is_dir):
             raise self._refuse(f"has the entry {shorten(key, 120)!r} twice")
         self.kinds[key] = is_dir
-        self.declared += max(size, 0)
-        if self.declared > self.budget:  # at the header, before the entry is inflated or extracted
+        self.declared_bytes += max(size, 0)
+        if self.declared_bytes > self.budget:  # at the header, before the entry is inflated or extracted
             raise self._refuse(f"declares more than {self.budget} bytes of entries (at {shorten(key, 120)!r})",
                                "a decompression bomb would fill the disk (ENVGUARD_MAX_EXTRACTED_BYTES)")
         if section == "info" and size > METADATA_CAP:
             raise self._refuse(f"has the metadata entry {shorten(key, 120)!r} of {size} bytes (more than "
                                f"{METADATA_CAP // (1024 * 1024)} MiB)", "envguard reads no metadata that large")
+
+
+    def check_declared(self, declared: list[tuple[str, str]], source: str | None) -> None:
+        """The payload is what ``source`` (info/paths.json, else info/files) declares, no more, no less:
+        rattler links the declared paths from what it extracted, so an entry not declared is written into the
+        package cache unchecked, a declared path the archive lacks fails the link (exit 6, raw), and a FIFO or
+        device where a file is declared is written as an empty file. info/files gives names only, no types."""
+        if source is None:  # nothing declares anything: rattler links nothing either
+            return
+        wanted = {normalised(path): path_type for path, path_type in declared}
+        typed = source == "info/paths.json"
+        for key, kind in self.payload.items():
+            declared_type = wanted.get(key)
+            if kind == "other":  # undeclared, it is never linked: a directory entry of its own, or harmless
+                if declared_type not in (None, "directory"):
+                    raise self._refuse(f"has {shorten(key, 120)!r} as no file or link, while {source} "
+                                       f"declares it a {declared_type}")
+            elif declared_type is None:
+                raise self._refuse(f"has the entry {shorten(key, 120)!r}, which {source} does not list",
+                                   "the installer would extract it unchecked")
+            elif typed and (declared_type == "softlink") != (kind == "symlink"):
+                raise self._refuse(f"has {shorten(key, 120)!r} as a {kind}, while {source} declares it "
+                                   f"a {declared_type}")
+        for key, path_type in wanted.items():
+            if path_type != "directory" and self.payload.get(key, "other") == "other":
+                raise self._refuse(f"lacks {shorten(key, 120)!r}, which {source} lists",
+                                   "the installer would fail to link it")
 
 
 class _Capped:

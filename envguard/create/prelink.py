@@ -85,6 +85,8 @@ class _Package:
     present: list[str] | None = None  # the INFO_FILES its extracted entry has, when the warm check listed them
     scan: cachetree.EntryScan | None = None  # the warm check's scan of its extracted entry
     vouched: bool = False  # that scan's identities were the stamped ones: nothing was hashed
+    ledger: EntryLedger | None = None  # a cold scan's entries: judged against what declares them (paths.json)
+    declared_by: str | None = None  # info/paths.json, else info/files, else None
 
 
 @dataclass
@@ -143,8 +145,10 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     is taken from its verified archive. ``offline``: an artifact that would have to be downloaded (its cache
     entry found altered) is refused, named, instead (envguard.create.offline). ``reading(n)``: n archives
     are about to be read (downloaded, hashed, scanned); ``read(name)`` after each one."""
-    creds = Credentials()
-    arts = [_without_credentials(a, creds) for a in artifacts]
+    from envguard import condaconfig
+
+    creds, config = Credentials(), condaconfig.load()
+    arts = [_from_mirror_folder(_without_credentials(a, creds), config) for a in artifacts]
     missing: set[str] = set()
     stage(f"verifying {sum(1 for a in arts if is_file_url(a.url))} local artifacts")
     # the archives of packages not extracted yet are hashed once, as they are copied (archive.private_copy)
@@ -180,9 +184,10 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
         from envguard.create.offline import missing_error
 
         raise missing_error([f"{a.name} {a.version} ({redact(a.locked_url or a.url)})" for a in remote], cache_dir)
-    from envguard import condaconfig
-
-    client = creds.client(condaconfig.load().mirror_map())  # downloads go to the configured mirrors
+    said = config.served_note([a.locked_url or a.url for _i, a, _w in cold])
+    if said:  # which mirror the archives come from, in one line
+        note(said)
+    client = creds.client(config.mirror_map())  # downloads go to the configured mirrors
     prepared = Prepared(tuple(arts), client, verified, cache_dir=cache_dir if use_cache else None)
     try:
         if cold:
@@ -196,6 +201,9 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
                 ready.append(pkg)
         prepared.artifacts = tuple(arts)
         _check_paths(ready, platform, cache_dir if use_cache else None)
+        for pkg in ready:  # the payload of each archive is what its paths.json declares, no more, no less
+            if pkg.ledger is not None:
+                pkg.ledger.check_declared(pkg.entries, pkg.declared_by)
         prepared.packages = ready
     except BaseException:
         prepared.cleanup()
@@ -205,6 +213,15 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     stamps.save()
     trees.save()
     return prepared
+
+
+def _from_mirror_folder(art: Artifact, config: Any) -> Artifact:
+    """An archive under a channel that a ``file://`` folder mirrors (envguard.condaconfig) is read from that
+    folder: rattler's HTTP client cannot fetch file:// URLs. conda-meta keeps the lock's URL (``locked_url``)."""
+    local = config.local_url(art.url)
+    if local is None:
+        return art
+    return dataclasses.replace(art, url=local, locked_url=art.locked_url or art.url)
 
 
 def _without_credentials(art: Artifact, creds: Credentials) -> Artifact:
@@ -432,7 +449,9 @@ async def _scan(art: Artifact, path: Path) -> _Package:
         for section in ("info", "pkg"):
             async for entry in archive.stream(section):
                 name = entry.name
-                ledger.add(section, name, is_dir=not (entry.is_file or entry.is_link), size=entry.size)
+                kind = ("symlink" if entry.is_symlink else "hardlink" if entry.is_hardlink else "file"
+                        if entry.is_file else "other")
+                ledger.add(section, name, kind=kind, size=entry.size)
                 if not (entry.is_file or entry.is_link):  # a directory entry ("share/x/"): its name only
                     name = name.rstrip("/")
                     if not name:
@@ -465,6 +484,8 @@ async def _scan(art: Artifact, path: Path) -> _Package:
     pkg.symlinks = {p: pkg.inner_links[p] for p in declared if p in pkg.inner_links}
     if unsafe:
         raise _refusal(unsafe)
+    pkg.ledger = ledger  # judged after the path rules of every package (_check_paths), which name more
+    pkg.declared_by = next((f for f in ("info/paths.json", "info/files") if f in infos), None)
     return pkg
 
 
