@@ -30,14 +30,22 @@ from envguard.versions import conda_key
 
 Origin = tuple[str, int | None, str]  # (file, line, the spec as written)
 
-_NAME = re.compile(r"[\s=<>!~\[]")
 _VERSION = re.compile(r"\d+(?:\.[0-9A-Za-z_]+)*")
 _SHOWN = 5  # nearest names, versions or builds named in a message
 
 
 def spec_name(text: str) -> str:
-    """The package a conda spec line names, lower-case (``conda-forge::PyTorch>=2`` -> ``pytorch``)."""
-    return _NAME.split(text.rsplit("::", maxsplit=1)[-1].strip(), maxsplit=1)[0].lower()
+    """The package a conda spec line names, as rattler reads it (``conda-forge::PyTorch>=2`` -> ``pytorch``);
+    the spec reader has parsed every line already, so rattler's answer is at hand for every one of them."""
+    from rattler import MatchSpec
+
+    from envguard.lock.matchspec import rattler_form
+
+    try:
+        name = MatchSpec(rattler_form(text), strict=False).name
+    except Exception:  # noqa: BLE001 - rattler's parse error types; the spec reader named the line already
+        return text.strip().lower()
+    return name.normalized if name is not None else text.strip().lower()
 
 
 class SpecLines:
