@@ -49,6 +49,12 @@ DEFAULT_MAX_ARTIFACT_BYTES = 4 * 1024 ** 3
 #: the most bytes one package archive may declare for its entries when ENVGUARD_MAX_EXTRACTED_BYTES is unset
 #: (the largest real conda-forge packages, CUDA libraries and torch, extract to a few GB)
 DEFAULT_MAX_EXTRACTED_BYTES = 32 * 1024 ** 3
+#: how long `lock` resolves the pip: section of one platform when ENVGUARD_LOCK_PIP_TIMEOUT is unset (seconds)
+DEFAULT_LOCK_PIP_TIMEOUT = 600
+#: the most bytes the pip: step of `lock` fetches for one file when ENVGUARD_LOCK_PIP_MAX_BYTES is unset: more
+#: than any index page or metadata file, less than the multi-GB CUDA wheels an index without PEP 658 metadata
+#: files or byte ranges would have read whole for their METADATA
+DEFAULT_LOCK_PIP_MAX_BYTES = 512 * 1024 ** 2
 #: the most YAML nodes (scalars, lists, mappings, aliases) one document may hold when ENVGUARD_MAX_YAML_NODES
 #: is unset: 15 times the largest real lock seen (a 1.8 MB pixi.lock holds 67,000); parsing one costs a few
 #: seconds and a few hundred MB at this cap (docs/reliability.md)
@@ -92,6 +98,15 @@ CHANNEL_ALIAS = Knob("ENVGUARD_CHANNEL_ALIAS", "URL", "conda's channel_alias (.c
 OFFLINE = Knob("ENVGUARD_OFFLINE", "flag (1)", "off",
                "`init` never asks the channel: envguard's dated table answers, as when the channel is "
                "unreachable")
+LOCK_PIP_TIMEOUT = Knob("ENVGUARD_LOCK_PIP_TIMEOUT", "seconds", str(DEFAULT_LOCK_PIP_TIMEOUT),
+                        "the most time `lock` spends resolving the `pip:` section for one platform; then the "
+                        "resolver is stopped and the package it was at named (exit 6); anything but a positive "
+                        "integer is ignored")
+LOCK_PIP_MAX_BYTES = Knob("ENVGUARD_LOCK_PIP_MAX_BYTES", "integer", f"{DEFAULT_LOCK_PIP_MAX_BYTES} (512 MiB)",
+                          "the most bytes `lock`'s `pip:` step fetches for one file of an index: a page, a "
+                          "metadata file, or a wheel or sdist read whole (where the index serves neither a "
+                          "metadata file (PEP 658) nor byte ranges for it, or no hash); a larger one is refused, "
+                          "naming the package (exit 6); anything but a positive integer is ignored")
 PROBE_EVENTS = Knob("ENVGUARD_PROBE_EVENTS", "path", "none",
                     "the `--events` file a probe hands to its worker processes; envguard clears it for "
                     "the probes it starts", standalone="the smoke and tune probes")
@@ -114,7 +129,8 @@ PROBE_INJECT = Knob("ENVGUARD_PROBE_INJECT", "cases, comma-separated", "none",
 KNOBS: tuple[Knob, ...] = (ENVS_DIR, PKGS_DIR, BACKEND, SYMLINK_ALLOW, MAX_INPUT_BYTES, MAX_ARTIFACT_BYTES,
                            MAX_EXTRACTED_BYTES, MAX_YAML_NODES,
                            NVIDIA_SMI, VERBOSE,
-                           CHANNEL_ALIAS, OFFLINE, PROBE_EVENTS, TESTING, TEST_KILL_AT, TEST_PAUSE_AT,
+                           CHANNEL_ALIAS, OFFLINE, LOCK_PIP_TIMEOUT, LOCK_PIP_MAX_BYTES,
+                           PROBE_EVENTS, TESTING, TEST_KILL_AT, TEST_PAUSE_AT,
                            TEST_NO_RENAME_EXCHANGE, PROBE_INJECT)
 _REGISTERED = frozenset(k.name for k in KNOBS)
 
@@ -172,6 +188,16 @@ def backend_name(env: Mapping[str, str] | None = None) -> str:
 def nvidia_smi(env: Mapping[str, str] | None = None) -> str | None:
     """None: not set (ask NVML, then PATH); "": there is no driver; else the executable to ask."""
     return raw(NVIDIA_SMI, env)
+
+
+def lock_pip_timeout(env: Mapping[str, str] | None = None) -> int:
+    value = text(LOCK_PIP_TIMEOUT, env)
+    return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_LOCK_PIP_TIMEOUT
+
+
+def lock_pip_max_bytes(env: Mapping[str, str] | None = None) -> int:
+    value = text(LOCK_PIP_MAX_BYTES, env)
+    return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_LOCK_PIP_MAX_BYTES
 
 
 # Set by the CLI from --verbose for the length of one command: a setting of this process, not a variable

@@ -309,9 +309,14 @@ def lock(
         if any(d.manager == "pip" for d in deps[p]):
             report(Progress("pip", p, i, total))
             pip_locked, use_latest = plan.pip_locked(p)
+
+            def pip_progress(what: str, p: str = p, i: int = i) -> None:  # which package it is at
+                report(Progress("pip", p, i, total, what))
+
             pip_planned = solve_pip(lock_spec=lock_spec, platform=p, conda_locked=planned,
                                     platform_virtual_packages=platform_virtual_packages(vpr, p),
-                                    mapping_url=mapping, pip_locked=pip_locked, use_latest=use_latest)
+                                    mapping_url=mapping, pip_locked=pip_locked, use_latest=use_latest,
+                                    progress=pip_progress)
         packages += list(planned.values()) + list(pip_planned.values())
         counts[p] = len(planned) + len(pip_planned)
         constrains = {r.name.normalized: list(r.constrains) for r in solved.records[p]}

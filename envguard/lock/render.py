@@ -22,7 +22,7 @@ def lock_with_progress(lock: Callable[..., LockResult], files: list[Path] | None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     labels = {"spec": "reading {detail}", "solve": "solving {platform}",
-              "pip": "resolving pip: for {platform}", "write": "writing {detail}", "done": "done"}
+              "pip": "resolving pip: for {platform} {detail}", "write": "writing {detail}", "done": "done"}
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=rich_console(render.err), transient=True) as progress:
