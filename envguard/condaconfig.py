@@ -30,6 +30,14 @@ DEFAULT_ALIAS = "https://conda.anaconda.org/"
 DEFAULTS_URL = "https://repo.anaconda.com/pkgs/main"
 #: the source of a URL that no configuration decided
 BUILT_IN = "built-in"
+#: the schemes rattler's HTTP client fetches a mirror over (its OCI, GCS and S3 middlewares included); a
+#: ``file://`` mirror is a folder that rattler's gateway reads itself, as it reads a local channel
+CLIENT_SCHEMES = ("http", "https", "oci", "gcs", "s3")
+#: ``custom_metadata`` key of a conda-lock file (CEP 37: a tool's own keys live there) + a channel's name:
+#: the URL its packages were locked from when that is not the URL the name means on a machine without
+#: channel configuration (a mirror, custom_channels, channel_alias), so that whoever reads the lock
+#: knows those URLs are that channel's
+LOCK_MIRROR_KEY = "envguard.mirror."
 
 
 def condarc_paths(env: Mapping[str, str], home: Path) -> list[Path]:
@@ -75,6 +83,20 @@ class Resolved:
     source: str
     mirrors: tuple[str, ...] = ()
     mirror_source: str | None = None
+    #: the channel's URL on each mirror (the mirror's base with the channel's path below the mirrored URL)
+    mirror_urls: tuple[str, ...] = ()
+
+    @property
+    def local(self) -> str | None:
+        """The folder (``file://``) this channel is read from when its mirror is one: rattler's HTTP client
+        refuses that scheme ("URL scheme is not allowed"), its gateway reads the folder as a local channel."""
+        first = self.mirror_urls[0] if self.mirror_urls else ""
+        return first if first.lower().startswith("file://") else None
+
+    @property
+    def read_from(self) -> str:
+        """The URL a solve reads the channel from, and so the URLs its records carry."""
+        return self.local or self.url
 
     def describe(self) -> str:
         """``URL, from SOURCE, mirrored by MIRROR per SOURCE`` for reports; only the URL when nothing
@@ -121,7 +143,34 @@ class ChannelSettings:
                    key=len, default=None)
         if best is None:
             return Resolved(url, source)
-        return Resolved(url, source, tuple(self.mirrors[best]), self.sources.get(f"mirror:{best}", BUILT_IN))
+        mirrors = self._usable(best)
+        rest = plain[len(best.rstrip("/") + "/"):].rstrip("/")
+        urls = tuple(m.rstrip("/") + ("/" + rest if rest else "") for m in mirrors)
+        return Resolved(url, source, mirrors, self.sources.get(f"mirror:{best}", BUILT_IN), urls)
+
+    def _usable(self, key: str) -> tuple[str, ...]:
+        """The mirrors of ``key``, refused in one line (exit 2) where rattler cannot use them: a scheme its
+        client has no handler for, or a ``file://`` folder beside other mirrors (the folder is read in the
+        channel's place, so there is nothing to fall back to or from)."""
+        from envguard.errors import UserError
+        from envguard.redact import redact
+
+        mirrors = tuple(self.mirrors[key])
+        where, _, setting = self.sources.get(f"mirror:{key}", BUILT_IN).rpartition(": ")
+        for m in mirrors:
+            scheme = m.split("://", 1)[0].lower() if "://" in m else ""
+            if scheme == "file" and len(mirrors) > 1:
+                raise UserError(f"the mirrors of {redact(key)} mix a file:// folder ({redact(m)}) with others: "
+                                "a folder is read in the channel's place, with no other mirror to fall back on",
+                                file=where or None, key=setting or None,
+                                fix=f"list {redact(m)} alone, or only network mirrors, for {redact(key)}")
+            if scheme not in (*CLIENT_SCHEMES, "file"):
+                raise UserError(f"mirror {redact(m)} of {redact(key)}: rattler reads mirrors over "
+                                f"{', '.join(CLIENT_SCHEMES)} or from a file:// folder, not {scheme or 'a bare path'}",
+                                file=where or None, key=setting or None,
+                                fix=f"write the mirror as https://... or file://{'/' if scheme else ''}... "
+                                    f"(an absolute folder)")
+        return mirrors
 
     def url_for(self, channel: str) -> str:
         """:meth:`resolve`'s URL."""
@@ -129,21 +178,84 @@ class ChannelSettings:
 
     def expand(self, channels: list[str]) -> list[str]:
         """``defaults`` replaced by default_channels (when configured), every name made a URL only when the
-        configuration changes where it points (so that an unconfigured machine solves exactly as before)."""
+        configuration changes where it points (so that an unconfigured machine solves exactly as before);
+        a channel mirrored by a ``file://`` folder is read from that folder."""
         out: list[str] = []
         for c in channels:
             if c == "defaults" and self.default_channels:
-                out += [self.url_for(d) for d in self.default_channels]
+                out += [self.resolve(d).read_from for d in self.default_channels]
+                continue
+            r = self.resolve(c)
+            if r.local:
+                out.append(r.local)
             elif self.channel_alias.rstrip("/") != DEFAULT_ALIAS.rstrip("/") or \
                     c.split("/", 1)[0] in self.custom_channels:
-                out.append(self.url_for(c))
+                out.append(r.url)
             else:
                 out.append(c)
         return out
 
     def mirror_map(self) -> dict[str, list[str]]:
-        """rattler's MirrorMiddleware form: every key and mirror ending in ``/``."""
-        return {k.rstrip("/") + "/": [m.rstrip("/") + "/" for m in v] for k, v in self.mirrors.items() if v}
+        """rattler's MirrorMiddleware form: every key and mirror ending in ``/``; ``file://`` mirrors are left
+        out (:meth:`expand` reads those folders in their channel's place, :meth:`local_url` maps a download)."""
+        return {k.rstrip("/") + "/": [m.rstrip("/") + "/" for m in usable] for k, v in self.mirrors.items()
+                if v and (usable := self._usable(k)) and not usable[0].lower().startswith("file://")}
+
+    def local_url(self, url: str) -> str | None:
+        """A package URL under a channel mirrored by a ``file://`` folder: the same file in that folder."""
+        r = self._mirrored(url, BUILT_IN)
+        return r.local
+
+    def served_note(self, urls: list[str]) -> str:
+        """One line naming the mirrors these package URLs are read from here ("" for none): create's downloads."""
+        from envguard.redact import redact
+
+        counts: dict[str, int] = {}
+        for u in urls:
+            r = self._mirrored(u, BUILT_IN)
+            if r.mirrors:
+                where = f"{' or '.join(r.mirrors)} ({r.mirror_source})"
+                counts[where] = counts.get(where, 0) + 1
+        return redact("mirror: " + "; ".join(f"{n} archive{'s' * (n != 1)} from {w}" for w, n in counts.items())
+                      ) if counts else ""
+
+    def _members(self, channel: str) -> list[str]:
+        """The channels a name stands for: ``defaults`` is its default_channels (none configured: not a
+        mirror question, anaconda's own URLs are what the name means everywhere)."""
+        return list(self.default_channels) if channel == "defaults" else [channel]
+
+    def locked_from(self, channels: list[str]) -> dict[str, str]:
+        """Channel name -> the URL a solve here reads it from, for the channels whose URL is not the one the
+        name means without configuration: what a lock records under :data:`LOCK_MIRROR_KEY` (redacted)."""
+        from envguard.channels import normalise_channel
+        from envguard.redact import redact
+
+        out: dict[str, str] = {}
+        for c in channels:
+            for m in self._members(c.strip()):
+                name = normalise_channel(m)
+                if not name or "${" in m:
+                    continue
+                read = self.resolve(m).read_from.rstrip("/")
+                if normalise_channel(read) != name:
+                    out[name] = redact(read)
+        return out
+
+    def mirror_note(self, channels: list[str]) -> str:
+        """One line naming, per channel, the mirror (or configured URL) it was read from; "" when none."""
+        from envguard.channels import normalise_channel
+        from envguard.redact import redact
+
+        parts: list[str] = []
+        for c in channels:
+            for m in self._members(c.strip()):
+                r = self.resolve(m)
+                name = normalise_channel(m) or m
+                if r.mirrors:
+                    parts.append(f"{name} from {r.local or ' or '.join(r.mirror_urls)} ({r.mirror_source})")
+                elif normalise_channel(r.url) != name:
+                    parts.append(f"{name} from {r.url} ({r.source})")
+        return redact("mirror: " + "; ".join(dict.fromkeys(parts))) if parts else ""
 
 
 def _read_yaml(p: Path) -> dict[str, Any] | None:
@@ -243,3 +355,48 @@ def resolve_channel(channel: str, env: Mapping[str, str] | None = None, home: Pa
     """The one way envguard turns a channel name into a URL: this user's conda and pixi configuration
     (:func:`load`) applied to it, saying which setting decided and which mirrors serve it."""
     return load(env, home, project).resolve(channel)
+
+
+def lock_channel_names(listed: list[str], recorded: Mapping[str, str], unknown: set[str],
+                       config: ChannelSettings | None = None) -> dict[str, str]:
+    """Which listed channel serves each of ``unknown`` (channel base URLs of a lock's packages, in
+    envguard.channels' form, that no listed channel is): ``{url: channel name}``.
+
+    First what the lock records (``recorded``: its custom_metadata, :data:`LOCK_MIRROR_KEY` + name -> URL),
+    so that a colleague without the mirror reads the lock as it was written; then this machine's
+    configuration, :meth:`ChannelSettings.resolve` applied to every listed name (read only when the record
+    does not answer). A name the lock does not list is never the answer: a record cannot launder a channel
+    the lock does not name."""
+    from envguard.channels import normalise_channel
+    from envguard.errors import UserError
+
+    names: dict[str, str] = {}
+    for raw in listed:
+        n = normalise_channel(raw)
+        if n:
+            names.setdefault(n, raw.strip())
+    via_defaults = "defaults" in names
+
+    def listed_name(n: str | None) -> str | None:
+        return n if n and (n in names or (via_defaults and n.startswith("pkgs/"))) else None
+
+    out: dict[str, str] = {}
+    for key, url in recorded.items():
+        n = listed_name(normalise_channel(key[len(LOCK_MIRROR_KEY):])) if key.startswith(LOCK_MIRROR_KEY) else None
+        u = normalise_channel(url)
+        if n and u and u in unknown:
+            out.setdefault(u, n)
+    if set(unknown) - set(out):
+        cfg = config if config is not None else load()
+        for raw in names.values():
+            for m in cfg._members(raw):
+                try:
+                    r = cfg.resolve(m)
+                except UserError:  # a mirror entry envguard refuses to use: it answers nothing here
+                    continue
+                member = listed_name(normalise_channel(m))
+                for u in (r.url, *r.mirror_urls):
+                    k = normalise_channel(u.rstrip("/"))
+                    if k and k in unknown and member:
+                        out.setdefault(k, member)
+    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,22 +37,38 @@ def test_the_documented_blocks_run_as_written(tmp_path: Path) -> None:
     for d in (home, work, pkgs):
         d.mkdir()
     channels.build_package(pkgs, "numpy", "2.0.0", noarch="generic", files={"share/numpy-demo.txt": "x"})
+    channels.build_package(pkgs, "python", "3.11.0", subdir="linux-64", files={"share/python-demo.txt": "py"})
     env = _env(home, PKGS=str(pkgs), XDG_CACHE_HOME=str(tmp_path / "cache"),  # an empty cache: truly offline
                RATTLER_CACHE_DIR=str(tmp_path / "cache" / "rattler"), ENVGUARD_PKGS_DIR=str(tmp_path / "pkgs-cache"))
     local, mirror = doc_blocks()
     first = subprocess.run(["bash", "-euo", "pipefail", "-c", local], cwd=work, env=env, capture_output=True,
                            text=True, timeout=300, check=False)
     assert first.returncode == 0, first.stdout + first.stderr
+    assert "no findings" in first.stdout, first.stdout  # block 1's `envguard lint`: the file and its lock
     lock = (work / "conda-lock.yml").read_text(encoding="utf-8")
     assert f"{(work / 'local-channel').as_uri()}/noarch/numpy-2.0.0-h0_0.tar.bz2" in lock
+    shutil.copy(work / "conda-lock.yml", tmp_path / "local-lock.yml")
     # create --offline with a cold package cache: the local channel's archives are all it needs
     assert (work / "offline-env" / "share" / "numpy-demo.txt").read_text(encoding="utf-8") == "x"
     second = subprocess.run(["bash", "-euo", "pipefail", "-c", mirror], cwd=work, env=env, capture_output=True,
                             text=True, timeout=300, check=False)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "channel configuration: ~/.condarc: custom_channels" in second.stderr, second.stderr
+    assert "no findings" in second.stdout, second.stdout  # the mirror's URLs are conda-forge's: no EG152, EG130
+    served = f"{(work / 'mirror').as_uri()}/conda-forge"
+    assert f"mirror: conda-forge from {served} (~/.condarc: custom_channels)" in second.stderr, second.stderr
     lock = (work / "conda-lock.yml").read_text(encoding="utf-8")
-    assert f"{(work / 'mirror').as_uri()}/conda-forge/noarch/numpy-2.0.0-h0_0.tar.bz2" in lock, lock
+    assert f"{served}/noarch/numpy-2.0.0-h0_0.tar.bz2" in lock, lock
+    assert f"envguard.mirror.conda-forge: {served}" in lock and "- url: conda-forge" in lock, lock
+    # a colleague without the mirror: the lock (what the envguard-lint hook reads) lints clean, is fresh, and is
+    # the same packages as the first block's lock
+    colleague = _env(tmp_path / "colleague", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    (tmp_path / "colleague").mkdir()
+    for args in (["lint"], ["lock", "--check"], ["diff", str(tmp_path / "local-lock.yml"), "conda-lock.yml"]):
+        proc = subprocess.run([sys.executable, "-m", "envguard", *args], cwd=work, env=colleague,
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, (args, proc.stdout + proc.stderr)
+    assert "no differences" in proc.stdout, proc.stdout
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from envguard.diff import DiffResult, PlatformDiff, Side, diff_packages, diff_requested, spec_vs_lock
 from envguard.errors import EnvguardError, UserError
 from envguard.redact import redact
-from envguard.sources import Description, load
+from envguard.sources import Description, load, named_channels
 
 
 @dataclass(frozen=True)
@@ -211,8 +211,11 @@ def compare(a: SideArgs, b: SideArgs, *, platform: str | None = None, all_platfo
                 result.spec_reports.append(report)
             else:
                 notes: list[str] = []
-                result.platforms.append(PlatformDiff(pa, pb, diff_packages(ea.packages_for(pa), eb.packages_for(pb),
-                                                                           notes), env))
+                # a lock read through a mirror names its channel; the other side's copies of its URLs do too
+                names = {**ea.channel_names, **eb.channel_names}
+                result.platforms.append(PlatformDiff(pa, pb, diff_packages(
+                    named_channels(ea.packages_for(pa), names), named_channels(eb.packages_for(pb), names),
+                    notes), env))
                 where = f"{env}: " if env else ""
                 result.notes += [f"{where}{pa or pb or 'any platform'}: {n}" if len(pairs) > 1 else where + n
                                  for n in notes]

@@ -96,6 +96,7 @@ class LockResult:
     seconds: float = 0.0
     cuda_why: str = ""  # where the assumption came from: "cuda-version=12.9 in environment.yml"
     changes: Any = None  # envguard.lock.changes.ChangeReport: what moved since the old lock, and why
+    mirror: str = ""  # "mirror: conda-forge from URL (SETTING)": where channels were read from, when a mirror
 
     @property
     def cuda_note(self) -> str:
@@ -228,18 +229,20 @@ def lock(
     from envguard.lock.lockfile import (
         build_lockfile,
         locked_conda_dependency,
+        mirror_line,
+        mirror_metadata,
         redacted_channels,
         relative_source,
         write_lock_atomic,
     )
     from envguard.lock.pypi import mapping_path, solve_pip
+    from envguard.lock.solvefail import SpecLines
     from envguard.lock.solver import (
         platform_virtual_packages,
         rattler_virtual_packages,
         solve_platforms,
         virtual_package_repo,
     )
-    from envguard.lock.solvefail import SpecLines
     from envguard.lock.spec import read_spec
 
     started = time.perf_counter()
@@ -329,6 +332,9 @@ def lock(
 
     report(Progress("write", detail=str(lockfile)))
     content_hash, custom = lock_metadata(files, lock_spec, vpr, cuda_rec)
+    # a mirror's URLs are the channel's: recorded, so that every reader of the lock knows (envguard.condaconfig)
+    written = [str(c.url) for c in lock_spec.channels]
+    custom.update(mirror_metadata(written))
     if assumption.source == cuda_assumption.FROM_FLAG:
         custom[META_CUDA_FROM] = cuda_assumption.FROM_FLAG
     lf = build_lockfile(
@@ -349,7 +355,7 @@ def lock(
     report(Progress("done", detail=str(lockfile)))
     return LockResult(lockfile=lockfile, platforms=plats, packages=counts, cuda=cuda_rec, changed=changed,
                       content_hash={p: content_hash[p] for p in plats}, warnings=list(spec.warnings),
-                      seconds=time.perf_counter() - started, cuda_why=assumption.why,
+                      seconds=time.perf_counter() - started, cuda_why=assumption.why, mirror=mirror_line(written),
                       changes=change_report.build_report(lockfile=str(lockfile), written=changed, plan=plan,
                                                          cuda_after=cuda_rec, platforms=moved))
 

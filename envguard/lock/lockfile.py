@@ -362,6 +362,22 @@ def redacted_channels(channels: list[Any]) -> list[Any]:
     return [Channel(url=redact(c.url), used_env_vars=tuple(c.used_env_vars)) for c in channels]
 
 
+def mirror_metadata(channels: list[str]) -> dict[str, str]:
+    """custom_metadata for the channels a solve here reads from another URL than their name means without
+    configuration (a mirror, custom_channels, channel_alias): ``envguard.mirror.NAME: URL`` (redacted), the
+    one route envguard.condaconfig takes from a name to a URL. Names with ``${VAR}`` are left out."""
+    from envguard import condaconfig
+
+    return {condaconfig.LOCK_MIRROR_KEY + n: u for n, u in condaconfig.load().locked_from(channels).items()}
+
+
+def mirror_line(channels: list[str]) -> str:
+    """The one line a lock prints on stderr about the mirrors its channels were read from ("" for none)."""
+    from envguard import condaconfig
+
+    return condaconfig.load().mirror_note(channels)
+
+
 def relative_source(lockfile: Path, source: Path) -> str:
     try:
         return Path(os.path.relpath(Path(source).resolve(), Path(lockfile).resolve().parent)).as_posix()

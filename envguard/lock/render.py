@@ -43,6 +43,8 @@ def lock_with_progress(lock: Callable[..., LockResult], files: list[Path] | None
 def print_locked(result: Any) -> None:
     """The lock's warnings, then one line: what was written (or left unchanged), packages per platform."""
     r = result  # envguard.lock.LockResult
+    if r.mirror:
+        render.print_plain(render.err, r.mirror)
     for w in r.warnings:
         render.warn(w)
     counts = ", ".join(f"{p}: {n}" for p, n in r.packages.items())
@@ -60,6 +62,8 @@ def show(result: Any, fmt: str) -> None:
         import json
         import sys
 
+        if result.mirror:
+            render.print_plain(render.err, result.mirror)
         for w in result.warnings:
             render.warn(w)
         sys.stdout.write(json.dumps(result.changes.to_json(), indent=2) + "\n")  # never wrapped: JSON

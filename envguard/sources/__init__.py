@@ -81,6 +81,9 @@ class Description:
     # pixi: a platform's subdir and the virtual packages that tell named platforms apart (cuda, macos),
     # so that a manifest's `cuda-linux-64` pairs with the lock's `p2` (both linux-64 with __cuda=12)
     platform_info: dict[str, dict[str, str]] = field(default_factory=dict)
+    # a lock's mirrors: a package channel URL -> the listed channel it serves (envguard.condaconfig's
+    # lock_channel_names), already applied to ``packages``; diff and check apply it to the other side too
+    channel_names: dict[str, str] = field(default_factory=dict)
 
     @property
     def platforms(self) -> list[str | None]:
@@ -100,6 +103,17 @@ class Description:
         if platform is None and len(self.packages) == 1:
             return next(iter(self.packages.values()))
         return []
+
+
+def named_channels(packages: list[Package], names: dict[str, str]) -> list[Package]:
+    """``packages`` with every channel URL that ``names`` knows (a mirror of a listed channel) replaced by
+    that channel's name: a package read from a lock through a mirror and the same one read from a prefix
+    built from it, or from a lock written against the channel itself, compare equal."""
+    if not names or not any(p.channel in names for p in packages):
+        return packages
+    from dataclasses import replace
+
+    return [replace(p, channel=names[p.channel]) if p.channel in names else p for p in packages]
 
 
 def detect_kind(text: str, data: Any = None) -> str | None:

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from envguard.channels import channel_from_url
+from envguard.channels import channel_from_url, normalise_channel
 from envguard.errors import PlatformNotLocked, UserError
 from envguard.model import Package
-from envguard.sources import Description
+from envguard.sources import Description, named_channels
 from envguard.sources._common import (
     as_str,
     digest,
@@ -147,5 +147,26 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None,
              for n, v in sorted(placeholders.items())]
     if numbers:
         notes.append(number_digests_note(numbers, tool))
+    names = _mirrored_channels(meta, by_platform)
+    if names:
+        by_platform = {p: named_channels(pk, names) for p, pk in by_platform.items()}
     return Description(kind="conda-lock", path=shown, packages=by_platform,
-                       declared_platforms=tuple(declared), notes=notes)
+                       declared_platforms=tuple(declared), notes=notes, channel_names=names)
+
+
+def _mirrored_channels(meta: dict[str, Any], by_platform: dict[str | None, list[Package]]) -> dict[str, str]:
+    """The package channel URLs that are a listed channel's mirror (envguard.condaconfig.lock_channel_names:
+    what the lock records, else this machine's configuration), for a lock written through one. Nothing is
+    read unless some package comes from a URL no listed channel is."""
+    listed_raw = [c.get("url") if isinstance(c, dict) else c for c in meta.get("channels") or []]
+    listed = [str(c) for c in listed_raw if c]
+    plain = {normalise_channel(c) for c in listed}
+    unknown = {p.channel for pk in by_platform.values() for p in pk
+               if p.channel and p.channel not in plain and ("://" in p.channel or p.channel.startswith("/"))}
+    if not unknown or not listed:
+        return {}
+    from envguard.condaconfig import lock_channel_names
+
+    custom = meta.get("custom_metadata")
+    recorded = {str(k): str(v) for k, v in custom.items()} if isinstance(custom, dict) else {}
+    return lock_channel_names(listed, recorded, unknown)
