@@ -191,6 +191,35 @@ def _check_release(route: compat.Route, torch: str) -> tuple[compat.Release, str
     return rel, line
 
 
+def _held_instead(route: compat.Route, rel: compat.Release, cuda: str, plats: list[str]) -> str:
+    """The refusal when no platform asked for has a build of the kind asked for: what each one holds of
+    ``rel`` instead, e.g. "conda-forge has pytorch 2.12 for osx-arm64 only as CPU builds; use --cuda cpu"."""
+    who = f"{route.evidence} ({route.records_of}) hold" if route.records_of else f"{route.title} has"
+    cpu = [p for p in plats if p in rel.cpu]
+    gpu = {p: rel.cuda_on(p) for p in plats if rel.cuda_on(p)}
+    none = [p for p in plats if p not in cpu and p not in gpu]
+    parts: list[str] = []
+    fixes: list[str] = []
+    if cuda == CPU:
+        for p, lines in gpu.items():  # a CPU file asked where only CUDA builds exist
+            parts.append(f"for {p} only as CUDA builds (CUDA {_and(lines)})")
+        if gpu:  # the newest line built for every one of them, else the newest built for any
+            every = rel.cuda_choices(list(gpu)) or sorted({x for ls in gpu.values() for x in ls}, key=line_key)
+            fixes.append(f"--cuda {every[-1]}")
+    elif cpu:  # the issue's case: a CUDA file where the records (or the table) have CPU builds only
+        parts.append(f"for {_and(cpu)} only as CPU builds")
+        fixes.append("--cuda cpu")
+    if none:
+        parts.append(f"no build for {_and(none)}")
+        fixes.append("--platform with one that has builds" if len(none) == len(plats)
+                     else "drop " + " ".join(f"--platform {p}" for p in none))
+    if not parts:  # the legacy channel's templates: written for its CUDA platforms only
+        parts.append(f"no CUDA build for {_and(plats)}, which its templates are written for")
+        fixes.append("--channel conda-forge")
+    fixes = fixes or ["another --torch"]
+    return f"{who} pytorch {rel.version} {', and '.join(parts)}; use {' and '.join(fixes)}"
+
+
 def resolve(python: str | None = None, torch: str | None = None, cuda: str | None = None,
             channel: str | None = None, platforms: list[str] | None = None,
             route: compat.Route | None = None) -> tuple[str, str, str, str, list[str]]:
@@ -225,18 +254,21 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
     torch = (torch or route.newest).strip()
     rel, line = _check_release(route, torch)
 
-    if python not in rel.python:
+    if rel.python and python not in rel.python:  # no Python lines known (no python dependency): the solve judges
         relation = (f"needs Python ≥ {rel.python[0]}" if line_key(python) < line_key(rel.python[0])
                     else f"supports Python ≤ {rel.python[-1]}" if line_key(python) > line_key(rel.python[-1])
                     else f"has no Python {python} build in {route.evidence} (its Python lines: {_and(rel.python)})")
-        ok_py = [p for p in c.supported_python if p in rel.python]
+        # a supported line first; else a newer one the channel builds this release for (offered, as above)
+        ok_py = [p for p in c.supported_python if p in rel.python] or [
+            p for p in rel.python
+            if line_key(p) > line_key(c.supported_python[-1]) and c.releases_for_python(p, channel)]
         ok_torch = [r.version for r in route.released if python in r.python]
         fixes = []
         if ok_py:
             fixes.append(_or("--python", _nearest(python, ok_py)))
         if ok_torch:
             fixes.append(_or("--torch", _nearest(line, ok_torch)))
-        raise UserError(f"torch {line} {relation}; use " + " or ".join(fixes))
+        raise UserError(f"torch {line} {relation}; use " + (" or ".join(fixes) or "another --platform"))
 
     cuda = (cuda or DEFAULT_CUDA).strip().lower()
     if cuda != CPU and not re.fullmatch(r"\d+(\.\d+)?", cuda):
@@ -253,12 +285,17 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
         what, alt = f"{route.title} builds torch {line} for CPU", ""
     if platforms:
         bad = [p for p in platforms if p not in allowed]
+        if bad and not allowed:  # nothing of that kind on any platform known: say what is there instead
+            raise UserError(_held_instead(route, rel, cuda, list(dict.fromkeys(bad))))
         if bad:
             drop = " --platform ".join(bad)
             raise UserError(f"{what} on {_and(allowed)} only, not {_and(bad)}; drop --platform {drop}{alt}")
         plats = list(dict.fromkeys(platforms))
     else:
         plats = [p for p in DEFAULT_PLATFORMS if p in allowed] or allowed
+        if not plats:  # the records were read for the default platforms only: name those that hold something
+            held = [p for p in DEFAULT_PLATFORMS if p in rel.cpu or rel.cuda_on(p)]
+            raise UserError(_held_instead(route, rel, cuda, held or list(DEFAULT_PLATFORMS)))
     if cuda != CPU:
         cuda = _pick_cuda(route, rel, cuda, plats, python)
     return python, torch, cuda, channel, plats
