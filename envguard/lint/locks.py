@@ -213,7 +213,9 @@ def _report_unlisted(unlisted: dict[str, dict[str, Any]], col: _Collector) -> No
             col.add("EG152", Severity.ERROR,
                     f"{names} locked from channel `{ch}`, which the lock's channel list does not name: the lock "
                     "cannot be re-solved or audited from its own metadata",
-                    f"add `{ch}` to the environment file's channels and re-lock, or drop the `{ch}::` prefix",
+                    f"add `{ch}` to the environment file's channels and re-lock, or drop the `{ch}::` prefix; "
+                    f"if `{ch}` is a mirror of a listed channel, re-lock with `envguard lock` where the mirror is "
+                    "configured: the lock then records it (docs/offline.md)",
                     label, first)
 
 
