@@ -86,8 +86,9 @@ def lock_cmd(
 
     for f in files or ():
         require_spec(f)
-    if lockfile is not None and lockfile.exists():  # never judge, nor overwrite, an environment file as a lock
+    if check and lockfile is not None and lockfile.exists():  # never judge an environment file as a lock
         require_lock(lockfile, accept={"conda-lock"}, unknown_ok=True)
+    # (what a lock may be written over, --lockfile or the default, envguard.lock.lock decides before its solve)
     if check:
         from envguard.lock import check_fresh
 

@@ -37,7 +37,8 @@ def spec_files_for(env_files: Sequence[Path], lockfile: Path | None, cwd: Path) 
 def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: bool,
                 reporter: CreateReporter, cwd: Path, frozen: bool = False,
                 spec_files: Sequence[Path] | None = None) -> Path:
-    """The lock to install from: given, default, or made now from the spec (neither --locked nor --frozen)."""
+    """The lock to install from: given, default, or the default made now from the spec (neither --locked nor
+    --frozen). A lock named with --lockfile that does not exist is exit 4: nothing is solved, written or built."""
     from envguard.yamlio import special_file
 
     files = [Path(f) for f in env_files]
@@ -51,6 +52,7 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
     for f in files:
         require_spec(f)  # a lock given as -f would be a spec with no dependencies
     specs = list(spec_files) if spec_files is not None else files
+    named = lockfile is not None
     if lockfile is None and not files:
         from envguard.project import project_dir
 
@@ -64,6 +66,14 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
 
         require_lock(lockfile, accept={"conda-lock"})  # an environment file here is a lock of nothing
         return lockfile
+    if named:  # a mistyped path must not become a fresh, unreviewed solve: only the implicit lock is made here
+        from envguard.lock import fix_command
+
+        make = fix_command(specs or [lockfile.parent / "environment.yml"], lockfile)
+        raise StaleLockError(f"lock file not found: {lockfile} (a lock named with --lockfile is installed as it "
+                             "is, never made by create)",
+                             fix=f"check the path, or make that lock on purpose with `{make}` and run this again",
+                             command=make)
     if not specs or locked or frozen:
         flag = "--frozen" if frozen else "--locked"
         why = f"{flag} needs an existing lock" if (locked or frozen) else "nothing to install from"

@@ -121,7 +121,11 @@ def _targets(out_dir: Path, fmt: str, platform: str, with_conda: bool, with_pip:
 
 
 def _refuse_existing(targets: Mapping[str, Path], force: bool) -> None:
-    for path in targets.values():
+    from envguard.filekind import require_lock_target
+
+    for what, path in targets.items():
+        if what in ("lock", "explicit") and path.is_file():  # a lock replaces only a lock, --force or not
+            require_lock_target(path, key="-o", accept="conda-lock" if what == "lock" else "explicit")
         if path.is_dir():
             raise UserError("is a directory, expected a file", file=str(path), key="-o",
                             fix="remove it, or pass -o another directory")

@@ -248,6 +248,7 @@ def lock(
     started = time.perf_counter()
     report = reporter or (lambda _p: None)
     files = default_files(files)
+    given_lockfile = lockfile is not None
     lockfile = default_lockfile(files, lockfile)
     if lockfile.is_dir():  # say so before a solve, not as a write failure (exit 6) after it
         raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
@@ -255,6 +256,10 @@ def lock(
     if any(p.exists() and not p.is_dir() for p in lockfile.parents):
         raise UserError("a parent of the lock file is not a directory", file=str(lockfile), key="--lockfile",
                         fix="pass a path inside an existing directory")
+    from envguard.filekind import require_lock_target
+
+    # before any solve: a lock replaces only a lock (README.md given as --lockfile stays README.md)
+    replaced = require_lock_target(lockfile, files, key="--lockfile" if given_lockfile else None)
     report(Progress("spec", detail=", ".join(str(f) for f in files)))
     spec = read_spec(files, platforms)
     plan = relock.plan(lockfile, update=update, update_all=update_all,
@@ -354,7 +359,8 @@ def lock(
         raise BackendError(f"cannot write {lockfile}: {e.strerror or e}") from None
     report(Progress("done", detail=str(lockfile)))
     return LockResult(lockfile=lockfile, platforms=plats, packages=counts, cuda=cuda_rec, changed=changed,
-                      content_hash={p: content_hash[p] for p in plats}, warnings=list(spec.warnings),
+                      content_hash={p: content_hash[p] for p in plats},
+                      warnings=list(spec.warnings) + ([replaced] if replaced and changed else []),
                       seconds=time.perf_counter() - started, cuda_why=assumption.why, mirror=mirror_line(written),
                       changes=change_report.build_report(lockfile=str(lockfile), written=changed, plan=plan,
                                                          cuda_after=cuda_rec, platforms=moved))

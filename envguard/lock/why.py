@@ -174,8 +174,13 @@ def why_locked(name: str, *, lockfile: Path | None = None, files: list[Path] | N
 
     path = default_lockfile(default_files(files), lockfile)
     if not path.is_file():
-        raise UserError("lock file not found", file=str(path), key="--lockfile",
-                        fix="run `envguard lock` first, or pass --lockfile FILE")
+        from envguard.lock import fix_command
+
+        make = fix_command(default_files(files), path)  # no solve here: `why` reads a lock, it never makes one
+        error = UserError("lock file not found", file=str(path), key="--lockfile",
+                          fix=f"check the path, or make that lock with `{make}`")
+        error.command = make
+        raise error
     lock = read_lock(path)
     target = canonical(name)
     chosen = list(platforms) if platforms else list(lock.platforms)
