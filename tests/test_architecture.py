@@ -33,6 +33,8 @@ ALLOWED_EDGES = {
     ("tune", "smoke"),      # tune words host limits and probe failures with smoke's thresholds and wording
     ("fleet", "diff"),      # fleet names differences in diff's change classes
     ("check", "diff"),      # check classifies lock differences with diff's engine
+    ("activate", "create"),  # run and shell make the environment its lock through create first
+    ("activate", "lock"),   # run tests the lock's freshness against the spec, as check does
 }
 RENDERING = {"cli.py", "render.py"}  # and every module of the cli package
 # above every wing: may use any wing's public entry (workflow.py runs create, then check)

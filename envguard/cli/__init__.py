@@ -10,7 +10,7 @@ The package: app.py (the group, shared options, --verbose/--version), one module
 in one list, so --help lists them in this order.
 """
 
-from envguard.cli import environments, measure, specs
+from envguard.cli import environments, live, measure, specs
 from envguard.cli.app import app, fail
 from envguard.cli.entry import main, run
 
@@ -19,8 +19,10 @@ for _name, _command in (
     ("init", specs.init_cmd), ("lint", specs.lint_cmd), ("lock", specs.lock_cmd), ("why", specs.why_cmd),
     ("create", environments.create_cmd), ("check", environments.check_cmd), ("smoke", environments.smoke_cmd),
     ("diff", specs.diff_cmd), ("export", environments.export_cmd), ("tune", measure.tune_cmd),
-    ("fleet", measure.fleet_cmd),
+    ("fleet", measure.fleet_cmd), ("run", live.run_cmd), ("shell", live.shell_cmd),
+    ("shell-hook", live.shell_hook_cmd),
 ):
-    app.command(_name)(_command)
+    # run: what follows the command's name is the command's own (`envguard run python -c ...`), not envguard's
+    app.command(_name, context_settings={"allow_interspersed_args": False} if _name == "run" else None)(_command)
 
 __all__ = ["app", "fail", "main", "run"]

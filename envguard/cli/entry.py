@@ -33,10 +33,12 @@ def _verbose_anywhere(argv: list[str]) -> list[str]:
     if own & {"-v", "--verbose"}:
         return argv
     head, rest, moved = argv[:cmd_at], [], False
+    # `envguard run python -v x.py`: from the command's first argument on, everything is the command's
+    interspersed = (getattr(command, "context_settings", None) or {}).get("allow_interspersed_args", True)
     i = cmd_at + 1
     while i < len(argv):
         arg = argv[i]
-        if arg == "--":
+        if arg == "--" or (not interspersed and not arg.startswith("-")):
             rest += argv[i:]
             break
         if arg in ("-v", "--verbose"):
