@@ -47,10 +47,11 @@ def offline() -> bool:
 
 def channel_url(channel: str) -> str:
     """A channel name as the URL its records are read from (envguard.condaconfig.resolve_channel: conda's and
-    pixi's configuration, ENVGUARD_CHANNEL_ALIAS); a URL is kept as it is."""
+    pixi's configuration, ENVGUARD_CHANNEL_ALIAS); a URL is kept as it is. A channel mirrored by a ``file://``
+    folder is read from that folder (rattler's HTTP client cannot fetch it)."""
     from envguard import condaconfig
 
-    return condaconfig.resolve_channel(channel).url
+    return condaconfig.resolve_channel(channel).read_from
 
 
 def _client(creds: Any) -> Any:

@@ -286,3 +286,16 @@ def test_what_a_lock_records_comes_from_the_one_route(tmp_path: Path) -> None:
     bare.mkdir()
     assert condaconfig.load({"HOME": str(bare)}, bare, bare).locked_from(["conda-forge", "defaults"]) == {}
     shutil.rmtree(bare)
+
+
+def test_init_and_lint_read_a_channel_from_its_file_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """channelfacts (init's and lint's records) takes the same route as the solve: the folder, not the URL."""
+    from envguard import channelfacts
+
+    for k in [k for k in os.environ if k.startswith(("CONDA", "PIXI"))] + ["ENVGUARD_CHANNEL_ALIAS"]:
+        monkeypatch.delenv(k, raising=False)
+    (tmp_path / ".condarc").write_text(f"mirrored_channels:\n  conda-forge: [{(tmp_path / 'cf').as_uri()}]\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert channelfacts.channel_url("conda-forge") == (tmp_path / "cf").as_uri()
+    assert channelfacts.channel_url("bioconda") == "https://conda.anaconda.org/bioconda"
