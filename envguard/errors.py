@@ -108,5 +108,22 @@ class BackendError(EnvguardError):
     exit_code = ExitCode.BACKEND
 
 
+def os_error(e: OSError, what: str, path: object) -> BackendError:
+    """A failed write or rename as one line (exit 6): ``what`` and the path the user knows (the target, never
+    a temporary name beside it), the system's reason (errno's strerror: "No space left on device",
+    "Read-only file system", "Permission denied") and what to do about it."""
+    import errno
+
+    hint = {
+        errno.ENOSPC: "free some space",
+        errno.EDQUOT: "free some space (disk quota)",
+        errno.EFBIG: "free some space, or choose a file system that takes files this large",
+        errno.EACCES: "choose a writable location",
+        errno.EPERM: "choose a writable location",
+        errno.EROFS: "choose a location on a writable filesystem",
+    }.get(e.errno or 0, "check the path")
+    return BackendError(f"{what} {path}: {e.strerror or e}", fix=hint)
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, carrying what the interrupted command left behind: one line, exit 130."""

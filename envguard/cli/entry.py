@@ -55,11 +55,125 @@ def _verbose_anywhere(argv: list[str]) -> list[str]:
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises, never exits)."""
     run_state.update(verbose=False, interrupt_reported=False)
+    output = _OutputFile.install()
     try:
-        return _run(_verbose_anywhere(list(argv if argv is not None else sys.argv[1:])))
+        code = _run(_verbose_anywhere(list(argv if argv is not None else sys.argv[1:])))
+        return output.finish(code) if output is not None else code
     finally:
+        if output is not None:
+            output.uninstall()
         settings.set_verbose(False)
         settings.set_offline(False)
+
+
+class _OutputFile:
+    """Standard output when it is a regular file (``envguard check --format json > report.json``). A write
+    that fails there (a full disk, a quota, the file size limit) is one line naming the file, exit 6, instead
+    of an "internal error" (or, when the last bytes only fail at exit, nothing at all); what the command had
+    written is cut off again, so the file is what it was before the command started, never half a report, and
+    standard output goes to the null device from then on (nothing stale is flushed into the file later)."""
+
+    def __init__(self, stream: Any, fd: int, start: int | None) -> None:
+        self.stream, self.fd, self.start = stream, fd, start
+        self.failure: OSError | None = None
+        try:  # the file's name, read now: after a failure the descriptor is the null device's
+            self.path = os.readlink(f"/proc/self/fd/{fd}") if sys.platform.startswith("linux") else ""
+        except OSError:
+            self.path = ""
+
+    @classmethod
+    def install(cls) -> "_OutputFile | None":
+        import stat
+
+        stream = sys.stdout
+        try:
+            fd = stream.fileno()
+            info = os.fstat(fd)
+        except (AttributeError, OSError, ValueError):  # captured (a test), closed, or no descriptor
+            return None
+        if not stat.S_ISREG(info.st_mode):  # a terminal or a pipe: neither fills up
+            return None
+        try:
+            import fcntl
+
+            appending = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND)
+            # `>>`: the offset only moves at the first write, so where this run starts is the file's end
+            start: int | None = info.st_size if appending else os.lseek(fd, 0, os.SEEK_CUR)
+        except (ImportError, OSError):  # no fcntl (Windows): the file is left as the failure leaves it
+            start = None
+        output = cls(stream, fd, start)
+        sys.stdout = output
+        _output["now"] = output
+        return output
+
+    def uninstall(self) -> None:
+        _output.pop("now", None)
+        if sys.stdout is self:
+            sys.stdout = self.stream
+
+    def write(self, text: str) -> int:
+        """Straight to the descriptor: a buffered text stream drops the rest of a write the disk took only
+        part of (the bytes that fitted are written, the count returned is ignored) and reports nothing."""
+        if self.failure is not None:  # the null device's now
+            return len(text)
+        try:
+            self.stream.flush()  # whatever reached the stream some other way goes first
+            data = (text if os.linesep == "\n" else text.replace("\n", os.linesep)).encode(
+                self.stream.encoding or "utf-8", self.stream.errors or "strict")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+        except OSError as e:
+            self._failed(e)
+            raise
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as e:
+            self._failed(e)
+            raise
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...: the stream's own
+        return getattr(self.stream, name)
+
+    def _failed(self, error: OSError) -> None:
+        if self.failure is not None:
+            return
+        self.failure = error
+        try:
+            if self.start is not None and os.fstat(self.fd).st_size > self.start:
+                os.ftruncate(self.fd, self.start)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.fd)
+            os.close(null)
+        except OSError:
+            pass
+
+    def finish(self, code: int) -> int:
+        """``code``, unless standard output could not be written: then its line, and exit 6."""
+        if self.failure is None:
+            try:
+                self.flush()  # what is still buffered fails here, not unseen at exit
+            except OSError:
+                pass
+        if self.failure is None or code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
+            return code
+        from envguard.errors import os_error
+        from envguard.redact import redact
+
+        e = os_error(self.failure, "cannot write the output to",
+                     f"{self.path} (standard output)" if self.path else "standard output")
+        render.err.print(f"[red]error:[/red] {_escape(redact(e.message))}", markup=True)
+        return int(ExitCode.BACKEND)
+
+
+_output: dict[str, _OutputFile] = {}  # the standard output file of the run under way, when it is a file
 
 
 def _run(argv: list[str]) -> int:
@@ -132,6 +246,9 @@ def _unexpected(e: Exception) -> int:
     lies under it (Python 3.11 reports one raised in a class body's ``__set_name__`` as a RuntimeError)."""
     if _caused_by_interrupt(e):
         return say_interrupted("interrupted")
+    output = _output.get("now")
+    if output is not None and output.failure is not None and _in_chain(e, output.failure):
+        return int(ExitCode.BACKEND)  # standard output could not be written: run() says so in its own line
     if run_state["verbose"]:
         _print_traceback()
     from envguard.redact import redact, shorten_words
@@ -174,10 +291,15 @@ def _asks_for_help(argv: list[str]) -> bool:
 def _caused_by_interrupt(error: BaseException) -> bool:
     """Whether a KeyboardInterrupt (Ctrl-C, or SIGTERM: envguard raises one for it) is in the chain of causes
     that ended in ``error``: Python reports some exceptions raised inside its own machinery as another one."""
+    return _in_chain(error, KeyboardInterrupt)
+
+
+def _in_chain(error: BaseException, wanted: BaseException | type[BaseException]) -> bool:
+    """Whether ``wanted`` (an exception, or any of a type) is ``error`` or in its chain of causes."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
+        if cause is wanted or (isinstance(wanted, type) and isinstance(cause, wanted)):
             return True
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__

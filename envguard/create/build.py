@@ -23,11 +23,10 @@ from envguard.create.staging import (
     fault_hook,
     is_empty_dir,
     is_env,
-    os_error,
     rmtree,
     swap_in,
 )
-from envguard.errors import UserError
+from envguard.errors import UserError, os_error
 from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
 from envguard.leftovers import BUILDING_TAG, OLD_TAG, STAGING_TAG, sibling
 

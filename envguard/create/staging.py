@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from envguard import settings
-from envguard.errors import BackendError
 from envguard.leftovers import (
     BUILDING_TAG,
     OLD_TAG,
@@ -158,17 +157,6 @@ def deferred_sigint() -> Iterator[None]:
             signal.signal(sig, handler)
         if received:
             raise KeyboardInterrupt
-
-
-def os_error(e: OSError, what: str, path: Path) -> BackendError:
-    hint = {
-        errno.ENOSPC: "free some space",
-        errno.EDQUOT: "free some space (disk quota)",
-        errno.EACCES: "choose a writable location",
-        errno.EPERM: "choose a writable location",
-        errno.EROFS: "choose a location on a writable filesystem",
-    }.get(e.errno or 0, "check the path")
-    return BackendError(f"{what} {path}: {e.strerror or e}", fix=hint)
 
 
 def swap_in(staging: Path, target: Path) -> None:

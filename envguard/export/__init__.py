@@ -15,12 +15,13 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envguard.errors import BackendError, ExitCode, UserError
+from envguard.errors import BackendError, ExitCode, UserError, os_error
 from envguard.export.codes import CODES, finding, listed
 from envguard.export.conda import record_channel, record_url
 from envguard.export.files import ExplicitLine, SpecPlan
@@ -140,7 +141,7 @@ def _prepare_dir(out_dir: Path) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise BackendError(f"cannot create {out_dir}: {e.strerror or e}") from None
+        raise os_error(e, "cannot create", out_dir) from e
 
 
 def _install(staged: Path, target: Path) -> bool:
@@ -152,8 +153,22 @@ def _install(staged: Path, target: Path) -> bool:
             os.fsync(fh.fileno())
         os.replace(staged, target)
     except OSError as e:
-        raise BackendError(f"cannot write {target}: {e.strerror or e}") from None
+        raise os_error(e, "cannot write", target) from e
     return True
+
+
+@contextmanager
+def _writing(target: Path) -> Iterator[None]:
+    """A file staged for ``target`` that cannot be written (a full disk, a read-only file system) is one line
+    naming ``target``, never the staging name nobody asked for; the staging directory goes with it."""
+    try:
+        yield
+    except OSError as e:
+        raise os_error(e, "cannot write", target) from e
+    except BackendError as e:  # the lock wing's writer names the staged file: name the target instead
+        if isinstance(e.__cause__, OSError):
+            raise os_error(e.__cause__, "cannot write", target) from e.__cause__
+        raise
 
 
 # --------------------------------------------------------------------------- conda
@@ -384,27 +399,32 @@ def _write(targets: Mapping[str, Path], out_dir: Path, shown: str, plan: SpecPla
     from envguard.export.index import strip_credentials
 
     _prepare_dir(out_dir)
-    staging = Path(tempfile.mkdtemp(prefix=".envguard-export-", dir=out_dir))
+    with _writing(next(iter(targets.values()))):
+        staging = Path(tempfile.mkdtemp(prefix=".envguard-export-", dir=out_dir))
     try:
         staged: dict[str, Path] = {}
         if "environment" in targets:
             staged["environment"] = staging / SPEC_FILE
-            staged["environment"].write_text(files.environment_yml(plan), encoding="utf-8")
+            with _writing(targets["environment"]):
+                staged["environment"].write_text(files.environment_yml(plan), encoding="utf-8")
         if "lock" in targets:
             from envguard.lock import write_adopted
 
-            staged["lock"] = write_adopted(staged["environment"], locked_conda + pip.locked,
-                                           lockfile=staging / LOCK_FILE, platform=platform, cuda=cuda,
-                                           custom={META_PREFIX: shown}).lockfile
+            with _writing(targets["lock"]):
+                staged["lock"] = write_adopted(staged["environment"], locked_conda + pip.locked,
+                                               lockfile=staging / LOCK_FILE, platform=platform, cuda=cuda,
+                                               custom={META_PREFIX: shown}).lockfile
         header = [f"Written by `envguard export` from {shown}."]
         if "explicit" in targets:
             staged["explicit"] = staging / targets["explicit"].name
-            staged["explicit"].write_text(files.explicit(explicit_lines, platform, header, pip.requirements),
-                                          encoding="utf-8")
+            with _writing(targets["explicit"]):
+                staged["explicit"].write_text(files.explicit(explicit_lines, platform, header, pip.requirements),
+                                              encoding="utf-8")
         if "requirements" in targets:
             staged["requirements"] = staging / targets["requirements"].name
-            staged["requirements"].write_text(files.requirements(
-                pip.requirements, [strip_credentials(i) for i in pip.indexes], header), encoding="utf-8")
+            with _writing(targets["requirements"]):
+                staged["requirements"].write_text(files.requirements(
+                    pip.requirements, [strip_credentials(i) for i in pip.indexes], header), encoding="utf-8")
         details = {"environment": f"{len(plan.conda)} conda + {len(plan.pip)} pip specs",
                    "lock": f"{len(locked_conda)} conda + {len(pip.locked)} pip packages, {platform}",
                    "explicit": f"{len(explicit_lines)} conda packages, {platform}",

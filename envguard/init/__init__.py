@@ -37,7 +37,7 @@ from string import Template
 from typing import Any
 
 from envguard import compat
-from envguard.errors import BackendError, UserError
+from envguard.errors import BackendError, UserError, os_error
 from envguard.platforms import DEFAULT_PLATFORMS
 from envguard.versions import line_key, release
 
@@ -519,8 +519,11 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
     if to_stdout:
         return InitResult(None, text, python, torch, cuda, channel, plats, template, warnings, evidence, stale)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=str(out.parent))
+    try:  # a full disk or a read-only file system: one line naming the file asked for, not the temporary name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=str(out.parent))
+    except OSError as e:
+        raise os_error(e, "cannot write", out) from e
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -529,11 +532,13 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
             raise UserError("already exists; envguard init never overwrites a file", file=str(out),
                             fix="pass --force to replace it, or -o to write elsewhere")
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise os_error(e, "cannot write", out) from e
         raise
     return InitResult(out, text, python, torch, cuda, channel, plats, template, warnings, evidence, stale)
 

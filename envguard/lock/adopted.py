@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envguard.errors import BackendError
+from envguard.errors import os_error
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,6 @@ def write_adopted(spec_file: Path, packages: Sequence[AdoptedPackage], *, lockfi
     try:
         changed = write_lock_atomic(lf, lockfile)
     except OSError as e:
-        raise BackendError(f"cannot write {lockfile}: {e.strerror or e}") from None
+        raise os_error(e, "cannot write", lockfile) from e  # the cause: export names its own target
     return AdoptedLock(lockfile=lockfile, platform=platform, packages=len(entries), cuda=cuda_rec,
                        content_hash=content_hash[platform], changed=changed)
