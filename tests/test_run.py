@@ -236,7 +236,7 @@ def test_a_stale_environment_is_synced_and_refused_with_locked(tmp_path: Path, c
     assert "added or removed" in drifted.stderr and record.is_file()
 
 
-def test_run_options_exclude_each_other_and_the_command_keeps_its_own() -> None:
+def test_run_options_exclude_each_other_and_the_command_keeps_its_own(no_exec: None) -> None:
     from envguard.cli import run
     from envguard.cli.entry import _verbose_anywhere
 
@@ -245,3 +245,64 @@ def test_run_options_exclude_each_other_and_the_command_keeps_its_own() -> None:
     # -v after the command's name belongs to the command (python -v), not to envguard
     assert _verbose_anywhere(["run", "-p", "e", "python", "-v", "x.py"]) == ["run", "-p", "e", "python", "-v", "x.py"]
     assert _verbose_anywhere(["check", "-v"]) == ["--verbose", "check"]
+
+
+@pytest.mark.slow
+def test_run_without_a_prefix_builds_and_uses_the_environment_environment_yml_names(tmp_path: Path,
+                                                                                   channel: str) -> None:
+    work = tmp_path / "work"
+    _project(work, channel)  # name: t
+    envs = Path(os.environ["ENVGUARD_ENVS_DIR"])
+    shutil.rmtree(envs / "t", ignore_errors=True)
+    first = _run("run", PY, "-c", DUMP, cwd=work)
+    seen = _dump(first)
+    assert seen["CONDA_PREFIX"] == str(envs / "t") and seen["CONDA_DEFAULT_ENV"] == "t"
+    assert seen["CONDA_PROMPT_MODIFIER"] == "(t) " and seen["EGACT_VAR"] == "on"
+    assert "creating it" in first.stderr
+    shutil.rmtree(envs / "t")
+
+
+def _bare_prefix(root: Path, scripts: dict[str, str]) -> Path:
+    """A directory that activates like an environment: conda-meta/ and activate.d scripts, no packages."""
+    (root / "conda-meta").mkdir(parents=True)
+    act = root / "etc" / "conda" / "activate.d"
+    act.mkdir(parents=True)
+    for name, text in scripts.items():
+        (act / name).write_text(text)
+    return root
+
+
+@pytest.fixture
+def no_exec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process runs must never get as far as replacing the test process with the command."""
+    def refuse(*args: object) -> None:
+        raise AssertionError(f"exec reached: {args[:2]}")
+
+    monkeypatch.setattr(os, "execve", refuse)
+
+
+def test_an_activate_script_that_ends_the_shell_stops_run_before_the_command(tmp_path: Path, no_exec: None) -> None:
+    from envguard.cli import run
+
+    prefix = _bare_prefix(tmp_path / "env", {"a.sh": "export A=1\n", "b.sh": "exit 3\n"})
+    marker = tmp_path / "ran"
+    assert run(["run", "--no-sync", "-p", str(prefix), "--", "touch", str(marker)]) == 6
+    assert not marker.exists()
+
+
+def test_a_prefix_path_the_scripts_cannot_carry_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           no_exec: None) -> None:
+    from envguard.cli import run
+
+    prefix = _bare_prefix(tmp_path / "a$HOME", {})
+    assert run(["shell-hook", "--no-sync", "-p", str(prefix)]) == 2
+    assert "$" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_what_an_activate_script_prints_goes_to_stderr(tmp_path: Path) -> None:
+    prefix = _bare_prefix(tmp_path / "env", {"talk.sh": "echo hello from activate.d\nexport TALKED=1\n"})
+    proc = envguard_run("run", "--no-sync", "-p", str(prefix), "--", PY, "-c", "import os; print(os.environ['TALKED'])",
+                        cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "1\n" and "hello from activate.d" in proc.stderr

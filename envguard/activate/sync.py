@@ -24,30 +24,16 @@ import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from envguard.create import CreateReporter
 from envguard.envs import NoTargetError, Target, lock_for, resolve_target, spec_name
 from envguard.errors import StaleLockError, UserError
 from envguard.fingerprint import Fingerprint, fingerprint_path, foreign_env, read_fingerprint
 
+if TYPE_CHECKING:
+    from envguard.create import CreateReporter
+
 MODES = ("sync", "locked", "frozen", "none")
-
-
-class _Said(CreateReporter):
-    """create's steps and notes, one line each on stderr (``say``): standard output is the command's."""
-
-    def __init__(self, say: Callable[[str], None]) -> None:
-        self.say = say
-
-    def stage(self, text: str) -> None:
-        self.say(text)
-
-    def note(self, text: str) -> None:
-        self.say(text)
-
-    def waiting(self, holder_pid: int | None, waited_s: float) -> None:
-        who = f"envguard process {holder_pid}" if holder_pid else "another envguard process"
-        self.say(f"waiting for {who}, which is creating this environment ({waited_s:.0f} s)")
 
 
 def pick_target(prefix: str | os.PathLike[str] | None, name: str | None, cwd: Path) -> Target:
@@ -78,7 +64,8 @@ def ensure(target: Target, mode: str, *, cwd: Path, say: Callable[[str], None]) 
         if not spec_file(cwd).is_file():
             raise UserError(f"no environment here ({target.why or 'the environment to run in'}), and no "
                             "environment.yml here to build it from", file=str(target),
-                            fix=f"build it with `envguard create -p {shown} -f FILE`, or run in an existing one")
+                            fix=f"build it from an environment file: envguard create -p {shown} -f and the file's "
+                                "path; or run in an existing one")
         say(f"{target} does not exist: creating it from the lock")
         return _create(target, None, mode, cwd, say)
     if mode == "none" or not (target / "conda-meta").is_dir():
@@ -87,14 +74,15 @@ def ensure(target: Target, mode: str, *, cwd: Path, say: Callable[[str], None]) 
     if fp is None and foreign_env(target) is not None:
         if mode == "locked":
             raise StaleLockError(f"--locked: {target} was not built by envguard from a lock, so no lock says what "
-                                 "it must hold", fix=f"build it from the lock with `envguard create -p {shown}`")
+                                 "it must hold",
+                                 fix=f"replace it with the lock's environment: `envguard create -p {shown} --force`")
         return ""
     choice = lock_for(target, None, cwd=cwd)
     if choice.path is None:
         if mode == "locked":
             raise StaleLockError(f"--locked: no lock judges {target}" + (f" ({choice.why})" if choice.why else ""),
-                                 fix="name the lock to build it from with `envguard create -p "
-                                     f"{shown} --lockfile FILE`")
+                                 fix=f"name the lock to build it from: envguard create -p {shown} --lockfile and "
+                                     "the lock's path")
         return ""
     own = _is_project_lock(choice.path, cwd)
     why = out_of_sync(target, fp, choice.path, spec=own and mode != "frozen")
@@ -185,11 +173,31 @@ def _site_packages(prefix: Path) -> list[Path]:
     return [p for p in found + [prefix / "Lib" / "site-packages"] if p.is_dir()]
 
 
+def _said(say: Callable[[str], None]) -> CreateReporter:
+    """create's steps and notes, one line each on stderr (``say``): standard output is the command's.
+    Made here, not at import: envguard.create costs a tenth of a second to import, and a run that finds
+    the environment its lock never needs it (bench/run.py)."""
+    from envguard.create import CreateReporter
+
+    class Said(CreateReporter):
+        def stage(self, text: str) -> None:
+            say(text)
+
+        def note(self, text: str) -> None:
+            say(text)
+
+        def waiting(self, holder_pid: int | None, waited_s: float) -> None:
+            who = f"envguard process {holder_pid}" if holder_pid else "another envguard process"
+            say(f"waiting for {who}, which is creating this environment ({waited_s:.0f} s)")
+
+    return Said()
+
+
 def _create(target: Target, lockfile: Path | None, mode: str, cwd: Path, say: Callable[[str], None]) -> str:
     from envguard.create import CreateOptions, create, summarise_drift
 
     result = create(CreateOptions(prefix=target, lockfile=lockfile, locked=mode == "locked", frozen=mode == "frozen",
-                                  cwd=cwd, reporter=_Said(say)))
+                                  cwd=cwd, reporter=_said(say)))
     if result.status == "unchanged":
         try:  # compared in full just now: the next run's fast test may trust the fingerprint again
             os.utime(fingerprint_path(target))
