@@ -42,10 +42,13 @@ class Mounts:
         where = self.root / name
         where.mkdir(parents=True)
         options = f"size={size}" + (",ro" if readonly else "")
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True,
-                              text=True)
-        require(proc.returncode == 0, f"cannot mount a tmpfs here (root and CAP_SYS_ADMIN are needed): "
-                                      f"{(proc.stderr or proc.stdout).strip()}")
+        try:
+            proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
+                                  capture_output=True, text=True, timeout=60)
+            ok, why = proc.returncode == 0, (proc.stderr or proc.stdout).strip()
+        except OSError as e:  # no mount command at all
+            ok, why = False, str(e)
+        require(ok, f"cannot mount a tmpfs here (root and CAP_SYS_ADMIN are needed): {why}")
         self.mounted.append(where)
         return where
 
