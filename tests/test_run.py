@@ -146,6 +146,9 @@ def test_shell_hook_evaluated_by_a_real_shell_activates_the_same(tmp_path: Path,
     assert hooked["PATH"].split(os.pathsep)[0] == str(env / "bin")
     if shell == "fish":  # fish runs the activate.d scripts written for it (*.fish): none here
         return
+    # run in the same environment from there: reactivated (deactivated first), nothing twice on PATH
+    again = _hook_env(shell, env, work, extra=f"{' '.join(ENVGUARD)} run -p {env} -- ")
+    assert again["PATH"].split(os.pathsep).count(str(env / "bin")) == 1 and again["EGACT_VAR"] == "on"
     # activating another environment from there deactivates this one: its deactivate.d script runs
     other = tmp_path / "other"
     (other / "conda-meta").mkdir(parents=True)

@@ -67,13 +67,15 @@ def check_prefix_path(prefix: Path) -> None:
 def activation(prefix: Path, shell: str, *, source: str = "", env: Mapping[str, str] | None = None) -> Activation:
     """The activation of ``prefix`` for ``shell`` (one of :data:`SHELLS`), from the environment ``env``
     (default: this process's): its PATH is the one rattler prepends to, its ``CONDA_PREFIX`` the environment
-    deactivated first (when it still exists and is another)."""
+    deactivated first (when it still exists)."""
     from rattler.shell import ActivationVariables, PathModificationBehavior, Shell, activate
 
     env = os.environ if env is None else env
     check_prefix_path(prefix)
     current = env.get("CONDA_PREFIX") or None
-    previous = Path(current) if current and os.path.isdir(current) and Path(current) != prefix else None
+    # the same prefix too: rattler then deactivates it first (its bin directories leave PATH, its
+    # deactivate.d scripts run), as conda reactivates, so that nothing appears twice
+    previous = Path(current) if current and os.path.isdir(current) else None
     path = [p for p in env.get("PATH", "").split(os.pathsep) if p]
     # Replace: rattler computes the whole PATH (with Prepend it writes the old PATH out and then appends
     # ${PATH} again, so every entry would appear twice)
