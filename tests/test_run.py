@@ -238,6 +238,17 @@ def test_a_stale_environment_is_synced_and_refused_with_locked(tmp_path: Path, c
     assert _dump(drifted)["EGEXTRA"] == "1"
     assert "added or removed" in drifted.stderr and record.is_file()
 
+    # a pip install over it: site-packages written after the fingerprint; create then finds the dist
+    dist = env / "lib" / "python3.11" / "site-packages" / "egpip-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: egpip\nVersion: 1.0\n")
+    (dist / "INSTALLER").write_text("pip\n")
+    os.utime(dist.parent, (time.time() + 5, time.time() + 5))
+    pipped = _run("run", "-p", str(env), "--", PY, "-c", DUMP, cwd=work)
+    assert _dump(pipped)["EGEXTRA"] == "1"
+    assert "site-packages changed" in pipped.stderr and "pip egpip 1.0 added" in pipped.stderr, pipped.stderr
+    assert not dist.exists()  # rebuilt: exactly the lock again
+
 
 def test_run_options_exclude_each_other_and_the_command_keeps_its_own(no_exec: None) -> None:
     from envguard.cli import run

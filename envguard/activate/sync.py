@@ -55,7 +55,7 @@ def ensure(target: Target, mode: str, *, cwd: Path, say: Callable[[str], None]) 
     if mode not in MODES:
         raise ValueError(mode)
     shown = shlex.quote(str(target))
-    if not target.exists():
+    if not target.exists() or _empty_dir(target):
         if mode == "none":
             raise UserError("no environment here (--no-sync runs an existing environment as it is)", file=str(target),
                             fix=f"build it with `envguard create -p {shown}`, or leave out --no-sync")
@@ -125,7 +125,9 @@ def out_of_sync(target: Path, fp: Fingerprint | None, lock: Path, *, spec: bool)
     if names != set(fp.conda):
         return "conda packages were added or removed since it was built"
     stamp = _mtime(fingerprint_path(target))
-    if any(_mtime(sp) > stamp for sp in _site_packages(target)):
+    # only where envguard may write: the first import of a top-level module also touches site-packages
+    # (its __pycache__), and an environment others keep read-only must stay runnable as it is
+    if os.access(meta, os.W_OK) and any(_mtime(sp) > stamp for sp in _site_packages(target)):
         return "site-packages changed since it was built"
     if spec:
         stale = _stale_for_spec(lock)
@@ -155,6 +157,16 @@ def _stale_for_spec(lock: Path) -> str:
     except EnvguardError:
         return ""  # a spec that cannot be read: create says why, with line and column
     return "" if verdict.fresh else verdict.reason
+
+
+def _empty_dir(path: Path) -> bool:
+    try:
+        if not path.is_dir():
+            return False
+        with os.scandir(path) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
 
 
 def _mtime(path: Path) -> float:
