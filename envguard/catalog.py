@@ -105,8 +105,35 @@ def aim_findings(findings: list, prefix: object) -> list:
     import shlex
     from dataclasses import replace
 
+    from envguard.fingerprint import foreign_env
+
     target = ["-p", shlex.quote(str(prefix))]
-    return [replace(f, fix=aim(f.fix, target)) if "`envguard " in f.fix else f for f in findings]
+    aimed = [replace(f, fix=aim(f.fix, target)) if "`envguard " in f.fix else f for f in findings]
+    if any("`envguard create " in f.fix for f in aimed) and foreign_env(str(prefix)):
+        # create replaces an environment envguard did not build only with --force: without it, the fix
+        # run as written would be refused
+        aimed = [replace(f, fix=forced(f.fix, str(prefix))) for f in aimed]
+    return aimed
+
+
+def forced(fix: str, prefix: str) -> str:
+    """``fix`` with ``--force`` added to every backticked ``envguard create`` command that acts on
+    ``prefix`` (-p/--prefix, as written or shell-quoted) and does not say --force already."""
+    import os
+    import shlex
+
+    def sub(m: re.Match[str]) -> str:
+        try:
+            words = shlex.split(m.group(1))
+        except ValueError:
+            return m.group(0)
+        at = [i for i, w in enumerate(words) if w in ("-p", "--prefix")]
+        if ("--force" in words or not at or at[-1] + 1 >= len(words)
+                or os.path.abspath(words[at[-1] + 1]) != os.path.abspath(prefix)):
+            return m.group(0)
+        return f"`{m.group(1)} --force`"
+
+    return re.sub(r"`(envguard create\b[^`]*)`", sub, fix)
 
 
 def commands(text: str) -> list[str]:

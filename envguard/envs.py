@@ -140,9 +140,11 @@ def find_env(name: str, env: Mapping[str, str] | None = None, aside: Callable[[P
     validate_name(name)
     found, dirs = _lookup(name, env, aside)
     if found is None:
+        import shlex
+
         raise NoTargetError(f"no environment named {name!r} in {', '.join(str(d) for d in dirs)}",
                             key="-n/--name",
-                            fix="create it with `envguard create -n NAME`, or pass its path with -p PREFIX")
+                            fix=f"create it with `envguard create -n {shlex.quote(name)}`, or pass its path with -p")
     return found
 
 
@@ -290,8 +292,10 @@ def resolve_python(prefix: Path | None = None, name: str | None = None, python: 
         return p
     pre = resolve_target(prefix, name, env=env, cwd=cwd)
     if not pre.is_dir():
+        import shlex
+
         raise UserError("prefix does not exist", file=str(pre),
-                        fix="create it with `envguard create -p PREFIX` or pass an existing prefix")
+                        fix=f"create it with `envguard create -p {shlex.quote(str(pre))}` or pass an existing prefix")
     exe = _interpreter_in(pre)
     if exe is None:
         raise UserError("no Python interpreter in this environment (looked for bin/python)", file=str(pre),

@@ -89,7 +89,8 @@ def require_lock(path: Path, *, accept: Collection[str] = LOCK_KINDS, key: str =
     elif kind == "pixi-manifest":
         fix = "pass the pixi.lock beside it"
     elif kind == "report":
-        fix = "pass the conda-lock.yml the environment was built from (reports go to `envguard fleet` as arguments)"
+        fix = ("pass the conda-lock.yml the environment was built from (reports are what envguard fleet takes as "
+               "its arguments)")
     elif kind == "export":
         fix = f"adopt it with `{command}` and pass the conda-lock.yml it writes"
     else:

@@ -117,3 +117,21 @@ def read_fingerprint(prefix: str | os.PathLike[str]) -> Fingerprint | None:
     if data.get("digest") != fp.digest:
         return None
     return fp
+
+
+def foreign_env(prefix: str | os.PathLike[str]) -> str | None:
+    """What stands at ``prefix`` when it is a conda environment `envguard create` did not build (conda's,
+    mamba's, pixi's, one a user assembled), in words; None when it is no conda environment or one envguard
+    built: it carries create's fingerprint, or create's block in ``conda-meta/history`` (a fingerprint edited
+    by hand no longer vouches for the packages, but the environment is still one envguard made). create
+    replaces such an environment only with --force: a sync is right for what envguard built, not for
+    someone else's."""
+    meta = Path(prefix) / "conda-meta"
+    if not meta.is_dir() or read_fingerprint(prefix) is not None:
+        return None
+    from envguard.history import HISTORY, read_built
+
+    if read_built(Path(prefix)) is not None:
+        return None
+    what = "conda-meta/history" if (meta / HISTORY).is_file() else "conda-meta/"
+    return f"a conda environment envguard did not build ({what} without envguard's record)"

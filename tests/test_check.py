@@ -60,8 +60,9 @@ def test_default_lock_beside_environment_yml(env: Path, tmp_path: Path) -> None:
     # that lock was not made from this environment.yml: a stale lock is a finding (exit 1), with its fix
     assert rc == 1 and codes(rep, "error") == {"EG516"}, rep["findings"]
     f516 = next(f for f in rep["findings"] if f["code"] == "EG516")
-    # the spec's own default lock: create re-locks it when read through -f (a --lockfile one it never re-locks)
-    assert f"`envguard create -p {env} -f {tmp_path / 'environment.yml'}`" in f516["fix"], f516
+    # the spec's own default lock: create re-locks it when read through -f (a --lockfile one it never re-locks);
+    # the environment was made by rattler, not by envguard: create replaces it only with --force
+    assert f"`envguard create -p {env} -f {tmp_path / 'environment.yml'} --force`" in f516["fix"], f516
     # the verdict's own command, from its field: the re-lock alone, and no fix left inside the message
     assert f"; or only re-lock: `envguard lock -f {tmp_path / 'environment.yml'} " in f516["fix"], f516
     assert "(fix:" not in f516["message"] and "is stale for" in f516["message"], f516

@@ -185,41 +185,60 @@ def _recorded_lock_findings(choice: Any, target: Path) -> list[Finding]:
                     file=str(choice.recorded))]
 
 
-def _stale_lock(lock_path: Path, platform: str, target: Path) -> tuple[str | None, str]:
-    """(why the lock is stale for the environment file(s) it was made from, the fix), or (None, "") when it
-    is fresh or its spec is not here. The verdict is `envguard lock --check`'s, for this platform only."""
+def _stale_lock(lock_path: Path, platform: str, target: Path) -> tuple[str | None, str, bool]:
+    """(why the lock is stale for the environment file(s) it was made from, the fix, whether the lock does not
+    come from them at all), or (None, "", False) when it is fresh or its spec is not here. The verdict is
+    `envguard lock --check`'s, for this platform only. An environment built from this lock with --frozen
+    (create checked it against no spec: a colleague's lock) is not called stale: nothing says the lock was
+    ever made from the environment file beside it."""
     from envguard.errors import EnvguardError
     from envguard.lock import check_fresh, read_lock
 
     try:
         sources = [lock_path.parent / s for s in read_lock(lock_path).sources]
     except EnvguardError:
-        return None, ""  # a lock this broken gives its own findings
+        return None, "", False  # a lock this broken gives its own findings
     if not sources:
         sources = [lock_path.parent / "environment.yml"]
     if not all(s.is_file() for s in sources):
-        return None, ""
+        return None, "", False
     try:
         fresh = check_fresh(sources, lock_path, platforms=[platform])
     except EnvguardError:
-        return None, ""  # a spec that cannot be read: lint says why, with line and column
+        return None, "", False  # a spec that cannot be read: lint says why, with line and column
     if fresh.fresh or fresh.missing:
-        return None, ""
+        return None, "", False
     import shlex
 
     from envguard.check.checks import create_command
     from envguard.lock import relock_command
 
     relock = relock_command(sources, lock_path)  # for the platforms it covers, not this machine's alone
+    own_spec = shlex.join(["envguard", "create", "-p", str(target), *[a for s in sources for a in ("-f", str(s))]])
+    if _built_frozen_from(target, lock_path):
+        spec = " and ".join(str(s) for s in sources)
+        return (f"{lock_path} does not come from {spec} (its content hash for {platform} is another spec's): the "
+                "environment was built from it with --frozen, as written, without reading the environment file",
+                f"keep that lock beside the environment file it was made from; to build this project's spec "
+                f"instead: `{own_spec}`", True)
 
     if os.path.abspath(sources[0].parent / "conda-lock.yml") == os.path.abspath(lock_path):
         # the spec's own default lock: create re-locks it when it is read through -f (never a --lockfile one)
-        create = shlex.join(["envguard", "create", "-p", str(target), *[a for s in sources for a in ("-f", str(s))]])
-        fix = f"`{create}` re-locks it, then rebuilds the environment; or only re-lock: `{relock}`"
+        fix = f"`{own_spec}` re-locks it, then rebuilds the environment; or only re-lock: `{relock}`"
     else:
         fix = (f"re-lock it on purpose with `{relock}`, then rebuild the environment with "
                f"`{create_command(target, str(lock_path))}`")
-    return fresh.reason, fix
+    return fresh.reason, fix, False
+
+
+def _built_frozen_from(target: Path, lock_path: Path) -> bool:
+    """Whether `envguard create --frozen` built ``target`` from ``lock_path``: its last block in
+    conda-meta/history names that lock and records no spec (create recorded none, having read none)."""
+    from envguard.history import read_built
+
+    built = read_built(target)
+    return (built is not None and built.conda_specs is None and built.lockfile is not None
+            and os.path.realpath(built.lockfile) == os.path.realpath(lock_path))
 
 
 def _relock_for(lockfile: Path, platform: str) -> str:
@@ -231,7 +250,10 @@ def _relock_for(lockfile: Path, platform: str) -> str:
     try:
         lock = read_lock(lockfile)
     except EnvguardError:
-        return f"re-lock for {platform}: `envguard lock --platform {platform} --lockfile {lockfile}`"
+        import shlex
+
+        relock = shlex.join(["envguard", "lock", "--platform", platform, "--lockfile", str(lockfile)])
+        return f"re-lock for {platform}: `{relock}`"
     sources = [lockfile.parent / s for s in lock.sources] or [lockfile.parent / "environment.yml"]
     cmd = fix_command(sources, lockfile, [*[p for p in lock.platforms if p != platform], platform])
     return f"re-lock for {platform} as well (and add it to `platforms:` of the environment file if it has one): `{cmd}`"
@@ -420,9 +442,9 @@ def run_check(options: CheckOptions) -> CheckReport:
         wants_src = f"the lock ({wants_src})"
     elif spec_file.is_file():
         wants, wants_src = _spec_wants_cuda(spec_file, platform)
-    stale, stale_fix = (_stale_lock(lock_path, platform, target)
-                        if lock_pkgs is not None and lock_path is not None and options.spec_freshness
-                        else (None, ""))
+    stale, stale_fix, not_from_spec = (_stale_lock(lock_path, platform, target)
+                                       if lock_pkgs is not None and lock_path is not None and options.spec_freshness
+                                       else (None, "", False))
 
     mode = "sha256" if deep else ("size" if files else "none")
     problems = verify_files(info, deep=deep, workers=workers) if (files or deep) and info.is_conda else []
@@ -482,7 +504,7 @@ def run_check(options: CheckOptions) -> CheckReport:
         import_origins=origins, probe=probe, file_problems=problems, files_mode=mode,
         half_built=half_built, core=tuple(core) if core else DEFAULT_CORE,
         fingerprint_conda=fp_conda, fingerprint_pip=fp_pip, fingerprint_lockfile=fp_lock,
-        stale_lock=stale, stale_lock_fix=stale_fix,
+        stale_lock=stale, stale_lock_fix=stale_fix, lock_not_from_spec=not_from_spec,
     )
     from envguard.catalog import aim_findings
 

@@ -72,6 +72,8 @@ class CheckInput:
     # verdict for this platform); None when no spec was found.
     stale_lock: str | None = None
     stale_lock_fix: str = ""
+    # the lock is not stale but another spec's: the environment was built from it with --frozen
+    lock_not_from_spec: bool = False
 
 
 def gpu_facts(driver_info: Any) -> GpuFacts | None:

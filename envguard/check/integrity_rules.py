@@ -158,8 +158,11 @@ def rule_fingerprint(inp: CheckInput) -> list[Finding]:
 
 
 def rule_stale_lock(inp: CheckInput) -> list[Finding]:
-    """The lock no longer says what the environment file asks for: the environment matches a stale lock."""
+    """The lock no longer says what the environment file asks for: the environment matches a stale lock; or,
+    for an environment built from it with --frozen, the lock is another spec's (not called stale)."""
     if not inp.stale_lock:
         return []
+    if inp.lock_not_from_spec:  # a colleague's lock, built with --frozen: it never came from this file
+        return [Finding("EG516", E, inp.stale_lock, inp.stale_lock_fix, file=inp.lock_file)]
     return [Finding("EG516", E, f"{inp.stale_lock}: the environment may match its lock, but the lock no longer "
                     "matches the environment file", inp.stale_lock_fix, file=inp.lock_file)]

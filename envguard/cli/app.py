@@ -165,9 +165,11 @@ def no_prefix_here(command: str, value: str | None) -> None:
         raise UserError(f"-p means --prefix in envguard and {command} takes no prefix: the platform flag of "
                         f"{command} is --platform", key="-p", fix=f"`envguard {command} --platform {value}`")
     if "/" in value or "\\" in value or value.startswith((".", "~")) or os.path.exists(value):
+        import shlex
+
         raise UserError(f"{value!r} looks like a path: the platform flag of {command} is --platform, and -p "
                         f"(--prefix) belongs to the commands that act on an environment", key="-p",
-                        fix=f"`envguard create -p {value}` builds an environment there")
+                        fix=f"`envguard create -p {shlex.quote(value)}` builds an environment there")
     raise UserError(f"-p {value}: -p means --prefix in envguard and {command} takes no prefix", key="-p",
                     fix=f"name platforms with --platform, e.g. `envguard {command} --platform linux-64`")
 

@@ -38,8 +38,8 @@ def create_cmd(
         help="environment.yml (default: the one beside the lock): lock it when there is no lock, re-lock its own "
              "default lock when stale.")] = None,
     force: Annotated[bool, flag("--force",
-        help="Rebuild even when the environment already matches the lock (the old one is kept until the new one is "
-             "in place).")] = False,
+        help="Rebuild even when the environment already matches the lock, and replace a conda environment envguard "
+             "did not build (the old one is kept until the new one is in place).")] = False,
     locked: Annotated[bool, flag("--locked",
         help="Refuse a missing or stale lock (exit 4) instead of locking it first.")] = False,
     frozen: Annotated[bool, flag("--frozen",

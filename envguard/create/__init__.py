@@ -96,7 +96,8 @@ def create(options: CreateOptions) -> CreateResult:
         platform = platform or host_platform()
         plan = read_plan(lock_path, platform)
         pkgs = Path(cache_dir) if cache_dir is not None else settings.package_cache_dir()
-        as_is = shlex.join(["envguard", "create", "-p", str(target), "--lockfile", str(lock_path), "--frozen"])
+        as_is = shlex.join(["envguard", "create", "-p", str(target), "--lockfile", str(lock_path), "--frozen",
+                            *(["--force"] if o.force else [])])
         plan, notes = check_lock_fresh(plan, files, locked=locked, frozen=frozen, reporter=rep,
                                        explicit=lockfile is not None, cache_dir=pkgs, frozen_command=as_is)
         for n in notes:

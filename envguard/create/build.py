@@ -27,7 +27,7 @@ from envguard.create.staging import (
     swap_in,
 )
 from envguard.errors import UserError, os_error
-from envguard.fingerprint import Fingerprint, read_fingerprint, write_fingerprint
+from envguard.fingerprint import Fingerprint, foreign_env, read_fingerprint, write_fingerprint
 from envguard.leftovers import BUILDING_TAG, OLD_TAG, STAGING_TAG, sibling
 
 
@@ -75,6 +75,7 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
     """``options``: its force, timeout and offline (the rest is resolved into the other arguments)."""
     force, timeout, offline = options.force, options.timeout, options.offline
     drift: list[str] = []
+    cause, built_from = "", None
     with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
         for note in cleanup_leftovers(target):
             rep.note(note)
@@ -86,15 +87,19 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
             from envguard.create.drift import find_drift
 
             rep.stage(f"comparing {target} with {lock_path}")
-            drift = find_drift(plan.conda, plan.pip, target)
             current = read_fingerprint(target)
+            foreign = foreign_env(target) if current is None else None
+            drift, cause = find_drift(plan.conda, plan.pip, target, current, expected)
+            built_from = current.lockfile if current is not None else None
             if not drift and not (force and not plock.waited):
-                if current is None or (current.digest, current.lockfile, current.lock_sha256) != (
-                        expected.digest, expected.lockfile, expected.lock_sha256):
+                if foreign is None and (current is None or (current.digest, current.lockfile, current.lock_sha256)
+                                        != (expected.digest, expected.lockfile, expected.lock_sha256)):
                     write_fingerprint(target, expected)  # the same packages: record them (and this lock) for check
                 return CreateResult(prefix=target, status="unchanged", backend=be.name, lockfile=lock_path,
                                     fingerprint=expected, conda_count=len(plan.conda), pip_count=len(plan.pip),
                                     waited=plock.waited, seconds=time.monotonic() - started)
+            if foreign is not None and not force:
+                _refuse_foreign(target, foreign, drift)
 
         if offline:  # every package from the cache or a local channel, else all the missing ones named
             from envguard.create.offline import require
@@ -121,7 +126,7 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
     return CreateResult(prefix=target, status="replaced" if replacing else "created", backend=be.name,
                         lockfile=lock_path, fingerprint=expected, conda_count=len(plan.conda),
                         pip_count=len(plan.pip), verified_local=verified, waited=plock.waited,
-                        seconds=time.monotonic() - started, drift=drift)
+                        seconds=time.monotonic() - started, drift=drift, drift_cause=cause, built_from=built_from)
 
 
 def _refuse_base(target: Path) -> None:
@@ -129,6 +134,17 @@ def _refuse_base(target: Path) -> None:
     if (target / "condabin").is_dir():
         raise UserError(f"{target} is the base environment of a conda installation; envguard does not replace it",
                         key="-p", fix="create the project's environment at another prefix (-p) or name (-n)")
+
+
+def _refuse_foreign(target: Path, what: str, drift: Sequence[str]) -> None:
+    """A sync replaces what envguard built; an environment someone else made may hold what they put there
+    (files, packages installed by hand): replaced only when asked, with --force."""
+    from envguard.create.drift import summarise
+
+    differs = f" and differs from the lock ({summarise(drift, 3)})" if drift else ""
+    raise UserError(f"{target} is {what}{differs}; it was left untouched", key="-p",
+                    fix="pass --force to replace it with the lock's environment (the old one is kept until the new "
+                        "one is in place), or choose another prefix")
 
 
 def _refuse_non_env(target: Path) -> None:

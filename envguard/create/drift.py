@@ -14,6 +14,7 @@ from pathlib import Path
 
 from envguard.create.backends.pip_step import PipArtifact
 from envguard.create.integrity import Artifact
+from envguard.fingerprint import Fingerprint
 from envguard.model import pep503
 from envguard.prefix import FileProblem, PrefixInfo, inspect_prefix, verify_files
 
@@ -61,10 +62,40 @@ def differences(conda: Sequence[Artifact], pip: Sequence[PipArtifact], info: Pre
     return out
 
 
-def find_drift(conda: Sequence[Artifact], pip: Sequence[PipArtifact], prefix: Path) -> list[str]:
-    """:func:`differences` for the environment at ``prefix`` (read-only: records, dists, file sizes)."""
+def find_drift(conda: Sequence[Artifact], pip: Sequence[PipArtifact], prefix: Path,
+               built: Fingerprint | None = None, wanted: Fingerprint | None = None) -> tuple[list[str], str]:
+    """:func:`differences` for the environment at ``prefix`` (read-only: records, dists, file sizes), and
+    what moved (:func:`cause`) when ``built`` (its fingerprint) and ``wanted`` (the lock's) are given."""
     info = inspect_prefix(prefix)
-    return differences(conda, pip, info, verify_files(info) if info.is_conda else ())
+    problems = verify_files(info) if info.is_conda else []
+    drift = differences(conda, pip, info, problems)
+    return drift, cause(info, problems, built, wanted) if drift and wanted is not None else ""
+
+
+def cause(info: PrefixInfo, problems: Sequence[FileProblem], built: Fingerprint | None,
+          wanted: Fingerprint) -> str:
+    """Why an environment differs from the lock, from the fingerprint of what create built there:
+    ``"drifted"`` (the lock holds what was built; the environment changed since), ``"lock"`` (the lock
+    moved since the environment was built: another lock, or this one re-locked; the environment is still
+    what was built), ``"both"``, or ``"unknown"`` (no fingerprint to tell)."""
+    if built is None:
+        return "unknown"
+    if (built.conda, built.pip) == (wanted.conda, wanted.pip):
+        return "drifted"
+    return "both" if problems or not _as_built(info, built) else "lock"
+
+
+def _as_built(info: PrefixInfo, built: Fingerprint) -> bool:
+    """Whether the prefix still holds exactly the packages its fingerprint recorded (names and hashes)."""
+    records = {r.name: r for r in info.conda}
+    if set(records) != set(built.conda) or info.bad_records or info.overwritten:
+        return False
+    for name, digest in built.conda.items():
+        r = records[name]
+        have = (f"md5:{r.md5.lower()}" if r.md5 else None) if digest.startswith("md5:") else (r.sha256 or "").lower()
+        if have != digest.lower():
+            return False
+    return {d.key for d in info.dists if d.owner != "conda"} == set(built.pip)
 
 
 def summarise(drift: Sequence[str], limit: int = MAX_SHOWN) -> str:

@@ -169,7 +169,7 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
         result = do_lock(files, platforms=platforms, lockfile=plan.lockfile)
     except EnvguardError as e:
         raise EnvguardError(f"{reason}, and re-locking it failed: {e.message}",
-                            fix="correct that and rerun, or install the lock as it is with `envguard create --frozen`",
+                            fix=f"correct that and rerun, or install the lock as it is with {as_is}",
                             exit_code=e.exit_code) from None
     relocked = read_plan(plan.lockfile, plan.platform)
     changed = _hashes_changed(plan, relocked)

@@ -83,6 +83,26 @@ class CreateRenderer(CreateReporter):
             self.progress = None
 
 
+def _why_replaced(r: Any) -> str:
+    """What moved, as the fingerprint of what was built tells it: the environment, the lock, or both."""
+    import os
+
+    from envguard.redact import redact
+
+    if r.drift_cause in ("lock", "both"):
+        same = r.built_from is not None and os.path.abspath(r.built_from) == os.path.abspath(r.lockfile)
+        if same:
+            moved = f"the lock moved: {redact(str(r.lockfile))} changed since the environment was built from it"
+        elif r.built_from:
+            moved = f"the lock moved: the environment was built from another lock ({redact(r.built_from)})"
+        else:
+            moved = "the lock moved: it holds other packages than the environment was built from"
+        return moved + ("; and it had drifted from what was built" if r.drift_cause == "both" else "")
+    if r.drift_cause == "unknown":
+        return "it differed from the lock (no fingerprint says what it was built from)"
+    return "it had drifted from the lock"
+
+
 def print_created(result: Any) -> None:
     """The summary line of a create (what was built, from which lock, with which backend), then the check of
     the new environment when one ran."""
@@ -103,6 +123,6 @@ def print_created(result: Any) -> None:
                            f"{redact(str(r.lockfile))} with {r.backend} in {r.seconds:.1f} s; "
                            f"fingerprint {r.fingerprint.digest[:12]}")
         if r.drift:
-            render.print_plain(render.out, f"  it had drifted from the lock: {redact(summarise_drift(r.drift))}")
+            render.print_plain(render.out, f"  {_why_replaced(r)}: {redact(summarise_drift(r.drift))}")
     if r.check is not None:
         render.print_findings(r.check.findings, title=f"envguard check {shown}")

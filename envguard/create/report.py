@@ -98,6 +98,10 @@ class CreateResult:
     check: Any = None  # envguard.check.CheckReport when the command layer checked the new environment
     seconds: float = 0.0  # lock to environment in place, without the check
     drift: list[str] = field(default_factory=list)  # how the environment it replaced differed from the lock
+    # why it differed (envguard.create.drift.cause): "drifted", "lock" (the lock moved since it was built),
+    # "both" or "unknown"; and the lock its fingerprint says it was built from
+    drift_cause: str = ""
+    built_from: str | None = None
 
     @property
     def exit_code(self) -> int:

@@ -133,8 +133,13 @@ def plan(lockfile: Path, *, update: Sequence[str] = (), update_all: bool = False
         known = {canonical(e.name) for e in old.packages} | {canonical(n) for n in requested}
         unknown = [n for n in names if n not in known]
         if unknown:
+            import difflib
+            import shlex
+
+            near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+            why = shlex.join(["envguard", "why", near[0], "--lockfile", str(lockfile)]) if near else ""
             raise UserError(f"--update {unknown[0]}: no such package in the lock or the spec", file=str(lockfile),
-                            key="--update", fix="name a package the lock or the spec holds (`envguard why NAME` "
-                            "shows a locked one)")
+                            key="--update", fix="name a package the lock or the spec holds"
+                            + (f": {near[0]}? (`{why}` shows where it comes from)" if near else ""))
     mode = MODE_UPDATE_ALL if update_all else MODE_UPDATE if names else MODE_MINIMAL
     return RelockPlan(mode, old, names, old_cuda=old.cuda)
