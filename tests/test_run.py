@@ -320,3 +320,19 @@ def test_what_an_activate_script_prints_goes_to_stderr(tmp_path: Path) -> None:
                         cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "1\n" and "hello from activate.d" in proc.stderr
+
+
+@pytest.mark.slow
+def test_the_dockerfile_entrypoint_runs_the_command_activated_as_written(tmp_path: Path, channel: str) -> None:
+    """examples/docker/Dockerfile's ENTRYPOINT, run as docker runs its exec form (no shell), with /opt/env
+    being a real environment and a command given as `docker run IMAGE COMMAND` gives it."""
+    text = (Path(__file__).resolve().parents[1] / "examples" / "docker" / "Dockerfile").read_text()
+    entry = next(json.loads(ln[len("ENTRYPOINT"):]) for ln in text.splitlines() if ln.startswith("ENTRYPOINT "))
+    work, env = tmp_path / "work", tmp_path / "env"
+    _project(work, channel)
+    assert _run("create", "-p", str(env), "--no-check", cwd=work).returncode == 0
+    assert entry[0] == "envguard"
+    argv = [*ENVGUARD, *[str(env) if a == "/opt/env" else a for a in entry[1:]], PY, "-c", DUMP]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=work, timeout=300)
+    seen = _dump(proc)
+    assert seen["CONDA_PREFIX"] == str(env) and seen["EGACT_VAR"] == "on" and proc.stderr == ""
