@@ -225,6 +225,9 @@ def test_a_stale_environment_is_synced_and_refused_with_locked(tmp_path: Path, c
 
     as_is = _dump(_run("run", "--no-sync", "-p", str(env), "--", PY, "-c", DUMP, cwd=work))
     assert "EGEXTRA" not in as_is
+    frozen = _run("run", "--frozen", "-p", str(env), "--", PY, "-c", DUMP, cwd=work)  # the lock as it is: in sync
+    assert "EGEXTRA" not in _dump(frozen) and frozen.stderr == ""
+    assert (work / "conda-lock.yml").read_bytes() == lock_before
 
     synced = _run("run", "-p", str(env), "--", PY, "-c", DUMP, cwd=work)
     assert _dump(synced)["EGEXTRA"] == "1"
@@ -336,3 +339,18 @@ def test_the_dockerfile_entrypoint_runs_the_command_activated_as_written(tmp_pat
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=work, timeout=300)
     seen = _dump(proc)
     assert seen["CONDA_PREFIX"] == str(env) and seen["EGACT_VAR"] == "on" and proc.stderr == ""
+
+
+def test_with_nothing_to_run_in_run_names_the_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str], no_exec: None) -> None:
+    from envguard.cli import run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    assert run(["run", "--", "true"]) == 2
+    assert "-p/--prefix" in capsys.readouterr().err
+    # a new path and no environment.yml to build it from
+    assert run(["run", "-p", str(tmp_path / "new"), "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "no environment.yml here" in err and "envguard create -p" in err
+    assert not (tmp_path / "new").exists()
