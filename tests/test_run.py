@@ -346,7 +346,8 @@ def test_with_nothing_to_run_in_run_names_the_flags(tmp_path: Path, monkeypatch:
     from envguard.cli import run
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    for var in ("CONDA_PREFIX", "VIRTUAL_ENV"):
+        monkeypatch.delenv(var, raising=False)
     assert run(["run", "--", "true"]) == 2
     assert "-p/--prefix" in capsys.readouterr().err
     # a new path and no environment.yml to build it from
