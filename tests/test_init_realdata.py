@@ -224,16 +224,18 @@ def test_not_in_the_sample_is_told_apart_from_lacking(realdata_channel, realdata
     """The data says conda-forge builds these; the sample holds no solution for them. init writes them; a failed
     solve against the sample is then "not in the sample", which the channel itself shows."""
     covered = _covered(realdata_environments)
-    cases = [("3.11", "2.13", "12.9", ["linux-64"]),  # no 2.13 record at all in the sample
-             ("3.11", "2.12", "12.8", ["win-64"])]  # the win-64 cuda128 build, but only beside 12.9 libraries
-    for py, line, cuda, plats in cases:
+    # no 2.13 record at all in the sample: the spec's line asks for what the channel lacks (exit 2, the line and
+    # the versions it has); the win-64 cuda128 build exists, but only beside 12.9 libraries: a conflict (exit 6)
+    cases = [("3.11", "2.13", "12.9", ["linux-64"], UserError, "no pytorch 2.13.* for linux-64"),
+             ("3.11", "2.12", "12.8", ["win-64"], BackendError, "cannot solve")]
+    for py, line, cuda, plats, error, words in cases:
         assert not any(p in covered.get((py, line, cuda), set()) for p in plats)
         out = tmp_path / line / "environment.yml"
         init(python=py, torch=line, cuda=cuda, platforms=plats, output=out)
         _use_channel(out, realdata_channel.url)
-        with pytest.raises(BackendError) as e:
+        with pytest.raises(error) as e:
             lock([out])
-        assert "cannot solve" in e.value.message
+        assert words in e.value.message
     assert realdata_channel.find("pytorch", version="2.13.*") == []
 
 
