@@ -30,7 +30,9 @@ class NotRunnable(UserError):
 
 
 def _restore_signals() -> None:
-    for name in ("SIGPIPE", "SIGXFSZ", "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"):
+    """Python's own changes undone, nothing else: SIGINT and SIGTERM, which envguard handles, are reset by
+    ``exec`` itself, and a signal the caller ignored (SIGHUP under ``nohup``) stays ignored for the command."""
+    for name in ("SIGPIPE", "SIGXFSZ"):
         sig = getattr(signal, name, None)
         if sig is not None:
             signal.signal(sig, signal.SIG_DFL)
