@@ -195,3 +195,20 @@ def test_commands_assembled_from_paths_parse(where: str) -> None:
                                                 str(prefix)))
     assert shlex.split(command) == ["envguard", "create", "-p", str(prefix), "--force"]
     assert why_not(command, group) is None
+
+
+def test_a_mistyped_update_name_offers_the_nearest_locked_one_as_a_command_that_runs(realworld: Path, capsys) -> None:
+    """`lock --update numpyy`: the fix was "`envguard why NAME`"; now the nearest locked name, as a command that
+    answers as written."""
+    from envguard import cli
+    from envguard.errors import UserError
+    from envguard.lock import relock
+
+    lock = realworld / "conda-lock" / "01-ai__Yi__conda-lock.yml"
+    with pytest.raises(UserError) as e:
+        relock.plan(lock, update=["numpyy"])
+    [command] = catalog.commands(e.value.fix or "")
+    assert shlex.split(command) == ["envguard", "why", "numpy", "--lockfile", str(lock)], command
+    assert why_not(command) is None
+    capsys.readouterr()
+    assert cli.run(shlex.split(command)[1:]) == 0, capsys.readouterr().err

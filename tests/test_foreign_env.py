@@ -182,3 +182,21 @@ def test_checks_fix_for_a_conda_environment_says_force_and_runs_as_written(small
     code, out, _ = run_cli(capsys, "check", "-p", str(prefix), "--lockfile", str(small["ab"]), "--no-smoke",
                            "--format", "json")
     assert code == 0 and installed(prefix) == {"egsmall-a", "egsmall-b"}, out
+
+
+def test_an_exported_conda_environment_is_left_as_it_is_by_create_of_its_own_lock(small: dict[str, Path],
+                                                                                 tmp_path: Path, capsys) -> None:
+    """export adopts an environment that works: a create of the lock it wrote, at that same prefix, finds it
+    already exactly the lock (`unchanged`) and writes nothing into it; after the spec moves on, the sync
+    that would replace it asks for --force."""
+    prefix = conda_made(tmp_path / "env", small["a"], small["channel"], capsys)
+    out = tmp_path / "exported"
+    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "-o", str(out), "--no-index")
+    assert code in (0, 1) and (out / "conda-lock.yml").is_file(), err
+    before = tree_state(prefix)
+    code, stdout, err = run_cli(capsys, "create", "-p", str(prefix), "--lockfile", str(out / "conda-lock.yml"),
+                                "--no-check")
+    assert code == 0 and stdout.startswith("unchanged:"), stdout + err
+    assert tree_state(prefix) == before and foreign_env(prefix) is not None
+    code, _, err = run_cli(capsys, "create", "-p", str(prefix), "--lockfile", str(small["ab"]), "--no-check")
+    assert code == 2 and "--force" in err and tree_state(prefix) == before, err
