@@ -361,12 +361,15 @@ def test_with_nothing_to_run_in_run_names_the_flags(tmp_path: Path, monkeypatch:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the kernel's SigIgn mask (Linux)")
 def test_the_command_gets_the_signal_dispositions_a_shell_would_give_it(tmp_path: Path) -> None:
     """SIGPIPE back at its default (Python ignores it for itself, and an ignored signal stays ignored across
-    exec), SIGHUP still ignored under nohup: the command's own mask, read by grep (no Python in between)."""
+    exec), SIGHUP still ignored under nohup and SIGINT for a script's `&` (envguard handles SIGINT itself
+    meanwhile): the command's own mask, read by grep (no Python in between)."""
     prefix = _bare_prefix(tmp_path / "env", {})
     out = tmp_path / "mask"
-    line = (f"{' '.join(ENVGUARD)} run --no-sync -p {prefix} -- grep SigIgn /proc/self/status > {out}")
+    # `&` in a script: bash starts envguard with SIGINT ignored, and so must the command be
+    line = (f"{' '.join(ENVGUARD)} run --no-sync -p {prefix} -- grep SigIgn /proc/self/status > {out} & wait")
     proc = subprocess.run(["nohup", "bash", "-c", line], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     ignored = int(out.read_text().split()[1], 16)
     assert not ignored & (1 << (signal.SIGPIPE - 1)), hex(ignored)
     assert ignored & (1 << (signal.SIGHUP - 1)), hex(ignored)
+    assert ignored & (1 << (signal.SIGINT - 1)), hex(ignored)

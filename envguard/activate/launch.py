@@ -30,12 +30,17 @@ class NotRunnable(UserError):
 
 
 def _restore_signals() -> None:
-    """Python's own changes undone, nothing else: SIGINT and SIGTERM, which envguard handles, are reset by
-    ``exec`` itself, and a signal the caller ignored (SIGHUP under ``nohup``) stays ignored for the command."""
+    """The dispositions envguard was started with: Python's own changes undone (SIGPIPE, SIGXFSZ), a signal
+    the caller ignored ignored again (SIGINT of a script's ``cmd &``, SIGHUP under ``nohup``: envguard's
+    handlers replaced them); the other handled signals are reset by ``exec`` itself."""
+    from envguard import SIGNALS_IGNORED_AT_START
+
     for name in ("SIGPIPE", "SIGXFSZ"):
         sig = getattr(signal, name, None)
         if sig is not None:
             signal.signal(sig, signal.SIG_DFL)
+    for sig in SIGNALS_IGNORED_AT_START:
+        signal.signal(sig, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
