@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +77,58 @@ def _dump_json(data: Any) -> str:
     return json.dumps(data).replace(f'"{TIMESTAMP}"', '"2024-01-01"')
 
 
+def _dep_name(spec: str) -> str:
+    return re.split(r"[\s=<>!~\[]", spec.strip(), maxsplit=1)[0]
+
+
+def _needs_python(locator: str) -> bool:
+    """A pip record, or a noarch: python one (conda-build's pyh... or py_N build string)."""
+    if not locator.endswith((".conda", ".tar.bz2")):
+        return True
+    return re.search(r"/noarch/[^/]*-py(h[0-9a-f]*)?_\d+\.(conda|tar\.bz2)$", locator) is not None
+
+
+def _is_python(locator: str) -> bool:
+    return re.search(r"/python-\d[^/]*\.(conda|tar\.bz2)$", locator) is not None
+
+
+# A trimmed lock stays whole (envguard.lockwhole; else every command reading it stops at exit 3): the python
+# record joins the first records when one of them needs it, and each record keeps only the dependencies that
+# the records kept beside it satisfy.
+
+
 def _trim_conda_lock(data: dict[str, Any]) -> dict[str, Any]:
-    data["package"] = data["package"][:KEEP]
+    full, kept = data["package"], data["package"][:KEEP]
+    for plat in dict.fromkeys(p["platform"] for p in kept):
+        if any(_needs_python(p["url"]) for p in kept if p["platform"] == plat):
+            kept += [p for p in full[KEEP:] if p["platform"] == plat and _is_python(p["url"])][:1]
+    names = {(p["platform"], p["name"]) for p in kept}
+    for p in kept:
+        p["dependencies"] = {k: v for k, v in (p.get("dependencies") or {}).items()
+                             if k.startswith("__") or (p["platform"], k) in names}
+    data["package"] = kept
     return data
 
 
 def _trim_pixi(data: dict[str, Any]) -> dict[str, Any]:
     kept: set[str] = set()
+    names_of: dict[str, list[set[str]]] = {}  # a kept package's locator -> the names kept beside it, per list
     for env in data.get("environments", {}).values():
         for platform, entries in env.get("packages", {}).items():
-            env["packages"][platform] = entries[:KEEP]
-            kept.update(v for e in entries[:KEEP] for v in e.values() if isinstance(v, str))
+            head = entries[:KEEP]
+            if any(_needs_python(v) for e in head for v in e.values() if isinstance(v, str)):
+                head += [e for e in entries[KEEP:] if any(isinstance(v, str) and _is_python(v) for v in e.values())][:1]
+            env["packages"][platform] = head
+            locators = [v for e in head for v in e.values() if isinstance(v, str)]
+            names = {loc.rsplit("/", 1)[-1].rsplit("-", 2)[0] for loc in locators}
+            kept.update(locators)
+            for loc in locators:
+                names_of.setdefault(loc, []).append(names)
     data["packages"] = [p for p in data["packages"] if (p.get("conda") or p.get("pypi")) in kept]
+    for p in data["packages"]:
+        allowed = set.intersection(*names_of.get(p.get("conda") or p.get("pypi"), [set()]))
+        if isinstance(p.get("depends"), list):
+            p["depends"] = [d for d in p["depends"] if d.startswith("__") or _dep_name(d) in allowed]
     return data
 
 

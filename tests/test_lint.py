@@ -106,7 +106,7 @@ def test_python_unsupported_and_legacy() -> None:
           - python=3.12
           - pytorch=2.13.*=cpu*
         """), "EG102")
-    assert new.severity is Severity.WARNING
+    assert new.severity is Severity.INFO and "the file is valid" in new.message  # #39: a newer Python fails nothing
     legacy = _one(_lint("""
         channels: [conda-forge]
         dependencies:
@@ -643,6 +643,7 @@ def test_cli_lints_lock_beside_environment(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     (tmp_path / "environment.yml").write_text(textwrap.dedent(GOOD).lstrip(), encoding="utf-8")
     _lock(tmp_path, _entry("pytorch", "2.7.1", f"{CF}/linux-64/pytorch-2.7.1-cpu_generic_py311h0_0.conda"),
+          _entry("python", "3.11.9", f"{CF}/linux-64/python-3.11.9-hb806964_0_cpython.conda"),  # pip's interpreter
           _entry("torch", "2.7.1", "https://files.pythonhosted.org/torch-2.7.1-cp311-cp311-linux_x86_64.whl",
                  manager="pip"))
     assert cli.run(["lint", "--format", "json"]) == 1

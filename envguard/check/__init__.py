@@ -165,7 +165,12 @@ def _lock_packages(lockfile: Path, platform: str) -> tuple[list[Package] | None,
     except PlatformNotLocked as e:
         return None, [Finding("EG513", Severity.ERROR, e.message, _relock_for(lockfile, platform),
                               file=str(lockfile))]
-    return desc.packages_for(platform), []
+    from envguard import lockwhole  # EG518: a lock that is not whole, on any platform (lint's EG159, exit 3)
+
+    holes = lockwhole.of_file(str(lockfile), desc)
+    return desc.packages_for(platform), [Finding("EG518", Severity.ERROR, f"the lock is not whole: "
+                                                 f"{lockwhole.summary(holes)}", lockwhole.FIX,
+                                                 file=str(lockfile))] if holes else []
 
 
 def _recorded_lock_findings(choice: Any, target: Path) -> list[Finding]:

@@ -14,9 +14,9 @@ from envguard.model import Package
 from envguard.prefix import FileProblem
 from envguard.redact import shorten
 
-# Codes whose findings mean the prefix no longer matches its own records:
-# exit code 3 instead of 1 (README, exit codes).
-INTEGRITY_CODES = frozenset({"EG514", "EG530", "EG531", "EG532", "EG533", "EG534", "EG535", "EG536", "EG537",
+# Codes whose findings mean the prefix no longer matches its own records, or the lock is not whole (EG518,
+# envguard.lockwhole): exit code 3 instead of 1 (README, exit codes).
+INTEGRITY_CODES = frozenset({"EG514", "EG518", "EG530", "EG531", "EG532", "EG533", "EG534", "EG535", "EG536", "EG537",
                              "EG538", "EG539"})
 MAX_FILES_PER_FINDING = 5
 

@@ -90,9 +90,11 @@ def lock_cmd(
         require_lock(lockfile, accept={"conda-lock"}, unknown_ok=True)
     # (what a lock may be written over, --lockfile or the default, envguard.lock.lock decides before its solve)
     if check:
-        from envguard.lock import check_fresh
+        from envguard.lock import check_fresh, check_whole, default_files, default_lockfile
 
         fresh = check_fresh(files or None, lockfile, platforms=platforms or None, cuda=cuda_opt)
+        # fresh or stale, a lock that is not whole is an integrity failure (exit 3): the hash covers the spec only
+        check_whole(default_lockfile(default_files(files or None), lockfile), fresh=fresh.fresh)
         if fresh.fresh:
             render.out.print(fresh.message, markup=False)
             raise typer.Exit(int(ExitCode.OK))

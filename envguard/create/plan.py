@@ -139,9 +139,10 @@ def read_plan(lockfile: Path, platform: str) -> LockPlan:
     """The host platform's conda artifacts and pip packages from a conda-lock file."""
     import hashlib
 
-    from envguard.lock import host_records, pip_records, read_lock
+    from envguard.lock import host_records, pip_records, read_lock, require_whole
 
     lock = read_lock(lockfile)  # size-limited, regular files only: then the hash of the same file
+    require_whole(lock)  # every platform's records need only what the lock holds: else exit 3, nothing fetched
     digest = hashlib.sha256(lockfile.read_bytes()).hexdigest()  # the lock's identity, for the fingerprint
     if platform not in lock.platforms:
         raise StaleLockError(f"{lockfile}: the lock has no packages for this machine's platform {platform} "

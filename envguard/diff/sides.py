@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from envguard import lockwhole
 from envguard.diff import DiffResult, PlatformDiff, Side, diff_packages, diff_requested, spec_vs_lock
 from envguard.errors import EnvguardError, UserError
 from envguard.redact import redact
@@ -26,7 +27,7 @@ def _load_side(label: str, args: SideArgs) -> Description:
     shown = redact(args.spec)
     try:
         # several pixi environments, none named: start at the first; compare() then reads every one
-        return load(args.spec, kind=args.kind, environment=args.environment, first_environment=True)
+        side = load(args.spec, kind=args.kind, environment=args.environment, first_environment=True)
     except EnvguardError as e:
         msg = e.message
         raise UserError(f"side {label}: {msg}" if shown in msg else f"side {label} ({shown}): {msg}") from None
@@ -34,6 +35,10 @@ def _load_side(label: str, args: SideArgs) -> Description:
         # A structurally odd file that got past the readers' checks: still the input's fault.
         raise UserError(f"side {label} ({shown}): cannot read it as {args.kind or 'detected kind'}: "
                         f"{type(e).__name__}: {e}",) from None
+    holes = lockwhole.of_description(side)[0]
+    if holes:  # a lock that is not whole describes no environment anyone solved: exit 3, as every command says
+        raise lockwhole.error(f"side {label} ({side.path})", holes)
+    return side
 
 
 def _known(d: Description) -> list[str]:

@@ -11,6 +11,7 @@ per pixi environment):
 * EG153: a pre-release (nightly) torch;
 * EG154: pytorch from the ``pytorch`` channel beside mkl >= 2024.1;
 * EG155: a literal credential (userinfo, ``/t/<token>``) in a URL of the lock;
+* EG159: a record needs what the lock does not hold on its platform (envguard.lockwhole);
 * EG130: a channel the lock lists that nothing is locked from;
 * the mixing rules of :mod:`envguard.mixing` on the locked records: EG113 (anaconda's defaults with
   conda-forge), EG156 (mkl and its OpenMP runtime from the two), EG157 (CUDA lines mixed across conda
@@ -259,6 +260,32 @@ def _build_line_rule(g: _Group, col: _Collector, torch: Package) -> None:
             f"{rel.version} {built}", fix, g.label, torch)
 
 
+def _whole_findings(groups: list[_Group], col: _Collector, strict: bool) -> list[Finding]:
+    """EG159, one finding for the whole file: records that need what the lock does not hold on their platform
+    (envguard.lockwhole, the judgement behind every other command's exit 3). A version or build that is there
+    but not allowed is a warning in a lock conda-lock wrote (``strict`` False): the dependencies it recorded
+    may be older than its solve's."""
+    from envguard import lockwhole
+
+    judge = lockwhole.new_judge()  # one rattler MatchSpec per dependency string, over every platform
+    found = [h for g in groups for h in lockwhole.holes_in(g.label, g.packages, judge)]
+    failed = lockwhole.failures(found, versions=strict)
+    soft = [h for h in found if not (strict or h.absent)]
+    out = []
+    for holes, severity, text, fix in (
+            (failed, Severity.ERROR, "the lock is not whole: {}", lockwhole.FIX),
+            (soft, Severity.WARNING, "{}: conda-lock records the dependencies of a package conda linked from its "
+             "cache as that cache had them, which a repodata patch may have changed since",
+             "re-lock (`envguard lock` or `conda-lock lock`) so that the lock's dependencies are its solve's")):
+        if holes:
+            first = holes[0]
+            record = next((p for g in groups if g.label == first.platform for p in g.packages
+                           if p.name == first.package), None)
+            out.append(Finding("EG159", severity, redact(text.format(lockwhole.summary(holes))), fix, col.shown,
+                               col.line_of(record), first.package))
+    return out
+
+
 def _mixing_rules(g: _Group, col: _Collector) -> None:
     from envguard.lint import MIX_CODES
     from envguard.mixing import mixing
@@ -322,7 +349,8 @@ def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
     unlisted: dict[str, dict[str, Any]] = {}
     listed: dict[str, list[Package | None]] = {}
     used: set[str] = set()
-    for g in _groups(kind, shown, text, data):
+    groups = _groups(kind, shown, text, data)
+    for g in groups:
         _cuda_rules(g, col, runtime)
         _pip_conda_rules(g, col)
         _channel_rules(g, unlisted)
@@ -331,7 +359,14 @@ def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
         _mixing_rules(g, col)
     _report_unlisted(unlisted, col)
     _report_unused(listed, used, col)
-    return col.findings() + _credential_rule(shown, text)
+    whole: list[Finding] = []
+    if kind != "explicit":  # an explicit file records no dependencies
+        from envguard.lockwhole import judges_versions
+
+        meta = data.get("metadata") if kind == "conda-lock" and isinstance(data, dict) else None
+        strict = judges_versions(kind, meta.get("custom_metadata") if isinstance(meta, dict) else None)
+        whole = _whole_findings(groups, col, strict)
+    return whole + col.findings() + _credential_rule(shown, text)
 
 
 __all__ = ["credential_finding", "credential_lines", "cuda_line_of_build", "lint_lock"]

@@ -64,6 +64,8 @@ _RULE_LIST = [
     Rule("EG157", "cuda-lines-mixed", E, "CUDA packages of two major lines (conda and pip, or within conda)", "any"),
     Rule("EG158", "torch-from-two-managers", E, "torch from conda and from pip: pip's copy is the one imported",
          "any"),
+    Rule("EG159", "lock-not-whole", E, "a locked record needs a package the lock does not hold on its platform "
+         "(a warning for a version conda-lock recorded)", "lock"),
 ]
 _RULE_LIST += [Rule(code, name, Severity(sev), summary, applies) for code, name, sev, summary, applies in PROJECT_RULES]
 # envguard.mixing's rules, as lint codes

@@ -33,6 +33,9 @@ from envguard.lock.lockfile import (
     input_digest,
     read_metadata,
 )
+from envguard.lock.lockfile import (  # a lock is whole (envguard.lockwhole): lock --check and create ask
+    check_whole as check_whole,
+)
 from envguard.lock.lockfile import (
     host_records as host_records,
 )
@@ -41,6 +44,9 @@ from envguard.lock.lockfile import (
 )
 from envguard.lock.lockfile import (
     read_lock as read_lock,
+)
+from envguard.lock.lockfile import (
+    require_whole as require_whole,
 )
 from envguard.redact import redact
 from envguard.yamlio import load_fast, read_bytes

@@ -253,6 +253,30 @@ def pip_records(lock: Lock, platform: str) -> list[LockEntry]:
     return [p for p in lock.packages if p.platform == platform and p.manager == "pip"]
 
 
+def require_whole(lock: Lock) -> None:
+    """IntegrityError (exit 3) when a record of the lock needs what the lock does not hold on its platform:
+    the one judgement of envguard.lockwhole, for `lock --check` and create."""
+    from envguard import lockwhole
+
+    lockwhole.require_whole(str(lock.path), lockwhole.by_platform(lock.packages),
+                            versions=lockwhole.judges_versions("conda-lock", lock.custom_metadata))
+
+
+def check_whole(path: Path, *, fresh: bool) -> None:
+    """`lock --check`'s second question, once the metadata is judged: is the lock whole (exit 3 when not)?
+    The content hash covers the spec, not the package list, so a lock cut short is "fresh". A package list
+    that cannot be read is bad input (exit 2) where the metadata said fresh; a stale verdict stands as it is."""
+    if not path.is_file():
+        return
+    try:
+        lock = read_lock(path)
+    except UserError:
+        if fresh:
+            raise
+        return
+    require_whole(lock)
+
+
 _TOP_KEY = re.compile(r"^[^\s#][^:]*:", re.M)
 
 

@@ -84,6 +84,8 @@ class Description:
     # a lock's mirrors: a package channel URL -> the listed channel it serves (envguard.condaconfig's
     # lock_channel_names), already applied to ``packages``; diff and check apply it to the other side too
     channel_names: dict[str, str] = field(default_factory=dict)
+    # a conda-lock file's metadata.custom_metadata: whether envguard wrote it (envguard.lockwhole.judges_versions)
+    custom_metadata: dict[str, str] = field(default_factory=dict)
 
     @property
     def platforms(self) -> list[str | None]:

@@ -150,8 +150,10 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None,
     names = _mirrored_channels(meta, by_platform)
     if names:
         by_platform = {p: named_channels(pk, names) for p, pk in by_platform.items()}
+    custom = meta.get("custom_metadata")
     return Description(kind="conda-lock", path=shown, packages=by_platform,
-                       declared_platforms=tuple(declared), notes=notes, channel_names=names)
+                       declared_platforms=tuple(declared), notes=notes, channel_names=names,
+                       custom_metadata={str(k): str(v) for k, v in custom.items()} if isinstance(custom, dict) else {})
 
 
 def _mirrored_channels(meta: dict[str, Any], by_platform: dict[str | None, list[Package]]) -> dict[str, str]:
