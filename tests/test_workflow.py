@@ -91,6 +91,9 @@ def test_readme_workflow_runs_as_written(tmp_path: Path, standard_channel) -> No
     assert lines[0].startswith("envguard init") and any(ln.startswith("envguard create") for ln in lines)
     proj = tmp_path / "demo"
     proj.mkdir()
+    # the user's own training script, which README's last line runs in the environment
+    (proj / "train.py").write_text("import os, torch\nprint('trained with', torch.__version__, 'in', "
+                                   "os.environ['CONDA_PREFIX'])\n")
     outputs: dict[str, subprocess.CompletedProcess[str]] = {}
     for line in lines:
         proc = sh(line, proj)
@@ -111,7 +114,10 @@ def test_readme_workflow_runs_as_written(tmp_path: Path, standard_channel) -> No
     assert "0 errors" in check.stdout
     diff = next(p for ln, p in outputs.items() if ln.startswith("envguard diff"))
     assert "no differences" in diff.stdout and str(prefix) in diff.stdout
-    assert sorted(os.listdir(proj)) == ["conda-lock.yml", "environment.yml"]  # nothing else left in the project
+    run = next(p for ln, p in outputs.items() if ln.startswith("envguard run"))
+    assert run.stdout.startswith("trained with 2.13") and run.stdout.rstrip().endswith(str(prefix)), run.stdout
+    # nothing else left in the project
+    assert sorted(os.listdir(proj)) == ["conda-lock.yml", "environment.yml", "train.py"]
 
 
 def test_readme_colleagues_lock_runs_as_written(tmp_path: Path, channel_url: str) -> None:
