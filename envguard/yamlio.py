@@ -11,6 +11,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,10 +26,35 @@ if TYPE_CHECKING:
 # without it (envguard.lock.lockscan).
 
 
+@lru_cache(maxsize=1)
 def _fast_loader() -> type:
+    """PyYAML's safe C loader (SafeLoader where PyYAML was built without libyaml), whose scalar types refuse a
+    value they cannot read as a YAML error with its position: an explicit tag on a value of another type
+    (``!!timestamp x``, ``!!int ""``, ``!!bool maybe``) made PyYAML's own constructors fail with
+    AttributeError, IndexError or KeyError, an internal error (issue #38 point 6)."""
     import yaml
 
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # SafeLoader: PyYAML built without libyaml
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    def guarded(tag: str, construct: Any) -> Any:
+        def construct_scalar_of_type(loader: Any, node: Any) -> Any:
+            try:
+                return construct(loader, node)
+            except (ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError) as e:
+                what = " ".join(str(node.value).split()) if isinstance(node.value, str) else "this node"
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{shorten(what, 40)!r} is not a valid {tag.rsplit(':', 1)[-1]} value"
+                    + (f" ({shorten(str(e).split(':')[0], 80)})" if isinstance(e, ValueError) else ""),
+                    node.start_mark) from None
+        return construct_scalar_of_type
+
+    class GuardedLoader(base):  # type: ignore[misc,valid-type]
+        pass
+
+    for name in ("bool", "int", "float", "timestamp"):
+        tag = f"tag:yaml.org,2002:{name}"
+        GuardedLoader.add_constructor(tag, guarded(tag, base.yaml_constructors[tag]))
+    return GuardedLoader
 
 
 def __getattr__(name: str) -> Any:
@@ -46,6 +72,24 @@ def _raise_yaml_error(path: str | Path, e: yaml.YAMLError) -> None:
         line=(mark.line + 1) if mark else None,
         column=(mark.column + 1) if mark else None,
         fix="correct the YAML syntax at that position",
+    ) from None
+
+
+# conda-build's meta.yaml style: Jinja statements and expressions, which neither conda nor conda-lock renders
+_JINJA = re.compile(r"\{%.*?%\}|\{\{.*?\}\}")
+
+
+def _raise_template_error(path: str | Path, e: yaml.YAMLError) -> None:
+    """YAML that fails where it holds Jinja (``{% set ... %}``, ``{{ version }}``): one message for every reader,
+    naming what the file is."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    raise UserError(
+        "malformed YAML: the file holds Jinja templating (`{% ... %}`, `{{ ... }}`), as a conda-build recipe "
+        "(meta.yaml) does; conda and conda-lock read plain YAML, not templates",
+        file=str(path),
+        line=(mark.line + 1) if mark else None,
+        column=(mark.column + 1) if mark else None,
+        fix="pass an environment file or a lock file; a recipe is conda-build's to render",
     ) from None
 
 
@@ -281,6 +325,8 @@ def load_fast(path: str | Path, text: str | None = None, loader: type | None = N
     try:
         return yaml.load(text, Loader=loader or _fast_loader())  # a safe loader
     except yaml.YAMLError as e:
+        if _JINJA.search(text):
+            _raise_template_error(path, e)
         _raise_yaml_error(path, e)
     except (ValueError, RecursionError) as e:
         _raise_value_error(path, e)

@@ -302,6 +302,8 @@ def _plain(value: str) -> Any:
         return None
     if value[0] in "-+.0123456789<=":
         if _DECIMAL.fullmatch(value):
+            if len(value) > 4000:  # past int()'s digit limit (4300): PyYAML refuses it with its position
+                raise _Unsure
             return int(value)  # "version: 1"
         if _OTHER_TYPES.fullmatch(value):
             raise _Unsure

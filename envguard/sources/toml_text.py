@@ -72,7 +72,15 @@ def toml_reader() -> Any:
 def parse_toml(text: str, shown: str) -> Any:
     """TOML 1.1, as pixi reads it (tomli >= 2.4; the standard library's tomllib reads 1.0 before 3.15)."""
     tomli = toml_reader()
-
+    limit = environment_node_limit()
+    tokens = max(2 * limit, _MIN_TOKENS)
+    if _structure_count(text, tokens) > tokens:
+        # before parsing, in linear time and no more memory than the text: 3 million empty tables (30 MiB)
+        # took tomli past the memory there was, 1.2 million took 8 s and 1.1 GB (issue #38 point 6); under
+        # this count the parse is bounded, and the exact count of values below decides
+        raise UserError(f"TOML document has more than {tokens:,} keys, dotted-key parts, tables and array "
+                        f"items", file=shown, fix=f"pass the right file (real pixi manifests hold a few hundred), "
+                                                  f"or raise {settings.MAX_YAML_NODES.name}")
     try:
         data = tomli.loads(text.lstrip("\ufeff"))
     except tomli.TOMLDecodeError as e:
@@ -85,7 +93,6 @@ def parse_toml(text: str, shown: str) -> Any:
     except RecursionError:  # thousands of nested arrays or inline tables: no manifest nests that deep
         raise UserError("malformed TOML: arrays or tables nested too deeply", file=shown,
                         fix="flatten the nesting (a pixi manifest needs a few levels)") from None
-    limit = environment_node_limit()
     if holds_more_than(data, limit):
         # parsing 32 MiB is seconds; what reads a manifest then works per entry (1.4 million dependencies
         # took lint four minutes and 1.6 GB): refused like an environment.yml of as many nodes
@@ -93,6 +100,30 @@ def parse_toml(text: str, shown: str) -> Any:
                         fix=f"pass the right file (real pixi manifests hold a few hundred), or raise "
                             f"{settings.MAX_YAML_NODES.name}")
     return data
+
+
+# Strings and comments, as TOML 1.1 reads them once escaped backslashes and escaped quotes are gone (below): a
+# multi-line string ends at its first three quotes, with up to two more, and one never closed takes the rest (tomli
+# stops there: nothing after it is built, and the text is scanned once); what they hold is no structure. Only
+# characters are repeated, never a group: a group repeated over a 30 MiB string kept a frame per repetition.
+_STRINGS_AND_COMMENTS = re.compile(r'"""(?:[\s\S]*?"{3,5}|[\s\S]*)|\'\'\'(?:[\s\S]*?\'{3,5}|[\s\S]*)'
+                                   r'|"[^"\n]*"|\'[^\'\n]*\'|#[^\n]*')
+_STRUCTURE = "=[,.{"
+#: below this many the parse is cheap whatever the value limit (a small ENVGUARD_MAX_YAML_NODES keeps its message)
+_MIN_TOKENS = 20_000
+
+
+def _structure_count(text: str, limit: int) -> int:
+    """How many of ``= [ , . {`` stand outside strings and comments (a key, a table or array, an array item or
+    inline-table entry, a dotted-key part, an inline table; a float's dot too), counted exactly only where the
+    plain count passes ``limit`` (0 below it). Every table a parse builds is one of them (a header's ``[``, a
+    dotted part), so the count bounds what tomli would build."""
+    if sum(text.count(c) for c in _STRUCTURE) <= limit:
+        return 0
+    if "\\" in text:  # an escaped backslash, then an escaped quote (what is left of an odd run): neither ends a
+        text = text.replace("\\\\", "").replace('\\"', "")  # string, and a literal string ends at its quote anyway
+    bare = _STRINGS_AND_COMMENTS.sub("", text)
+    return sum(bare.count(c) for c in _STRUCTURE)
 
 
 def holds_more_than(data: Any, limit: int) -> bool:

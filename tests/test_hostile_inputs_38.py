@@ -1,0 +1,176 @@
+"""Issue #38, points 5-9: hostile inputs, the default lock path, signals and the warm cache.
+
+* (6) An explicit YAML tag on a value of another type (``!!timestamp x``, ``!!int ""``, ``!!bool maybe``) in an
+  environment file, a lock or a .condarc, a 5,000-digit integer in a large lock, and a pixi.toml of millions of
+  empty tables: one line naming the file, exit 2, in bounded time and memory; never an internal error.
+* (7) A FIFO where the default conda-lock.yml goes: ``lock`` and ``lock --update`` refuse it at once (exit 2).
+
+Every case runs the real CLI in a subprocess (``python -m envguard``) over real files, FIFOs and signals.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from support.channels import host_platform
+from support.create_fixtures import ENVGUARD
+
+# A spec whose channel does not exist: any solve of it fails (exit 6), so exit 2 proves a refusal before a solve.
+NO_CHANNEL = "file:///nonexistent/envguard-test-channel"
+MEMORY_LIMIT = 1 << 30  # 1 GiB of address space: 1.2 million empty TOML tables took 1.1 GB
+
+
+def _envguard(*args: str, cwd: Path, env: dict[str, str] | None = None, seconds: float = 60,
+              memory: int | None = None) -> subprocess.CompletedProcess[str]:
+    def limit() -> None:
+        if memory:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    proc = subprocess.run([*ENVGUARD, *args], capture_output=True, text=True, cwd=cwd, timeout=seconds,
+                          preexec_fn=limit, env={**os.environ, **(env or {})})
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
+    return proc
+
+
+def _error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def _spec(directory: Path, extra: str = "", channel: str = NO_CHANNEL) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "environment.yml"
+    path.write_text(f"name: t\nchannels:\n  - {channel}\ndependencies:\n  - python=3.12\n"
+                    f"platforms:\n  - linux-64\n{extra}")
+    return path
+
+
+# --------------------------------------------------------------------------- (6) YAML tags, huge integers, TOML
+
+TAGGED = {
+    "timestamp": "!!timestamp notadate",  # PyYAML: AttributeError ('NoneType' ... 'groupdict')
+    "empty int": '!!int ""',  # IndexError
+    "bool": "!!bool maybe",  # KeyError
+    "float": "!!float x",  # ValueError
+    "bad date": "!!timestamp 2001-13-45",  # ValueError from datetime
+}
+
+
+@pytest.mark.parametrize("value", TAGGED.values(), ids=list(TAGGED))
+def test_a_tagged_value_of_another_type_in_an_environment_file_is_one_line_exit_2(tmp_path: Path,
+                                                                                   value: str) -> None:
+    spec = _spec(tmp_path, f"variables:\n  X: {value}\n")
+    for args in (("lint", str(spec)), ("lock", "--check"), ("lock",)):
+        proc = _envguard(*args, cwd=tmp_path)
+        line = _error_line(proc.stderr)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "environment.yml:9:6: malformed YAML:" in line and "is not a valid" in line, (args, line)
+    assert not (tmp_path / "conda-lock.yml").exists()
+
+
+def test_a_tagged_value_in_a_lock_and_a_condarc_is_one_line_exit_2(tmp_path: Path) -> None:
+    _spec(tmp_path)
+    lock = tmp_path / "conda-lock.yml"
+    lock.write_text("version: 1\nmetadata:\n  content_hash:\n    linux-64: !!timestamp abc\n  channels: []\n"
+                    "  platforms: [linux-64]\n  sources: [environment.yml]\npackage: []\n")
+    for args in (("lint", str(lock)), ("why", "python")):
+        proc = _envguard(*args, cwd=tmp_path)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "conda-lock.yml:4:15: malformed YAML: 'abc' is not a valid timestamp value" in _error_line(proc.stderr)
+    proc = _envguard("lock", "--check", cwd=tmp_path)  # a lock that cannot be read is one to make again
+    assert proc.returncode == 4 and "conda-lock.yml:4:15: the lock is not valid YAML" in _error_line(proc.stderr)
+    lock.unlink()
+    condarc = tmp_path / "condarc"
+    condarc.write_text("channel_alias: !!timestamp x\n")
+    proc = _envguard("lock", cwd=tmp_path, env={"CONDARC": str(condarc)})
+    assert proc.returncode == 2 and "condarc" in _error_line(proc.stderr), proc.stderr
+    assert not lock.exists()
+
+
+def _large_lock(n: int, extra: str = "") -> str:
+    """A conda-lock file in conda-lock's own layout (the layout the fast reader takes) of ``n`` packages."""
+    head = ("version: 1\nmetadata:\n  content_hash:\n    linux-64: " + "ab" * 32 + "\n  channels:\n"
+            "  - url: conda-forge\n    used_env_vars: []\n  platforms:\n  - linux-64\n  sources:\n"
+            "  - environment.yml\npackage:\n")
+    entries = []
+    for i in range(n):
+        entries.append(
+            f"- name: pkg{i}\n  version: '1.0'\n  manager: conda\n  platform: linux-64\n  dependencies: {{}}\n"
+            f"  url: https://conda.anaconda.org/conda-forge/noarch/pkg{i}-1.0-0.conda\n"
+            f"  hash:\n    md5: {'0a' * 16}\n    sha256: {'1b' * 32}\n  category: main\n  optional: false\n"
+            + (extra if i == n // 2 else ""))
+    return head + "".join(entries)
+
+
+def test_a_5000_digit_integer_in_a_large_lock_is_exit_2_naming_its_line(tmp_path: Path) -> None:
+    """The fast reader of conda-lock's layout turned a long run of digits into an int itself: past Python's
+    4,300-digit limit that was `internal error: ValueError` in create (a small lock, read by PyYAML, got 2)."""
+    lock = tmp_path / "big-lock.yml"
+    lock.write_text(_large_lock(400, "  size: " + "9" * 5000 + "\n"))
+    line_no = lock.read_text().split("\n  size: ")[0].count("\n") + 2
+    for args in (("create", "-p", str(tmp_path / "env"), "--lockfile", str(lock), "--frozen", "--offline",
+                  "--no-check"), ("lint", str(lock))):
+        proc = _envguard(*args, cwd=tmp_path)
+        assert proc.returncode == 2, (args, proc.stderr)
+        line = _error_line(proc.stderr)
+        assert f"big-lock.yml:{line_no}:9: malformed YAML:" in line and "4300 digits" in line, line
+    assert not (tmp_path / "env").exists()
+
+
+@pytest.mark.slow
+def test_a_pixi_manifest_of_millions_of_empty_tables_is_refused_early_in_bounded_memory(tmp_path: Path) -> None:
+    """3 million empty tables (30 MiB, under the input limit) ended in MemoryError; 1.2 million took 8 s and
+    1.1 GB. The tables are counted before the parse: one line, exit 2, within 1 GiB of address space."""
+    f = tmp_path / "pixi.toml"
+    f.write_text('[workspace]\nname = "x"\nchannels = ["conda-forge"]\nplatforms = ["linux-64"]\n'
+                 + "".join(f"[t{i}]\n" for i in range(3_000_000)))
+    assert f.stat().st_size < 32 << 20
+    started = time.monotonic()
+    proc = _envguard("lint", str(f), cwd=tmp_path, memory=MEMORY_LIMIT)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{f}: TOML document has more than 200,000 keys, dotted-key parts, tables" in _error_line(proc.stderr)
+    assert time.monotonic() - started < 30
+
+
+def test_strings_and_comments_are_no_tables(tmp_path: Path) -> None:
+    """What the early count skips: brackets, commas and dots inside strings (every TOML string form, escapes
+    included) and comments are no structure, so a manifest whose long strings hold many of them is read."""
+    from envguard.sources.toml_text import _structure_count
+
+    text = ('a = """x""""\nb = [1, 2]\nc = \'\'\'y,[\'\'\'\n# ,,, [[x]]\nd = "a\\\\"\ne = "q\\",[" \n'
+            'f = \'C:\\\' \ng = """\\""",[""" \n')
+    assert _structure_count(text, -1) == 9  # a= b=[, c= d= e= f= g=
+    assert _structure_count('a = """' + "[t]\n" * 10, -1) == 1  # an unclosed string: tomli stops there too
+    f = tmp_path / "pixi.toml"
+    f.write_text('[workspace]\nname = "x"\nchannels = ["conda-forge"]\nplatforms = ["linux-64"]\n'
+                 'description = """' + "a, b. [c] {d} = e\n" * 50_000 + '"""\n# ' + ",.[" * 100_000 + "\n")
+    proc = _envguard("lint", str(f), cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+
+
+# --------------------------------------------------------------------------- (7) a FIFO as the default lock
+
+
+@pytest.mark.parametrize("args", [("lock",), ("lock", "--update", "egtool"), ("lock", "--check"),
+                                  ("create", "-p", "env")])
+def test_a_fifo_where_the_default_lock_goes_is_refused_at_once(tmp_path: Path, args: tuple[str, ...],
+                                                              channel_url: str) -> None:
+    """`lock` and `lock --update` solved, then opened the project's conda-lock.yml and waited for a writer
+    forever when it was a FIFO; now every command refuses it before opening it (exit 2, naming what it is).
+    The spec solves (the test channel), so only the FIFO can stop it."""
+    tmp_path.joinpath("environment.yml").write_text(
+        f"name: t\nchannels:\n  - {channel_url}\ndependencies:\n  - egtool\nplatforms:\n  - {host_platform()}\n")
+    fifo = tmp_path / "conda-lock.yml"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    proc = _envguard(*args, cwd=tmp_path, seconds=30)
+    assert time.monotonic() - started < 25
+    assert proc.returncode == 2, (args, proc.stderr)
+    assert "conda-lock.yml" in (line := _error_line(proc.stderr)) and "FIFO (named pipe)" in line, line
+    assert fifo.is_fifo() and not (tmp_path / "env").exists()
