@@ -10,7 +10,9 @@ lock:
   same platform, judged by rattler's own ``MatchSpec.matches`` on that record (name, version and build);
 * a ``noarch: python`` record has a python on its platform (conda-lock does not record the noarch kind: a
   noarch record whose build is conda-build's ``py_N``/``pyh…`` string is one);
-* a ``pip`` record has its interpreter: a python conda record on its platform.
+* a ``pip`` record has its interpreter: a python conda record on its platform, where the platform has conda
+  records at all. A lock of pip records alone describes the packages of an interpreter it does not provide (a
+  virtualenv's, which ``check -p VENV`` judges by it); ``create`` refuses to install one (no python, exit 6).
 
 A dependency whose name nothing on the platform has is always a failure. One whose name is there in a version
 or build the constraint does not allow is a failure where the lock's dependencies are the solve's own
@@ -217,7 +219,7 @@ def holes_in(platform: str, records: Iterable[LockedRecord], judge: _Judge | Non
             out.append(Hole(platform, shown, r.name, dep.strip(), name, found))
         if "python" not in conda and "python" not in names and subdir == "noarch" and build.startswith(_NOARCH_PY):
             out.append(Hole(platform, f"{shown} (noarch: python)", r.name, "python", "python"))
-    if pip and "python" not in conda:
+    if pip and conda and "python" not in conda:  # pip records alone: a virtualenv's (the module doc)
         out += [Hole(platform, f"pip {r.name} {r.version}", r.name, "python", "python") for r in pip]
     return out
 

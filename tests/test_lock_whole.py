@@ -169,6 +169,23 @@ def test_a_conda_lock_version_mismatch_is_a_warning_a_missing_name_an_error(proj
     assert run_cli(capsys, "diff", str(lock), str(lock))[0] == 3
 
 
+def test_pip_records_alone_are_a_virtualenvs_and_whole(project: Path, tmp_path: Path, capsys) -> None:
+    """A lock of pip records alone describes a virtualenv's packages (check -p VENV judges one by it): its
+    interpreter is not the lock's to hold. Beside conda records, the pip records need conda's python."""
+    lock = tmp_path / "conda-lock.yml"
+    head, blocks = _entries((project / "conda-lock.yml").read_text())
+    pip = [b for b in blocks if "\n  manager: pip\n" in b]
+    assert pip
+    lock.write_text(head + "".join(pip))
+    code, out, _ = run_cli(capsys, "lint", str(lock), "--format", "json")
+    assert "EG159" not in out, out
+    assert run_cli(capsys, "diff", str(lock), str(lock))[0] == 0
+    conda_pip = next(b for b in blocks if _name(b) == "pip")  # one conda record (noarch: python), the pip ones
+    lock.write_text(head + conda_pip + "".join(pip))
+    code, out, err = run_cli(capsys, "diff", str(lock), str(lock))
+    assert code == 3 and "needs `python" in err and f"{len(pip)} more packages need python" in err, err
+
+
 def test_pixi_lock_the_same_rule(realworld: Path, tmp_path: Path, capsys) -> None:
     """pixi.lock: the python record of one environment's platform removed from its list (the package itself
     stays, another environment uses it): lint EG159 names that environment, diff exits 3."""
