@@ -1,5 +1,7 @@
 """Issue #38, points 5-9: hostile inputs, the default lock path, signals and the warm cache.
 
+* (5) What a lock, a path or an environment variable holds is shown with its control characters escaped:
+  ``why``'s package names, a $CONDARC path.
 * (6) An explicit YAML tag on a value of another type (``!!timestamp x``, ``!!int ""``, ``!!bool maybe``) in an
   environment file, a lock or a .condarc, a 5,000-digit integer in a large lock, and a pixi.toml of millions of
   empty tables: one line naming the file, exit 2, in bounded time and memory; never an internal error.
@@ -49,6 +51,52 @@ def _spec(directory: Path, extra: str = "", channel: str = NO_CHANNEL) -> Path:
     path.write_text(f"name: t\nchannels:\n  - {channel}\ndependencies:\n  - python=3.12\n"
                     f"platforms:\n  - linux-64\n{extra}")
     return path
+
+
+# --------------------------------------------------------------------------- (5) hostile text is shown escaped
+
+FORGED = "\nnumpy on linux-64: all good\x1b]0;pwned\x07\x1b[2J\u202e"
+FORGED_SHOWN = "\\nnumpy on linux-64: all good\\x1b]0;pwned\\x07\\x1b[2J\\u202e"
+
+
+def _raw_controls(text: str) -> bool:
+    return any(c in text for c in "\x1b\x07\u202e")
+
+
+def test_why_shows_a_hostile_lock_s_package_names_escaped(tmp_path: Path) -> None:
+    """A package name holding a newline and OSC/CSI escapes reached the terminal raw: a forged second line and
+    a cleared screen."""
+    import json
+
+    lock = tmp_path / "lock.yml"
+    entry = ("- name: {name}\n  version: '1.0'\n  manager: conda\n  platform: linux-64\n  dependencies: {deps}\n"
+             "  url: https://conda.anaconda.org/conda-forge/noarch/{file}-1.0-0.conda\n"
+             "  hash:\n    md5: {md5}\n    sha256: {sha}\n  category: main\n  optional: false\n")
+    lock.write_text(
+        "version: 1\nmetadata:\n  content_hash:\n    linux-64: " + "ab" * 32 + "\n  channels:\n  - url: conda-forge\n"
+        "    used_env_vars: []\n  platforms:\n  - linux-64\n  sources:\n  - environment.yml\npackage:\n"
+        + entry.format(name=json.dumps("evil" + FORGED), deps="{numpy: '*'}", file="evil", md5="0a" * 16,
+                       sha="1b" * 32)
+        + entry.format(name="numpy", deps="{}", file="numpy", md5="0b" * 16, sha="1c" * 32))
+    proc = _envguard("why", "numpy", "--lockfile", str(lock), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not _raw_controls(proc.stdout) and [ln for ln in proc.stdout.splitlines() if ln.startswith("numpy on")] == [
+        "numpy on linux-64:"], proc.stdout
+    assert f"top-level evil{FORGED_SHOWN} 1.0 -> numpy 1.0" in proc.stdout, proc.stdout
+
+
+def test_a_condarc_path_with_control_characters_is_shown_escaped(tmp_path: Path) -> None:
+    """$CONDARC is a path from the environment: its newline and escapes reached the terminal raw."""
+    _spec(tmp_path, channel="conda-forge")
+    folder = tmp_path / ("x" + FORGED)
+    folder.mkdir()
+    condarc = folder / "condarc"
+    for text in ("channel_alias: file:///nonexistent/envguard-alias\n", "channel_alias: [a, b]\n"):
+        condarc.write_text(text)
+        proc = _envguard("lock", cwd=tmp_path, env={"CONDARC": str(condarc)})
+        assert proc.returncode in (2, 6), proc.stderr
+        assert not _raw_controls(proc.stderr) and "\nnumpy on" not in proc.stderr, proc.stderr
+        assert f"x{FORGED_SHOWN}/condarc" in proc.stderr, proc.stderr
 
 
 # --------------------------------------------------------------------------- (6) YAML tags, huge integers, TOML

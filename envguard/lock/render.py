@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envguard import render
+from envguard.redact import escape_controls
 from envguard.render import rich_console
 
 if TYPE_CHECKING:
@@ -169,7 +170,9 @@ def why_lines(result: Any) -> list[str]:
     if result.cuda and rank(result.name) < 2:  # the assumption is what picked a CPU or a CUDA build
         lines.append(f"the lock assumed {'no __cuda' if result.cuda == 'none' else '__cuda=' + result.cuda} "
                      "when it was solved (envguard lock --cuda X.Y changes it)")
-    return lines
+    # names, versions and paths come from the lock and the spec as written: a newline or a terminal escape in
+    # a hostile lock's package name must not reach the terminal or forge a line (issue #38 point 5)
+    return [escape_controls(line) for line in lines]
 
 
 def _where(path: Any) -> str:
