@@ -23,8 +23,8 @@ needing ``aws-crt-cpp >=0.26.0,<0.26.1.0a0`` beside aws-crt-cpp 0.25.0, and cond
 
 Not judged: a pip record's own dependencies (PyPI names, which a conda record may provide under another
 name, with markers that depend on the interpreter: pip's resolver judged them when the lock was written), a
-dependency rattler cannot parse (the installer never reads it), and a ``build_number`` constraint (the lock
-records no build number).
+dependency rattler cannot parse (the installer never reads it), and what a dependency asks beyond name, version
+and build (``build_number``, ``track_features``, a channel: the lock records none of them).
 """
 
 from __future__ import annotations
@@ -150,9 +150,11 @@ class _Judge:
             ms: Any = MatchSpec(dep, strict=False)
             if ms.name is None:
                 ms = None
-            elif ms.build_number is not None:  # the lock records no build number: judge the rest
-                ms = MatchSpec(" ".join(str(p) for p in (ms.name.normalized, ms.version, ms.build) if p),
-                               strict=False)
+            else:  # name, version and build only: a lock records no build number, track_features or channel
+                judged = " ".join([ms.name.normalized, *([str(ms.version or "*"), str(ms.build)] if ms.build else
+                                                          [str(ms.version)] if ms.version else [])])
+                if judged != str(ms):
+                    ms = MatchSpec(judged, strict=False)
         except _unreadable():
             ms = None
         self.specs[dep] = ms

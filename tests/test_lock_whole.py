@@ -207,6 +207,31 @@ def test_pixi_lock_the_same_rule(realworld: Path, tmp_path: Path, capsys) -> Non
     assert code == 3 and "not whole" in err, err
 
 
+def test_rattler_judges_name_version_and_build_and_nothing_the_lock_cannot_record() -> None:
+    """The judgement itself, on records as the readers give them: virtual packages aside, python_abi's build
+    matched, a channel prefix, ``track_features`` or ``build_number`` not held against a lock that records none
+    of them; a version or build outside the constraint named with what stands there instead."""
+    from envguard.model import Package
+
+    cf = "https://conda.anaconda.org/conda-forge/linux-64"
+
+    def rec(name: str, version: str, build: str, *deps: str) -> Package:
+        return Package(name=name, version=version, build=build, url=f"{cf}/{name}-{version}-{build}.conda",
+                       platform="linux-64", depends=deps)
+
+    python = rec("python", "3.11.9", "hb806964_0_cpython", "__glibc >=2.17,<3.0.a0")
+    abi = rec("python_abi", "3.11", "5_cp311")
+    numpy = rec("numpy", "1.26.4", "py311h64a7726_0", "python >=3.11,<3.12.0a0", "python_abi 3.11.* *_cp311",
+                "conda-forge::python", "python[track_features=pypy]", "python_abi[build_number='>=9']",
+                "__cuda", "libfoo-unreadable [[[")
+    assert lockwhole.holes([("linux-64", [python, abi, numpy])]) == []
+    wrong = rec("numpy", "1.26.4", "py311h64a7726_0", "python_abi 3.11.* *_cp312", "python >=3.12")
+    found = lockwhole.holes([("linux-64", [python, abi, wrong])])
+    assert [(h.missing, h.found) for h in found] == [("python_abi 3.11.* *_cp312", "python_abi 3.11 5_cp311"),
+                                                     ("python >=3.12", "python 3.11.9 hb806964_0_cpython")]
+    assert lockwhole.failures(found, versions=False) == [] and lockwhole.failures(found, versions=True) == found
+
+
 def test_real_world_locks_are_whole(realworld: Path) -> None:
     """No false alarm: every real conda-lock file and every environment of every real pixi.lock is whole.
     One conda-lock file records libarrow needing aws-crt-cpp >=0.26.0 beside aws-crt-cpp 0.25.0 (dependencies
