@@ -83,6 +83,46 @@ def split_credentials(url: str) -> Split:
     return Split(urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment)), host, user, password, token)
 
 
+def fill_masked(url: str) -> str | None:
+    """A lock's URL whose credential is masked (``***``: envguard never writes one) made usable again here:
+    with the credential of the configured URL (.condarc, ``CONDA_*``, pixi's config: envguard.condaconfig)
+    that, masked, is its prefix; else without the masked part where rattler's authentication file
+    (``RATTLER_AUTH_FILE``, ``~/.rattler/credentials.json``) holds a credential for its host, which rattler's
+    client then sends. None when neither supplies one."""
+    from envguard import condaconfig
+    from envguard.redact import MASK
+
+    for known in condaconfig.load().with_credentials():
+        masked = redact(known).rstrip("/")
+        if url == masked or url.startswith(masked + "/"):
+            return known.rstrip("/") + url[len(masked):]
+    host = split_credentials(url.replace(MASK, "x")).host
+    if host and _rattler_knows(host):
+        parts = urlsplit(url)
+        netloc = parts.netloc.rpartition("@")[2] if parts.netloc.startswith(MASK + "@") else parts.netloc
+        path = parts.path[len("/t/" + MASK):] if parts.path.startswith(f"/t/{MASK}/") else parts.path
+        return urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment))
+    return None
+
+
+def _rattler_knows(host: str) -> bool:
+    """Whether rattler's authentication file holds an entry for ``host`` (exact, or a ``*.domain`` pattern)."""
+    from pathlib import Path
+
+    from envguard.safeio import read_small_text
+
+    path = os.environ.get(AUTH_FILE_ENV) or str(Path.home() / ".rattler" / "credentials.json")
+    text = read_small_text(path, 16 << 20)  # a FIFO named there must not block
+    try:
+        entries = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(entries, dict):
+        return False
+    return any(isinstance(k, str) and (k == host or (k.startswith("*.") and host.endswith(k[1:])))
+               for k in entries)
+
+
 @dataclass
 class Credentials:
     """The credentials taken out of a set of URLs, and a rattler client that sends them."""
@@ -131,6 +171,9 @@ class Credentials:
         used, exactly as before)."""
         if not self and not mirrors:
             return None
+        # A mirror's own credentials (https://user:pw@mirror/...) are sent to that mirror only, as headers
+        # like a channel's: rattler's mirror middleware does not carry a URL's userinfo over to its request.
+        mirrors = {self.strip(k): [self.strip(m) for m in v] for k, v in (mirrors or {}).items()}
         from rattler.networking import (
             AddHeadersMiddleware,
             AuthenticationMiddleware,
@@ -143,12 +186,16 @@ class Credentials:
         )
 
         def middlewares() -> list[Any]:
-            # The authentication middleware first: it leaves a request alone once it carries a header.
-            chain: list[Any] = [RetryMiddleware(3), AuthenticationMiddleware()]
+            # The mirror first, so that the credentials sent are those of the host the request goes to (a
+            # channel's never reach its mirror); then the authentication middleware, before the headers one:
+            # it leaves a request alone once it carries a header. The mirror before the OCI/GCS/S3 handlers:
+            # a mirror may itself be one of those.
+            chain: list[Any] = [RetryMiddleware(3)]
+            if mirrors:
+                chain.append(MirrorMiddleware(mirrors))
+            chain.append(AuthenticationMiddleware())
             if self.basic:
                 chain.append(AddHeadersMiddleware(self._headers))
-            if mirrors:  # before the OCI/GCS/S3 handlers: a mirror may itself be one of those
-                chain.append(MirrorMiddleware(mirrors))
             return chain + [OciMiddleware(), GCSMiddleware(), S3Middleware()]
 
         if not self.tokens:

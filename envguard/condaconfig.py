@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,10 +41,23 @@ LOCK_MIRROR_KEY = "envguard.mirror."
 
 def condarc_paths(env: Mapping[str, str], home: Path) -> list[Path]:
     """The candidate files and ``condarc.d`` directories' YAML files, in conda's order (missing ones too)."""
+    from envguard.condarc import MAX_FILES
+
     def trio(base: Path) -> list[Path]:
         d = base / "condarc.d"
-        extra = sorted(p for p in d.iterdir() if p.suffix in (".yml", ".yaml")) if d.is_dir() else []
-        return [base / ".condarc", base / "condarc", *extra]
+        extra: list[Path] = []
+        if d.is_dir():
+            try:
+                with os.scandir(d) as entries:
+                    for e in entries:  # a directory of a million files: enough to be refused, not all
+                        if e.name.endswith((".yml", ".yaml")) and len(extra) <= MAX_FILES:
+                            extra.append(Path(e.path))
+            except OSError as e:
+                from envguard.errors import UserError
+
+                raise UserError(f"cannot read the directory: {e.strerror or e}", file=_shown(d, home),
+                                fix="make it readable, or move it away: conda reads its files too") from None
+        return [base / ".condarc", base / "condarc", *sorted(extra)]
 
     out = trio(Path("/etc/conda")) + trio(Path("/var/lib/conda"))
     if env.get("CONDA_ROOT"):
@@ -172,6 +184,15 @@ class ChannelSettings:
                                     f"(an absolute folder)")
         return mirrors
 
+    def with_credentials(self) -> list[str]:
+        """The configured URLs that carry a credential (``user:password@``, ``/t/<token>``): what fills in a
+        lock's masked one (envguard.auth.fill_masked), the longest first."""
+        from envguard.redact import has_credentials
+
+        urls = [self.channel_alias, *self.custom_channels.values(), *self.default_channels,
+                *self.mirrors, *(m for v in self.mirrors.values() for m in v)]
+        return sorted({u.strip() for u in urls if "://" in u and has_credentials(u)}, key=len, reverse=True)
+
     def url_for(self, channel: str) -> str:
         """:meth:`resolve`'s URL."""
         return self.resolve(channel).url
@@ -258,36 +279,59 @@ class ChannelSettings:
         return redact("mirror: " + "; ".join(dict.fromkeys(parts))) if parts else ""
 
 
-def _read_yaml(p: Path) -> dict[str, Any] | None:
-    from envguard.errors import UserError
-    from envguard.yamlio import load_fast
-
-    try:  # regular files only, size, nesting and alias limits: a .condarc of "billion laughs" must not hang
-        data = load_fast(p)
-    except (UserError, OSError, ValueError):
-        return None  # conda stops on a broken file; envguard solves as if it were absent, and lint has no say
-    return data if isinstance(data, dict) else None
-
-
-def _read_toml(p: Path) -> dict[str, Any] | None:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:
-        import tomli as tomllib
-    from envguard.safeio import read_small_text
-
-    text = read_small_text(p, 1 << 20)  # pixi's config: a few lines
-    try:
-        return tomllib.loads(text) if text is not None else None
-    except (ValueError, RecursionError):
-        return None
-
-
 def _shown(p: Path, home: Path) -> str:
+    """The path as messages show it (``~/`` for the home directory), control characters escaped."""
+    from envguard.redact import escape_controls
+
     try:
-        return "~/" + str(p.relative_to(home))
+        return escape_controls("~/" + str(p.relative_to(home)))
     except ValueError:
-        return str(p)
+        return escape_controls(str(p))
+
+
+def _exists(p: Path) -> bool:
+    """Whether a configuration file is there to read: a directory is not one (conda skips it); a FIFO or a
+    device is, and is refused when read (envguard.condarc), never waited on or skipped in silence."""
+    import stat
+
+    try:
+        return not stat.S_ISDIR(os.stat(p).st_mode)
+    except OSError:
+        return False  # missing (conda skips it), or a path through a file: nothing configured there
+
+
+#: (path, identity of the file) -> (its checked settings, bytes, nodes): the configuration is read once per
+#: process, however many steps of a command ask (lock reads it for the solve, the records and the message)
+_files: dict[tuple[str, tuple[int, ...]], tuple[dict[str, Any], int, int]] = {}
+
+
+def _read_config(p: Path, where: str, budget: Any, toml: bool) -> dict[str, Any]:
+    """The checked settings of one file (envguard.condarc), refused in one line when it cannot be read;
+    a pixi config as ``{"mirrors": {...}}``."""
+    from envguard import condarc
+
+    key: tuple[str, tuple[int, ...]]
+    try:
+        st = os.stat(p)
+        key = (str(p), (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode))
+    except OSError:
+        key = ("", ())
+    if key in _files:  # charged as if read again: the bounds hold for the files together
+        data, size, nodes = _files[key]
+        budget.files -= 1
+        budget.size -= size
+        condarc.charge(nodes, where, budget)
+        return data
+    size, nodes = budget.size, budget.nodes
+    if toml:
+        raw = condarc.read_pixi_config(p, where, budget)
+        data = {"mirrors": condarc.check_pixi(raw, where, budget) if raw else {}}
+    else:
+        raw = condarc.read_condarc(p, where, budget)
+        data = condarc.check_condarc(raw, where, budget) if raw else {}
+    if key[0]:
+        _files[key] = data, size - budget.size, nodes - budget.nodes
+    return data
 
 
 def load(env: Mapping[str, str] | None = None, home: Path | None = None,
@@ -308,44 +352,46 @@ def load(env: Mapping[str, str] | None = None, home: Path | None = None,
         if where not in cfg.used:
             cfg.used.append(where)
 
+    from envguard import condarc
+
+    budget = condarc.Budget()  # every file of this reading together (envguard.condarc's bounds)
     for p in condarc_paths(env, home):
-        data = _read_yaml(p) if p.is_file() else None
-        if not data:
+        if not _exists(p):
             continue
         where = _shown(p, home)
-        if isinstance(data.get("channel_alias"), str) and data["channel_alias"].strip():
-            cfg.channel_alias = data["channel_alias"].strip()
+        data = _read_config(p, where, budget, toml=False)
+        if "channel_alias" in data:
+            cfg.channel_alias = data["channel_alias"]
             note("channel_alias", f"{where}: channel_alias")
-        if isinstance(data.get("custom_channels"), dict):
-            for k, v in data["custom_channels"].items():
-                if v:
-                    cfg.custom_channels[str(k)] = str(v)
-                    note(f"custom:{k}", f"{where}: custom_channels")
-        if isinstance(data.get("default_channels"), list):
-            cfg.default_channels = [str(c) for c in data["default_channels"] if c]
+        for k, v in data.get("custom_channels", {}).items():
+            cfg.custom_channels[k] = v
+            note(f"custom:{k}", f"{where}: custom_channels")
+        if "default_channels" in data:
+            cfg.default_channels = list(data["default_channels"])
             note("default_channels", f"{where}: default_channels")
-        if isinstance(data.get("mirrored_channels"), dict):
-            for k, v in data["mirrored_channels"].items():
-                url = cfg.url_for(str(k))
-                cfg.mirrors[url] = [str(m) for m in (v if isinstance(v, list) else [v]) if m]
-                note(f"mirror:{url}", f"{where}: mirrored_channels")
+        for k, v in data.get("mirrored_channels", {}).items():
+            url = cfg.url_for(k)
+            cfg.mirrors[url] = list(v)
+            note(f"mirror:{url}", f"{where}: mirrored_channels")
     for p in pixi_config_paths(env, home, project):
-        data = _read_toml(p) if p.is_file() else None
-        if data and isinstance(data.get("mirrors"), dict):
-            for k, v in data["mirrors"].items():
-                cfg.mirrors[str(k)] = [str(m) for m in (v if isinstance(v, list) else [v]) if m]
-                note(f"mirror:{k}", f"{_shown(p, home)}: mirrors")
+        if not _exists(p):
+            continue
+        where = _shown(p, home)
+        for k, v in _read_config(p, where, budget, toml=True)["mirrors"].items():
+            cfg.mirrors[k] = list(v)
+            note(f"mirror:{k}", f"{where}: mirrors")
     if env.get("CONDA_CHANNEL_ALIAS"):
-        cfg.channel_alias = env["CONDA_CHANNEL_ALIAS"]
+        cfg.channel_alias = condarc.check_variable("CONDA_CHANNEL_ALIAS", env["CONDA_CHANNEL_ALIAS"])[0]
         note("channel_alias", "CONDA_CHANNEL_ALIAS")
     if env.get("CONDA_DEFAULT_CHANNELS"):
-        cfg.default_channels = [c.strip() for c in env["CONDA_DEFAULT_CHANNELS"].split(",") if c.strip()]
+        cfg.default_channels = condarc.check_variable("CONDA_DEFAULT_CHANNELS", env["CONDA_DEFAULT_CHANNELS"],
+                                                      names=True)
         note("default_channels", "CONDA_DEFAULT_CHANNELS")
     from envguard import settings
 
     override = settings.text(settings.CHANNEL_ALIAS, env).strip()
     if override:  # envguard's own, over conda's: for a mirror only envguard is to use
-        cfg.channel_alias = override
+        cfg.channel_alias = condarc.check_variable(settings.CHANNEL_ALIAS.name, override)[0]
         note("channel_alias", settings.CHANNEL_ALIAS.name)
     return cfg
 

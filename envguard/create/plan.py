@@ -54,11 +54,18 @@ def expand_url(url: str, lockfile: Path, package: str) -> str:
 
         parts = split_credentials(url)
         if MASK in (parts.user, parts.password, parts.token):
-            raise UserError(f"{package}: the lock holds this URL's credential masked ({redact(url)}): the "
-                            "environment file named it literally, and envguard never writes a credential",
-                            file=str(lockfile), key="url",
-                            fix="write it as ${VAR} placeholders in the environment file (https://${USER}:${PASS}@"
-                                "host/..., /t/${TOKEN}/), run `envguard lock`, and export the variables")
+            from envguard.auth import fill_masked
+
+            filled = fill_masked(url)  # the credential of this machine's channel configuration or rattler's
+            if filled is None:
+                raise UserError(f"{package}: the lock holds this URL's credential masked ({redact(url)}), and no "
+                                "channel configuration here supplies it: envguard never writes a credential",
+                                file=str(lockfile), key="url",
+                                fix="configure the URL with its credential here (.condarc channel_alias or "
+                                    "custom_channels, CONDA_CHANNEL_ALIAS, or rattler's RATTLER_AUTH_FILE), or "
+                                    "write it as ${VAR} placeholders in the environment file (https://${USER}:"
+                                    "${PASS}@host/..., /t/${TOKEN}/), run `envguard lock`, and export the variables")
+            url = filled
 
     def sub(m: re.Match[str]) -> str:
         value = os.environ.get(m["var"])
