@@ -34,6 +34,9 @@ class Fingerprint:
     backend: str | None = None
     envguard_version: str | None = None
     lock_sha256: str | None = None  # sha256 of that lock file's bytes when the environment was built
+    #: the names of conda-meta/state's variables create wrote from the lock (envguard.variables): the next
+    #: create replaces these, and keeps the ones someone else set there
+    variables: tuple[str, ...] = ()
 
     def recorded_lock(self) -> Path | None:
         """The lock this environment was built from, when this fingerprint records it as an absolute path
@@ -66,6 +69,7 @@ class Fingerprint:
             "backend": self.backend,
             "envguard_version": self.envguard_version,
             "packages": {"conda": dict(sorted(self.conda.items())), "pip": dict(sorted(self.pip.items()))},
+            **({"variables": list(self.variables)} if self.variables else {}),
         }
 
     @classmethod
@@ -80,6 +84,8 @@ class Fingerprint:
             lock_sha256=data.get("lock_sha256") if isinstance(data.get("lock_sha256"), str) else None,
             backend=data.get("backend"),
             envguard_version=data.get("envguard_version"),
+            variables=tuple(v for v in data["variables"] if isinstance(v, str))
+            if isinstance(data.get("variables"), list) else (),
         )
 
 

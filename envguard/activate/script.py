@@ -64,6 +64,29 @@ def check_prefix_path(prefix: Path) -> None:
                         fix="move or rebuild the environment at a path without $, `, \", \\ or line breaks")
 
 
+def check_state(prefix: Path) -> None:
+    """Refuse a ``conda-meta/state`` rattler's activator would misread (exit 2): one without an ``env_vars``
+    object (rattler fails on it), or a value it would expand or cut (it writes values in double quotes;
+    conda keeps them literal, and envguard lints them in environment.yml: EG140)."""
+    from envguard.variables import STATE, UNSAFE, read_state
+
+    path = prefix / STATE
+    if not path.exists():
+        return
+    state = read_state(prefix)
+    env = state.get("env_vars") if state is not None else None
+    if not isinstance(env, dict):
+        raise UserError("not a JSON object with an `env_vars` object, which activation reads", file=str(path),
+                        key="env_vars", fix="restore it (`envguard create` writes it from the lock), or remove it")
+    for key, value in env.items():
+        bad = [c for c in UNSAFE if c in str(value)]
+        if bad:
+            raise UserError(f"variable {key}'s value holds {bad[0]!r}, which rattler's activation would expand or "
+                            "cut (conda keeps it literal)", file=str(path), key=f"env_vars.{key}",
+                            fix="set a value without \", $, `, \\ or line breaks (`conda env config vars set`, or "
+                                "variables: in environment.yml and `envguard lock`)")
+
+
 def activation(prefix: Path, shell: str, *, source: str = "", env: Mapping[str, str] | None = None) -> Activation:
     """The activation of ``prefix`` for ``shell`` (one of :data:`SHELLS`), from the environment ``env``
     (default: this process's): its PATH is the one rattler prepends to, its ``CONDA_PREFIX`` the environment
@@ -72,6 +95,7 @@ def activation(prefix: Path, shell: str, *, source: str = "", env: Mapping[str, 
 
     env = os.environ if env is None else env
     check_prefix_path(prefix)
+    check_state(prefix)
     current = env.get("CONDA_PREFIX") or None
     # the same prefix too: rattler then deactivates it first (its bin directories leave PATH, its
     # deactivate.d scripts run), as conda reactivates, so that nothing appears twice

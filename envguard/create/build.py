@@ -91,9 +91,16 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
             foreign = foreign_env(target) if current is None else None
             drift, cause = find_drift(plan.conda, plan.pip, target, current, expected)
             built_from = current.lockfile if current is not None else None
+            from envguard.variables import kept_variables, write_state
+
+            plan.kept_variables = kept_variables(target, current.variables if current is not None else ())
             if not drift and not (force and not plock.waited):
-                if foreign is None and (current is None or (current.digest, current.lockfile, current.lock_sha256)
-                                        != (expected.digest, expected.lockfile, expected.lock_sha256)):
+                if foreign is None and write_state(target, plan.variables or {}, plan.kept_variables):
+                    rep.note(f"{target}/conda-meta/state: the lock's variables set")
+                if foreign is None and (current is None or (current.digest, current.lockfile, current.lock_sha256,
+                                                            current.variables)
+                                        != (expected.digest, expected.lockfile, expected.lock_sha256,
+                                            expected.variables)):
                     write_fingerprint(target, expected)  # the same packages: record them (and this lock) for check
                 return CreateResult(prefix=target, status="unchanged", backend=be.name, lockfile=lock_path,
                                     fingerprint=expected, conda_count=len(plan.conda), pip_count=len(plan.pip),
@@ -168,6 +175,9 @@ def _complete(plan: LockPlan, expected: Fingerprint, build_dir: Path, target: Pa
     from envguard.create.history import write_history
 
     write_history(build_dir, plan, plan.request)  # what was asked for, as conda records it
+    from envguard.variables import write_state
+
+    write_state(build_dir, plan.variables or {}, plan.kept_variables or {})  # as `conda env create` does
     write_fingerprint(build_dir, expected)
 
 

@@ -29,6 +29,10 @@ class LockPlan:
     #: the spec the lock was checked against, for conda-meta/history (envguard.create.history.Request)
     request: Any = None
     lock_sha256: str | None = None  # of the lock file's bytes as read
+    #: the lock's variables: (envguard.variables), for conda-meta/state
+    variables: dict[str, str] | None = None
+    #: conda-meta/state variables of the environment replaced that envguard did not write: carried over
+    kept_variables: dict[str, str] | None = None
 
     def fingerprint(self, backend: str) -> Fingerprint:
         return Fingerprint(
@@ -40,6 +44,7 @@ class LockPlan:
             backend=backend,
             envguard_version=__version__,
             lock_sha256=self.lock_sha256,
+            variables=tuple(sorted(self.variables or {})),
         )
 
 
@@ -168,5 +173,7 @@ def read_plan(lockfile: Path, platform: str) -> LockPlan:
         pip.append(PipArtifact(f["name"], f["version"], url, (f["sha256"] or "").lower() or None,
                                locked_url=f["url"] if url != f["url"] else None))
     sources = [lockfile.parent / s for s in lock.sources]
+    from envguard.variables import from_metadata
+
     return LockPlan(lockfile, platform, lock.content_hash.get(platform), conda, pip, sources,
-                    lock_sha256=digest)
+                    lock_sha256=digest, variables=from_metadata(lock.custom_metadata))

@@ -112,8 +112,12 @@ class DiffResult:
             parts.append(f"{total - bad} of {total} requested specs satisfied{where}"
                          + (f", {bad} not" if bad else "") + f"; {len(r.unrequested)} locked packages not requested")
         if self.spec_changes:
-            k = len(self.spec_changes)
-            parts.append(f"{k} channel/platform/name change{'s' * (k != 1)}")
+            nv = sum(1 for c in self.spec_changes if c.startswith("variable "))  # envguard.variables.changes
+            k = len(self.spec_changes) - nv
+            if k:
+                parts.append(f"{k} channel/platform/name change{'s' * (k != 1)}")
+            if nv:
+                parts.append(f"{nv} variable change{'s' * (nv != 1)}")
         if self.only_in_a:
             parts.append(f"platforms only in A: {', '.join(self.only_in_a)}")
         if self.only_in_b:

@@ -229,4 +229,27 @@ def compare(a: SideArgs, b: SideArgs, *, platform: str | None = None, all_platfo
         from envguard.diff.specmeta import spec_changes
 
         result.spec_changes = spec_changes(a.spec, b.spec)
+    va, vb = _variables(da, a), _variables(db, b)
+    if va is not None and vb is not None:  # variables: (CEP 24) of a spec, an envguard lock, an environment
+        from envguard.variables import changes
+
+        result.spec_changes += changes(va, vb)
     return result
+
+
+def _variables(d: Description, args: SideArgs) -> dict[str, str] | None:
+    """The variables a side sets on activation: an environment file's ``variables:``, those a lock envguard
+    wrote records, an environment's ``conda-meta/state``; None for a side that cannot say (a lock conda-lock
+    wrote records none, whatever its spec said)."""
+    import os
+
+    from envguard import variables
+
+    if d.kind == "environment" and os.path.isfile(args.spec):
+        return variables.of_files([args.spec])
+    if d.kind == "conda-lock":
+        return variables.from_metadata(d.custom_metadata) if "envguard.cuda" in d.custom_metadata else None
+    if d.kind == "prefix":
+        where = next((p for p in (d.path, args.spec) if os.path.isdir(p)), None)
+        return variables.state_variables(where) if where is not None else None
+    return None

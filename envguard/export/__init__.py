@@ -281,8 +281,11 @@ def _spec_plan(target: Path, shown: str, info: PrefixInfo, name: str | None, pip
     header = [f"Written by `envguard export` from {shown} ({platform}).", _HEADERS[source]]
     if built is not None and source == "history" and built.conda_specs is not None:
         header[-1] = "Requested specs from conda-meta/history: the spec `envguard create` built it from."
+    from envguard.variables import state_variables
+
     plan = SpecPlan(name=_env_name(target, name, built), channels=channels or ["conda-forge"], conda=specs,
-                    pip=pip_spec, platform=platform, pip_repositories=repositories, header=header)
+                    pip=pip_spec, platform=platform, pip_repositories=repositories, header=header,
+                    variables=state_variables(target) if info.is_conda else {})
     return plan, source
 
 

@@ -40,6 +40,7 @@ class SpecPlan:
     platform: str
     pip_repositories: list[str] = field(default_factory=list)
     header: list[str] = field(default_factory=list)  # comment lines, without "# "
+    variables: dict[str, str] = field(default_factory=dict)  # conda-meta/state's, written back as variables:
 
 
 def environment_yml(plan: SpecPlan) -> str:
@@ -56,6 +57,9 @@ def environment_yml(plan: SpecPlan) -> str:
         lines.append("pip-repositories:")
         lines += [f"  - {_scalar(r)}" for r in plan.pip_repositories]
     lines += ["platforms:", f"  - {_scalar(plan.platform)}"]
+    if plan.variables:
+        lines.append("variables:")
+        lines += [f"  {_scalar(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in plan.variables.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -54,6 +54,8 @@ _RULE_LIST = [
     Rule("EG128", "folded-list-item", E, "a list item YAML folded together with the mis-indented line below it"),
     Rule("EG129", "no-channels", E, "no channels named: conda would use .condarc's, a lock finds nothing"),
     Rule("EG130", "unused-channel", W, "a listed channel nothing comes from", "any"),
+    Rule("EG140", "invalid-variables", E, "a variables: entry activation cannot set as written: a name no shell "
+         "exports, a value that is not a string or holds \", $, `, \\ (warning: a lower-case name)"),
     Rule("EG150", "lock-cuda-mismatch", E, "a pytorch build's CUDA line disagrees with the CUDA runtime", "lock"),
     Rule("EG151", "lock-conda-and-pip", E, "one package locked from both conda and pip", "lock"),
     Rule("EG152", "lock-unlisted-channel", E, "a package locked from a channel the lock does not list", "lock"),

@@ -374,13 +374,17 @@ def lock(
 
 def lock_metadata(files: list[Path], lock_spec: Any, vpr: Any, cuda_record: str
                   ) -> tuple[dict[str, str], dict[str, str]]:
-    """conda-lock's content hashes and envguard's custom metadata (CUDA assumption, input fingerprints)."""
+    """conda-lock's content hashes and envguard's custom metadata (CUDA assumption, input fingerprints,
+    variables:)."""
     from conda_lock.content_hash import compute_content_hashes
 
     from envguard.lock.pypi import mapping_path
+    from envguard.variables import of_files, to_metadata
 
     content_hash = compute_content_hashes(lock_spec, vpr)
-    custom = {META_CUDA: cuda_record}
+    # variables: (CEP 24) travel in the lock for create to write into conda-meta/state; CEP 37 leaves a lock
+    # no other place than custom_metadata, and conda-lock's hash does not cover them (see check_fresh)
+    custom = {META_CUDA: cuda_record, **to_metadata(of_files(files))}
     contents = [read_bytes(f) for f in files]
     if fast_path_possible([c.decode("utf-8", "replace") for c in contents]):
         digest = input_digest(files, contents, cuda_record, mapping_path().read_bytes())
@@ -468,6 +472,10 @@ def check_fresh(
     effective_cuda = cuda if cuda is not None else _cuda_from_record(custom.get(META_CUDA))
     carg = cuda_arg(effective_cuda)
 
+    stale_vars = _variables_moved(files, texts, custom)
+    if stale_vars:
+        return Freshness(False, False, plats, f"{lockfile} is stale: {stale_vars}", cmd)
+
     not_locked = [p for p in plats if p not in locked_platforms or p not in hashes]
     undecided = [p for p in plats if p not in not_locked]
     fast_fresh: list[str] = []
@@ -491,6 +499,21 @@ def check_fresh(
     if stale_hash:
         reasons.append(f"stale for {', '.join(stale_hash)} ({', '.join(str(f) for f in files)} changed)")
     return Freshness(False, False, stale, f"{lockfile} is {'; '.join(reasons)}", cmd, fast=not slow)
+
+
+def _variables_moved(files: list[Path], texts: list[str], custom: dict[str, str]) -> str:
+    """Why the lock's recorded ``variables:`` are not the files' ("" when they are, or the lock is not
+    envguard's): conda-lock's content hash leaves them out, so its verdict alone would call the lock fresh."""
+    if META_CUDA not in custom:  # conda-lock's own lock records none: nothing to judge them by
+        return ""
+    from envguard.variables import changes, from_metadata, of_files
+
+    moved = changes(from_metadata(custom), of_files(files, texts))
+    if not moved:
+        return ""
+    names = [m.split()[1] for m in moved]
+    return (f"variables: changed in {', '.join(str(f) for f in files)} since it was locked "
+            f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})")
 
 
 def _stale_by_conda_lock(files: list[Path], plats: list[str], check: list[str], hashes: dict[str, str],

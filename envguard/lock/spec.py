@@ -23,6 +23,7 @@ from typing import Any
 from envguard.errors import UserError, with_fix
 from envguard.platforms import DEFAULT_PLATFORMS, LOCKABLE_PLATFORMS, SELECTOR_PLATFORMS, line_selector
 from envguard.redact import has_credentials, redact
+from envguard.variables import problems as variable_problems
 from envguard.yamlio import Positions, load_with_lines, read_text
 
 
@@ -302,9 +303,10 @@ def validate(data: Any, positions: Positions, path: str | Path,  # noqa: C901, P
     v = data.get("category")
     if v is not None and not isinstance(v, str):
         issue(("category",), "category", "expected a string", "write `category: main`")
-    v = data.get("variables")
-    if v is not None and not isinstance(v, dict):
-        issue(("variables",), "variables", "expected a mapping", "write `variables:` with `NAME: value` lines")
+    for vp in variable_problems(data.get("variables")):  # CEP 24: names a shell exports, string values
+        at: tuple[Any, ...] = ("variables",) if vp.name is None else ("variables", vp.name)
+        issue(at, "variables" if vp.name is None else f"variables.{vp.name}", vp.message, vp.fix,
+              severity=vp.severity, value=vp.name, code="EG140")
 
     deps = data.get("dependencies")
     if deps is None:
