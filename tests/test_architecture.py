@@ -35,6 +35,7 @@ ALLOWED_EDGES = {
     ("check", "diff"),      # check classifies lock differences with diff's engine
     ("activate", "create"),  # run and shell make the environment its lock through create first
     ("activate", "lock"),   # run tests the lock's freshness against the spec, as check does
+    ("check", "activate"),  # check runs its probes in the environment activated as run activates it
 }
 RENDERING = {"cli.py", "render.py"}  # and every module of the cli package
 # above every wing: may use any wing's public entry (workflow.py runs create, then check)

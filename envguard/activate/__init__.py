@@ -9,15 +9,15 @@ activated), sync.py (the environment made its lock first, through `envguard crea
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from envguard.activate.launch import NotRunnable
 from envguard.activate.script import SHELLS, Activation, shell_for
 from envguard.envs import Target
 
-__all__ = ["SHELLS", "Activation", "NotRunnable", "activated_environ", "hook", "prepare", "run", "shell",
-           "shell_for"]
+__all__ = ["SHELLS", "Activation", "NotRunnable", "activated_environ", "hook", "prepare", "run", "script_effects",
+           "shell", "shell_for"]
 
 
 def prepare(prefix: str | os.PathLike[str] | None, name: str | None, mode: str, *, say: Callable[[str], None],
@@ -38,14 +38,25 @@ def prepare(prefix: str | os.PathLike[str] | None, name: str | None, mode: str, 
     return target
 
 
-def activated_environ(target: Target) -> dict[str, str]:
-    """The environment variables of a process run in ``target``, activated (bash's script, run by a shell)."""
+def activated_environ(target: Target | Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment variables of a process run in ``target``, activated (bash's script, run by a shell),
+    from ``base`` (default: this process's environment as the user's shell gave it). check and smoke run
+    their probes in it, so that they see what a job started with `envguard run` sees."""
     from envguard.activate.environ import activated_environ as run_script
     from envguard.activate.environ import base_environ
     from envguard.activate.script import activation
 
-    base = base_environ()
-    return run_script(activation(Path(target), "bash", source=target.source, env=base), base)
+    start = base_environ() if base is None else dict(base)
+    return run_script(activation(Path(target), "bash", source=getattr(target, "source", ""), env=start), start)
+
+
+def script_effects(prefix: Path, base: Mapping[str, str]) -> dict[str, list[str]]:
+    """What each ``etc/conda/activate.d`` script of ``prefix`` changes, run alone: its path relative to the
+    prefix -> the variables it sets, changes or unsets (only scripts that change some). For saying which
+    script made a check fail that passes without activation; each script costs one shell run."""
+    from envguard.activate.environ import script_effects as effects
+
+    return effects(prefix, base)
 
 
 def run(target: Target, argv: Sequence[str]) -> int:

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from envguard.activate.script import Activation
 from envguard.errors import EnvguardError, ExitCode
@@ -80,3 +81,52 @@ def _sh_quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+def script_effects(prefix: Path, base: Mapping[str, str]) -> dict[str, list[str]]:
+    """Each ``activate.d/*.sh`` script of ``prefix`` run alone by a shell started with ``base`` plus what
+    activation sets before the scripts (``CONDA_PREFIX``, the bin directory on PATH): the variables it
+    changes (set, changed or unset), by its path relative to the prefix; a script that ends its shell
+    changes ``(exits)``."""
+    scripts = prefix / "etc" / "conda" / "activate.d"
+    try:
+        names = sorted(n for n in os.listdir(scripts) if n.endswith(".sh"))
+    except OSError:
+        return {}
+    start = dict(base)
+    start["CONDA_PREFIX"] = str(prefix)
+    start["PATH"] = os.pathsep.join([str(prefix / "bin"), *[p for p in base.get("PATH", "").split(os.pathsep) if p]])
+    before = _dump_after(":", start) or {}
+    out: dict[str, list[str]] = {}
+    for name in names:
+        after = _dump_after(f". {_sh_quote(str(scripts / name))}", start)
+        rel = f"etc/conda/activate.d/{name}"
+        if after is None:
+            out[rel] = ["(exits)"]
+            continue
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        if changed:
+            out[rel] = changed
+    return out
+
+
+def _dump_after(code: str, env: Mapping[str, str]) -> dict[str, str] | None:
+    """The environment a shell started with ``env`` has after ``code`` (None when ``code`` ended it)."""
+    py = sys.executable
+    dump = f"env -0 2>/dev/null || exec {_sh_quote(py)} -I -S -c {_sh_quote(_DUMP)}"
+    try:
+        proc = subprocess.run([posix_shell(env), "-c", "{\n" + code + "\n} </dev/null >/dev/null 2>&1\n" + dump],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              env=dict(env), check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0 or not proc.stdout.endswith(b"\0"):
+        return None
+    result = {}
+    for item in proc.stdout[:-1].split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key:
+            result[os.fsdecode(key)] = os.fsdecode(value)
+    for noise in ("_", "SHLVL", "PWD", "OLDPWD"):
+        result.pop(noise, None)
+    return result

@@ -314,14 +314,15 @@ def _smoke_checks(probe: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _run_smoke(python: str, timeout: float, require_cuda: bool, driver_raw: Any, driver_checked: bool,
                progress: Callable[[str], None] | None = None, distributed: bool = False,
-               only_distributed: bool = False) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any], int]:
+               only_distributed: bool = False, env: dict[str, str] | None = None
+               ) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any], int]:
     """(findings, torch facts from the probe, smoke summary, exit code to propagate: 7 or 124 only when the
     smoke test itself failed or timed out, see envguard.smoke.SmokeResult.failed)."""
     from envguard.smoke import run_smoke
 
     # The driver was queried once already (or deliberately not): hand the smoke test the same answer.
     res = run_smoke(python, quick=True, timeout=timeout, require_cuda=require_cuda, distributed=distributed,
-                    only_distributed=only_distributed,
+                    only_distributed=only_distributed, env=env,
                     driver_info=(lambda: driver_raw) if driver_checked else (lambda: None), progress=progress)
     probe = res.probe or {}
     torch_facts = dict(probe["torch"]) if isinstance(probe.get("torch"), Mapping) else None
@@ -473,23 +474,25 @@ def run_check(options: CheckOptions) -> CheckReport:
     smoke_findings: list[Finding] = []
     smoke_exit = 0
     imports = (smoke or distributed) if imports is None else imports
+    act: Any = None  # envguard.check.activated.Activated: the environment the probes ran in
     if half_built:
         pass  # running code from a half-built prefix proves nothing
     elif (smoke or imports) and not os.path.exists(python):
         findings.append(Finding("EG504", Severity.WARNING, f"no interpreter at {python}: smoke test and import "
                                 "checks skipped", "check the prefix, or pass --no-smoke"))
     elif smoke or imports:
-        from envguard.errors import EnvguardError
-        from envguard.prefix import import_origins
+        from envguard.check.activated import activate, run_probes
 
-        try:
-            origins = import_origins(python)
-        except EnvguardError as e:
-            findings.append(Finding("EG505", Severity.ERROR, f"the environment's interpreter does not run: "
-                                    f"{e.message}", "recreate the environment with `envguard create`"))
-        if (smoke or distributed) and origins is not None:
-            smoke_findings, probe, smoke_summary, smoke_exit = _run_smoke(
-                python, smoke_timeout, bool(wants), driver_raw, driver_checked, progress, distributed, not smoke)
+        act = activate(target, options.env)  # the probes see what a job started by `envguard run` sees
+
+        def smoke_in(in_env: dict[str, str] | None, shown: bool) -> tuple[list[Finding], Any, Any, int]:
+            return _run_smoke(python, smoke_timeout, bool(wants), driver_raw, driver_checked,
+                              progress if shown else None, distributed, not smoke, env=in_env)
+
+        origins, probe_findings, ran = run_probes(python, act, smoke_in if smoke or distributed else None)
+        findings += probe_findings
+        if ran is not None:
+            smoke_findings, probe, smoke_summary, smoke_exit = ran
             dist_result = smoke_summary.pop("distributed")
             smoke_summary = smoke_summary if smoke else None  # --no-smoke --distributed: only the distributed part
 
@@ -505,7 +508,8 @@ def run_check(options: CheckOptions) -> CheckReport:
     inp = CheckInput(
         info=info, platform=platform, lock_file=str(lock_path) if lock_path else None, lock_packages=lock_pkgs,
         lock_changes=changes, wants_cuda=wants, wants_cuda_source=wants_src, gpu=gpu,
-        driver_checked=driver_checked, env=env, library_path_libs=_library_path_libs(env, target),
+        driver_checked=driver_checked, env=env,
+        library_path_libs=_library_path_libs(act.env if act is not None and act.env is not None else env, target),
         import_origins=origins, probe=probe, file_problems=problems, files_mode=mode,
         half_built=half_built, core=tuple(core) if core else DEFAULT_CORE,
         fingerprint_conda=fp_conda, fingerprint_pip=fp_pip, fingerprint_lockfile=fp_lock,
@@ -514,6 +518,10 @@ def run_check(options: CheckOptions) -> CheckReport:
     from envguard.catalog import aim_findings
 
     static = findings + checks.evaluate(inp)
+    if act is not None:  # a foreign library activation put on LD_LIBRARY_PATH: said with the script
+        from envguard.check.activated import blame_library_path
+
+        static = blame_library_path(static, act)
     static += mixing_findings(installed, static)
     findings = aim_findings(_merge(static, smoke_findings), target)
     kind = "conda" if info.is_conda else ("venv" if info.is_venv else "other")

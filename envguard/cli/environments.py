@@ -103,10 +103,16 @@ def smoke_cmd(
     if timeout <= 0:
         raise UserError(f"timeout must be positive, got {timeout:g}", key="--timeout", fix="e.g. --timeout 120")
     exe = resolve_python(prefix, name, python)
+    env_prefix = exe.prefix if isinstance(exe, Target) else None
+    activated = None
+    if env_prefix is not None and (env_prefix / "conda-meta").is_dir():  # what a job run by `envguard run` sees
+        from envguard.activate import activated_environ
+
+        activated = activated_environ(env_prefix)
     with SmokeProgress(enabled=fmt == "text" and is_terminal(render.err)) as progress:
         result = run_smoke(exe, quick=quick, distributed=distributed, require_cuda=require_cuda, timeout=timeout,
-                           only_distributed=only_distributed, progress=progress.phase if progress.enabled else None)
-    env_prefix = exe.prefix if isinstance(exe, Target) else None
+                           only_distributed=only_distributed, progress=progress.phase if progress.enabled else None,
+                           env=activated)
     if env_prefix is not None:  # fixes name the environment probed (not with --python)
         from envguard.catalog import aim_findings
 

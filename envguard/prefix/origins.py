@@ -15,16 +15,17 @@ PROBE_DIR = Path(__file__).resolve().parent.parent / "in_process"
 
 
 def import_origins(python: str | os.PathLike[str], modules: Iterable[str] = ("torch", "numpy"),
-                   *, timeout: float = 60.0) -> dict[str, dict]:
+                   *, timeout: float = 60.0, env: dict[str, str] | None = None) -> dict[str, dict]:
     """Where ``import <module>`` resolves inside the target interpreter (without importing it).
 
-    Runs envguard/in_process/import_origin.py by path with that interpreter; returns
+    Runs envguard/in_process/import_origin.py by path with that interpreter (in ``env``: check passes the
+    activated environment, default this process's); returns
     ``{module: {"origin": path | None, "dist": ..., "version": ...}}``.
     """
     script = PROBE_DIR / "import_origin.py"
     try:
         proc = subprocess.run([os.fspath(python), "-I", os.fspath(script), *modules], capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise IntegrityError(f"cannot run {python}: {e}") from e
     if proc.returncode != 0:
