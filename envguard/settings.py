@@ -55,6 +55,10 @@ DEFAULT_LOCK_PIP_TIMEOUT = 600
 #: than any index page or metadata file, less than the multi-GB CUDA wheels an index without PEP 658 metadata
 #: files or byte ranges would have read whole for their METADATA
 DEFAULT_LOCK_PIP_MAX_BYTES = 512 * 1024 ** 2
+#: how long the ranks of a distributed smoke wait for the rendezvous (rank 0's store, then each other) when
+#: ENVGUARD_RENDEZVOUS_TIMEOUT is unset (seconds): a node that never comes is named after this, not when the
+#: whole smoke test is cut off
+DEFAULT_RENDEZVOUS_TIMEOUT = 60
 #: the most YAML nodes (scalars, lists, mappings, aliases) one document may hold when ENVGUARD_MAX_YAML_NODES
 #: is unset: 15 times the largest real lock seen (a 1.8 MB pixi.lock holds 67,000); parsing one costs a few
 #: seconds and a few hundred MB at this cap (docs/reliability.md)
@@ -107,6 +111,11 @@ LOCK_PIP_MAX_BYTES = Knob("ENVGUARD_LOCK_PIP_MAX_BYTES", "integer", f"{DEFAULT_L
                           "metadata file, or a wheel or sdist read whole (where the index serves neither a "
                           "metadata file (PEP 658) nor byte ranges for it, or no hash); a larger one is refused, "
                           "naming the package (exit 6); anything but a positive integer is ignored")
+RENDEZVOUS_TIMEOUT = Knob("ENVGUARD_RENDEZVOUS_TIMEOUT", "seconds", str(DEFAULT_RENDEZVOUS_TIMEOUT),
+                          "how long each rank of a distributed smoke (`check --distributed`, `smoke "
+                          "--distributed`) waits for rank 0's rendezvous and then for the other ranks, at most half "
+                          "the smoke timeout; then the ranks or the address that did not answer are named (exit 7); "
+                          "anything but a positive number is ignored")
 PROBE_EVENTS = Knob("ENVGUARD_PROBE_EVENTS", "path", "none",
                     "the `--events` file a probe hands to its worker processes; envguard clears it for "
                     "the probes it starts", standalone="the smoke and tune probes")
@@ -129,7 +138,7 @@ PROBE_INJECT = Knob("ENVGUARD_PROBE_INJECT", "cases, comma-separated", "none",
 KNOBS: tuple[Knob, ...] = (ENVS_DIR, PKGS_DIR, BACKEND, SYMLINK_ALLOW, MAX_INPUT_BYTES, MAX_ARTIFACT_BYTES,
                            MAX_EXTRACTED_BYTES, MAX_YAML_NODES,
                            NVIDIA_SMI, VERBOSE,
-                           CHANNEL_ALIAS, OFFLINE, LOCK_PIP_TIMEOUT, LOCK_PIP_MAX_BYTES,
+                           CHANNEL_ALIAS, OFFLINE, LOCK_PIP_TIMEOUT, LOCK_PIP_MAX_BYTES, RENDEZVOUS_TIMEOUT,
                            PROBE_EVENTS, TESTING, TEST_KILL_AT, TEST_PAUSE_AT,
                            TEST_NO_RENAME_EXCHANGE, PROBE_INJECT)
 _REGISTERED = frozenset(k.name for k in KNOBS)
@@ -198,6 +207,15 @@ def lock_pip_timeout(env: Mapping[str, str] | None = None) -> int:
 def lock_pip_max_bytes(env: Mapping[str, str] | None = None) -> int:
     value = text(LOCK_PIP_MAX_BYTES, env)
     return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_LOCK_PIP_MAX_BYTES
+
+
+def rendezvous_timeout(env: Mapping[str, str] | None = None) -> float:
+    value = text(RENDEZVOUS_TIMEOUT, env).strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        return float(DEFAULT_RENDEZVOUS_TIMEOUT)
+    return seconds if 0 < seconds < float("inf") else float(DEFAULT_RENDEZVOUS_TIMEOUT)
 
 
 # Set by the CLI from --verbose for the length of one command: a setting of this process, not a variable

@@ -140,6 +140,45 @@ def test_a_node_that_never_starts_is_named_with_its_host(procs: Procs, tmp_path:
     assert d["launcher"] == "slurm" and d["stage"] == "join" and d["missing"] == [{"rank": 1, "host": "node08"}]
 
 
+def test_the_rendezvous_wait_is_a_setting(procs: Procs, tmp_path: Path) -> None:
+    """ENVGUARD_RENDEZVOUS_TIMEOUT bounds the wait for missing ranks well inside a long smoke limit."""
+    env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": "node[07-08]",
+           "SLURM_TASKS_PER_NODE": "1(x2)", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "ENVGUARD_RENDEZVOUS_TIMEOUT": "3"}
+    start_s = _envguard_start_s()
+    t0 = time.monotonic()
+    p = procs.start([*ENVGUARD, "smoke", "--python", sys.executable, "--only-distributed", "--format", "json",
+                     "--timeout", "120"], env, tmp_path)
+    out, err = p.communicate(timeout=120)
+    took = time.monotonic() - t0
+    assert p.returncode == 7, err
+    f = next(f for f in json.loads(out)["findings"] if f["severity"] == "error")
+    assert "within 3 s: rank 1 (node08)" in f["message"], f
+    assert took < 3 + 5 + 3 * start_s, (took, start_s)  # not half the 120 s limit
+
+
+def test_a_master_address_that_does_not_resolve_is_named_at_once(procs: Procs, tmp_path: Path) -> None:
+    """Rank 1 given the first node's Slurm name, which its node does not resolve: said at once, naming the address,
+    not after the store's retries (which outlasted the smoke limit: exit 124)."""
+    env = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": "node[07-08]",
+           "SLURM_TASKS_PER_NODE": "1(x2)", "MASTER_ADDR": "envguard-no-such-node07",
+           "MASTER_PORT": str(free_port())}
+    start_s = _envguard_start_s()
+    t0 = time.monotonic()
+    p = procs.start([*ENVGUARD, "smoke", "--python", sys.executable, "--only-distributed", "--format", "json",
+                     "--timeout", "60"], env, tmp_path)
+    out, err = p.communicate(timeout=90)
+    took = time.monotonic() - t0
+    doc = json.loads(out)
+    assert p.returncode == 7 and not doc["timed_out"], err
+    f = next(f for f in doc["findings"] if f["severity"] == "error")
+    assert f["code"] == "rendezvous", f
+    assert "rank 1 on " in f["message"] and "cannot resolve the rendezvous address envguard-no-such-node07" in \
+        f["message"], f
+    assert doc["probe"]["distributed"]["stage"] == "connect" and not doc["probe"]["distributed"].get("missing")
+    assert took < 10 + 3 * start_s, (took, start_s)
+
+
 @pytest.mark.requires(TORCHRUN.exists(), "torchrun is not installed beside this interpreter")
 def test_torchrun_rank_that_never_joins_is_reported_exit_7(procs: Procs, tmp_path: Path) -> None:
     """Node 1's torchrun runs, but its worker is not the probe: node 0's `envguard smoke` names rank 1."""

@@ -228,8 +228,12 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float, events: Path,
             if time.monotonic() >= deadline:
                 return False
 def join_timeout(timeout: float) -> float:
-    """How long ranks wait for each other under a ``timeout`` for the whole probe."""
-    return max(1.0, min(120.0, timeout / 2))
+    """How long ranks wait for rank 0's rendezvous and for each other under a ``timeout`` for the whole probe:
+    ENVGUARD_RENDEZVOUS_TIMEOUT (60 s), at most half the limit, so that a rank that does not come is named by
+    the probe itself (exit 7), never cut off with the rest by the limit (124)."""
+    from envguard import settings
+
+    return max(1.0, min(settings.rendezvous_timeout(), timeout / 2))
 
 
 def distributed_summary(probe: dict[str, Any] | None) -> dict[str, Any] | None:

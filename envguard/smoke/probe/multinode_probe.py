@@ -297,9 +297,21 @@ def _choose_backend(store: Any, world: dict[str, Any], gpu: dict | None, asked: 
 def _connect(dist: Any, world: dict[str, Any], timeout: float) -> Any:
     """Rank 0 serves the store unless torchrun's agent already does; everyone else is a client."""
     master = world["rank"] == 0 and not world["agent_store"]
+    who = f"rank {world['rank']} on {world['host']}"
     try:
+        # An address that does not resolve here never will: said at once, not after the store's retries
+        # (a Slurm node name that is not a DNS name on every node was exactly this).
+        socket.getaddrinfo(world["addr"], world["port"], type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        raise _Failed("resolve", f"{who} cannot resolve the rendezvous address {world['addr']} (MASTER_ADDR, "
+                                 f"rank 0's): {_err(e)}") from None
+    try:
+        # A client retries its connect once more after the timeout: half of it keeps the whole wait within
+        # the bound; every later operation of the store gets the whole of it.
+        connect = timeout if master else max(1.0, timeout / 2)
         store = dist.TCPStore(world["addr"], world["port"], world["world_size"] if master else None, master,
-                              datetime.timedelta(seconds=timeout), wait_for_workers=False)
+                              datetime.timedelta(seconds=connect), wait_for_workers=False)
+        store.set_timeout(datetime.timedelta(seconds=timeout))
     except BaseException as e:  # noqa: BLE001
         if master:
             raise _Failed("connect", f"rank 0 on {world['host']} cannot serve the rendezvous at {world['master']}: "
@@ -320,10 +332,19 @@ def _join(store: Any, world: dict[str, Any], info: dict[str, Any], t0: float, ti
         time.sleep(delay)
         delay = min(0.2, delay * 1.5)  # quick when peers are close, gentle on the store at scale
         joined = int(store.add("joined", 0))
+        # Ranks start at different times, so their deadlines differ: once one has given up, the others stop
+        # too and report the same ranks missing (rank 0's store would otherwise go away under them).
+        if joined < size and store.check(["join/over"]):
+            break
     info["joined"] = joined
     info["join_s"] = round(time.monotonic() - t0, 4)
-    if joined >= size:
+    if joined >= size and not store.check(["join/over"]):
         return
+    store.set("join/over", "1")
+    if joined >= size:  # the last one came after another rank had stopped waiting
+        _read_and_linger(store, world)
+        raise _Failed("join", f"rank {rank} joined the rendezvous at {world['master']} after the others had "
+                              f"stopped waiting ({timeout:g} s)")
     present: dict[int, dict] = {}
     missing: list[int] = []
     for r in range(size):
@@ -335,10 +356,24 @@ def _join(store: Any, world: dict[str, Any], info: dict[str, Any], t0: float, ti
         else:
             missing.append(r)
     info["missing"] = [{"rank": r, "host": expected_host(world, r, present)} for r in missing]
+    _read_and_linger(store, world)
     shown = ", ".join(f"rank {m['rank']}" + (f" ({m['host']})" if m["host"] else "") for m in info["missing"][:20])
     more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
     raise _Failed("join", f"{len(missing)} of {size} ranks did not join the rendezvous at {world['master']} within "
                           f"{timeout:g} s: {shown}{more}")
+
+
+def _read_and_linger(store: Any, world: dict[str, Any]) -> None:
+    """After a failed join: say this rank has read who is missing; rank 0, which serves the store, stays until
+    every rank that joined has (bounded), so that none of them loses the store before it can name the missing."""
+    try:
+        store.add("join/read", 1)
+        if world["rank"] == 0 and not world["agent_store"]:
+            deadline = time.monotonic() + 5
+            while int(store.add("join/read", 0)) < int(store.add("joined", 0)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+    except BaseException:  # noqa: BLE001 - the verdict is already this rank's
+        pass
 
 
 def _leave(store: Any, world: dict[str, Any]) -> None:
