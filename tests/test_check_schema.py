@@ -21,8 +21,9 @@ TOP = {
     "python": (str, type(None)), "lockfile": (str, type(None)), "exit_code": int, "summary": dict, "counts": dict,
     "findings": list, "files": dict, "torch": (dict, type(None)), "gpu": (dict, type(None)),
     "import_origins": (dict, type(None)), "smoke": (dict, type(None)), "packages": list,
-    "host": str, "lock_sha256": (str, type(None)), "distributed": (dict, type(None)),
+    "host": str, "lock_sha256": (str, type(None)), "distributed": (dict, type(None)), "node": dict,
 }
+NODE = {"slurm_node": (str, type(None)), "job_id": (str, type(None)), "rank": (int, type(None))}
 FINDING = {"code": str, "severity": str, "message": str, "fix": str, "file": (str, type(None)),
            "line": (int, type(None)), "package": (str, type(None))}
 FILE_PROBLEM = {"path": str, "package": str, "problem": str, "expected": (str, type(None)),
@@ -71,6 +72,7 @@ def test_report_matches_pinned_schema(report: dict) -> None:
         _shape(p, FILE_PROBLEM, "file problem")
         assert p["problem"] in ("missing", "size", "sha256", "unreadable", "outside")
     _shape(report["torch"], TORCH, "torch")
+    _shape(report["node"], NODE, "node")
     for p in report["packages"]:
         _shape(p, PACKAGE, "package")
         assert p["manager"] in ("conda", "pip")
@@ -80,7 +82,7 @@ def test_report_matches_pinned_schema(report: dict) -> None:
 
 def test_doc_lists_every_field_and_code() -> None:
     doc = DOC.read_text(encoding="utf-8")
-    for spec in (TOP, FINDING, FILE_PROBLEM, TORCH, PACKAGE, DISTRIBUTED):
+    for spec in (TOP, FINDING, FILE_PROBLEM, TORCH, PACKAGE, DISTRIBUTED, NODE):
         for key in spec:
             assert f"| `{key}` |" in doc, f"docs/check-schema.md does not document `{key}`"
     src = "".join(p.read_text() for p in sorted((REPO / "envguard" / "check").glob("*.py")))  # every rule module
@@ -122,3 +124,15 @@ def test_distributed_result_matches_pinned_schema() -> None:
             assert set(row) == {"bytes", "seconds", "algbw_gbps", "busbw_gbps"}
     assert distributed_summary(failed)["case"] == "rendezvous"
     assert distributed_summary({"distributed": {"world_size": 2, "results": []}}) is None  # the local pair
+
+
+def test_node_identity_comes_from_the_launchers_variables() -> None:
+    """What fleet names a node by: Slurm's node name, the job and the rank, whatever the report file is called."""
+    from envguard.check.node import node_identity
+
+    slurm = {"SLURMD_NODENAME": "gpu017", "SLURM_JOB_ID": "4242", "SLURM_PROCID": "3"}
+    assert node_identity(slurm) == {"slurm_node": "gpu017", "job_id": "4242", "rank": 3}
+    _shape(node_identity(slurm), NODE, "node")
+    assert node_identity({**slurm, "RANK": "11"})["rank"] == 11  # torchrun's global rank under srun
+    assert node_identity({}) == {"slurm_node": None, "job_id": None, "rank": None}
+    assert node_identity({"RANK": "x"})["rank"] is None

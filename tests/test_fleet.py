@@ -273,3 +273,61 @@ def test_text_reads_in_a_log_verdict_first_findings_grouped_by_code(real: dict[s
         assert f"{warning['code']} {warning['severity']} ×" in proc.stdout, proc.stdout
     detailed = fleet(str(tmp_path), "--details")
     assert detailed.stdout.count(warning["code"]) > 88
+
+
+def _as_node(report: dict[str, Any], host: str, slurm_node: str | None, job: str | None, rank: int | None,
+             world: int | None = None) -> dict[str, Any]:
+    """A real report as that node of a job would have written it (check --distributed, ok)."""
+    dist = None if world is None else {"ok": True, "launcher": "slurm", "backend": "gloo", "rank": rank,
+                                       "world_size": world, "host": host, "missing": [], "bandwidth": []}
+    return {**report, "host": host, "node": {"slurm_node": slurm_node, "job_id": job, "rank": rank},
+            "distributed": dist}
+
+
+def test_nodes_are_named_by_the_identity_inside_their_reports(real: dict[str, Any], tmp_path: Path) -> None:
+    """Three Slurm nodes of one host: named by their Slurm node names, whatever the report files are called."""
+    (_, a) = real["reports"]["a"]
+    d = tmp_path / "reports"
+    d.mkdir()
+    for rank, node in enumerate(("n1", "n2", "n3")):
+        (d / f"report-{rank}.json").write_text(json.dumps(_as_node(a, "vm", node, "7", rank, world=3)))
+    rc, doc, _ = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
+    assert rc == 0 and doc["identity"] == [] and doc["counts"]["identity_problems"] == 0
+    assert [(g["nodes"], g["count"]) for g in doc["groups"]] == [("n[1-3]", 3)]
+
+
+def test_two_reports_of_one_node_are_flagged(real: dict[str, Any], tmp_path: Path) -> None:
+    """Cloned machines, or one node's report copied: the same job, Slurm node, host and rank twice."""
+    (_, a) = real["reports"]["a"]
+    d = tmp_path / "reports"
+    d.mkdir()
+    (d / "gpu001.json").write_text(json.dumps(_as_node(a, "gpu001", "gpu001", "7", 0)))
+    (d / "gpu001-again.json").write_text(json.dumps(_as_node(a, "gpu001", "gpu001", "7", 0)))
+    (d / "gpu002.json").write_text(json.dumps(_as_node(a, "gpu002", "gpu002", "7", 1)))
+    rc, doc, _ = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
+    assert rc == 1 and doc["counts"]["identity_problems"] == 1, doc["identity"]
+    (dup,) = doc["identity"]
+    assert dup["problem"] == "duplicate" and [Path(p).name for p in dup["reports"]] == ["gpu001-again.json",
+                                                                                       "gpu001.json"]
+    assert "2 reports come from one node (node gpu001, job 7, rank 0)" in dup["message"]
+    assert "reported twice" in doc["summary"]
+    text = fleet(str(d), "--lockfile", str(real["lock_a"]))
+    assert text.returncode == 1 and "duplicate: 2 reports come from one node" in text.stdout
+    # the same host name on two Slurm nodes (or two ranks of one node) is two nodes, not a duplicate
+    (d / "gpu001-again.json").write_text(json.dumps(_as_node(a, "gpu001", "gpu003", "7", 2)))
+    rc, doc, _ = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
+    assert rc == 0 and doc["identity"] == [], doc["identity"]
+
+
+def test_a_world_larger_than_the_reports_is_flagged(real: dict[str, Any], tmp_path: Path) -> None:
+    """Two nodes of one host that both wrote `$(hostname).json`: one report left for a world of two ranks."""
+    (_, a) = real["reports"]["a"]
+    d = tmp_path / "reports"
+    d.mkdir()
+    (d / "vm.json").write_text(json.dumps(_as_node(a, "vm", None, "9", 1, world=2)))
+    rc, doc, _ = fleet_json(str(d), "--lockfile", str(real["lock_a"]))
+    assert rc == 1 and [p["problem"] for p in doc["identity"]] == ["world-size"], doc
+    assert "a world of 2 ranks, but 1 report of it was read" in doc["identity"][0]["message"]
+    assert "the distributed world size is not the number of reports" in doc["summary"]
+    md = fleet(str(d), "--lockfile", str(real["lock_a"]), "--format", "markdown")
+    assert md.returncode == 1 and "#### Reports and nodes" in md.stdout and "a world of 2 ranks" in md.stdout

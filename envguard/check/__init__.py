@@ -17,6 +17,7 @@ from typing import Any
 
 from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
 from envguard.check.hook import watched_changed as watched_changed  # public: the envguard-check git hook's trigger
+from envguard.check.node import node_identity
 from envguard.check.options import CheckOptions
 from envguard.errors import ExitCode, PlatformNotLocked, UserError
 from envguard.findings import Finding, Severity, sort_findings
@@ -51,6 +52,7 @@ class CheckReport:
     lock_sha256: str | None = None  # of the lock file's bytes: fleet tells nodes on different locks apart
     distributed: dict[str, Any] | None = None  # this rank's multi-node smoke result (check --distributed)
     lock_why: str = ""  # why this lock judges this environment (envguard.envs.lock_for)
+    node: dict[str, Any] | None = None  # Slurm node, job and rank (envguard.check.node); with host: fleet's identity
 
     @property
     def exit_code(self) -> int:
@@ -110,6 +112,7 @@ class CheckReport:
             "host": self.host,
             "lock_sha256": self.lock_sha256,
             "distributed": self.distributed,
+            "node": self.node,
             "packages": [_redacted(p.to_dict()) for p in self.packages],
         }
 
@@ -531,7 +534,7 @@ def run_check(options: CheckOptions) -> CheckReport:
         files_mode=mode, file_problems=problems, torch=checks.torch_build(info, probe), gpu=gpu,
         import_origins=origins, smoke=smoke_summary, smoke_exit=smoke_exit, strict=strict,
         target_why=target.why, host=_hostname(), lock_sha256=_sha256(lock_path) if lock_path else None,
-        distributed=dist_result, lock_why=lock_why,
+        distributed=dist_result, lock_why=lock_why, node=node_identity(),
     )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard.errors import UserError
+from envguard.fleet import identity
 from envguard.fleet.hosts import compress
 from envguard.model import canonical_name
 
@@ -73,6 +74,8 @@ class FleetResult:
     reference: str  # "lock <path>" or "majority"
     lockfile: str | None = None
     distributed: dict[str, Any] | None = None
+    # two reports of one node, a world size that is not the number of reports (envguard.fleet.identity)
+    identity: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def nodes(self) -> int:
@@ -88,10 +91,12 @@ class FleetResult:
 
     @property
     def exit_code(self) -> int:
-        """2 unreadable reports > 1 a deviating group or a node whose own check failed > 0."""
+        """2 unreadable reports > 1 a deviating group, a node whose own check failed, or reports that do not
+        add up to the nodes (one node's twice, a world size that is not their number) > 0."""
         if self.unreadable:
             return 2
-        if any(g.deviates for g in self.groups) or any(c for g in self.groups for c in g.exit_codes):
+        if any(g.deviates for g in self.groups) or any(c for g in self.groups for c in g.exit_codes) \
+                or self.identity:
             return 1
         return 0
 
@@ -107,6 +112,11 @@ class FleetResult:
         failed = sum(1 for g in self.groups for c in g.exit_codes if c)
         if failed:
             text += f"; {plural(failed, 'node')} failed {'its' if failed == 1 else 'their'} own check"
+        dup = sum(1 for p in self.identity if p["problem"] == "duplicate")
+        if dup:
+            text += f"; {plural(dup, 'node')} reported twice or more"
+        if any(p["problem"] == "world-size" for p in self.identity):
+            text += "; the distributed world size is not the number of reports"
         if self.unreadable:
             text += f"; {len(self.unreadable)} report{'s' * (len(self.unreadable) != 1)} unreadable"
         return text
@@ -117,14 +127,16 @@ class FleetResult:
         counts = {"nodes": self.nodes, "matching": self.matching, "groups": len(self.groups),
                   "deviating_groups": sum(1 for g in self.groups if g.deviates),
                   "failed_nodes": sum(1 for g in self.groups for c in g.exit_codes if c),
-                  "unreadable": len(self.unreadable)}
+                  "unreadable": len(self.unreadable), "identity_problems": len(self.identity)}
         return {"schema": SCHEMA, "exit_code": self.exit_code, "counts": counts, "summary": self.summary(),
                 "nodes": self.nodes,
                 "matching": self.matching, "reference": redact(self.reference),
                 "lockfile": redact(self.lockfile) if self.lockfile else None,
                 "groups": [g.to_dict() for g in self.groups],
                 "unreadable": [{"path": redact(p), "error": redact(e)} for p, e in self.unreadable],
-                "distributed": self.distributed}
+                "distributed": self.distributed,
+                "identity": [{**p, "message": redact(p["message"]), "reports": [redact(r) for r in p["reports"]]}
+                             for p in self.identity]}
 
 
 # --------------------------------------------------------------------------- reading
@@ -255,10 +267,11 @@ def _key(rep: dict[str, Any], facts: dict[str, Any]) -> tuple[Any, ...]:
     return _freeze(facts), findings, pkgs
 
 
-def node_name(path: Path) -> str:
-    """Nodes are named after their report files (``gpu017.json``): the examples write one per node, named
-    after the node, which is also what a pod's own host name is not."""
-    return path.stem
+def node_name(path: Path, rep: dict[str, Any] | None = None) -> str:
+    """Slurm's node name where the report carries it (``node.slurm_node``), else the report file's name
+    (``gpu017.json``): the examples write one report per node, named after the node, which is also what a
+    pod's own host name is not."""
+    return identity.node_name(path, identity.node_of(rep or {}))
 
 
 # --------------------------------------------------------------------------- the command
@@ -270,6 +283,8 @@ def run_fleet(inputs: Sequence[str | Path], *, lockfile: Path | None = None) -> 
     files, unreadable = report_paths(inputs)
     groups: dict[tuple[Any, ...], Group] = {}
     dist_reports: list[tuple[str, dict[str, Any]]] = []
+    seen: list[tuple[str, tuple[Any, ...] | None]] = []
+    dist_paths: list[tuple[str, dict[str, Any]]] = []
     for path in files:
         try:
             rep = _read(path)
@@ -281,7 +296,9 @@ def run_fleet(inputs: Sequence[str | Path], *, lockfile: Path | None = None) -> 
         except (TypeError, AttributeError) as e:  # a report with wrong-typed fields
             unreadable.append((str(path), f"malformed report ({type(e).__name__}: {e})"))
             continue
-        name = node_name(path)
+        node = identity.node_of(rep)
+        name = identity.node_name(path, node)
+        seen.append((str(path), identity.identity_key(node)))
         reported = rep.get("exit_code")
         code = reported if isinstance(reported, int) else 0
         g = groups.get(key)
@@ -294,12 +311,15 @@ def run_fleet(inputs: Sequence[str | Path], *, lockfile: Path | None = None) -> 
             g.exit_codes.append(code)
         if isinstance(rep.get("distributed"), dict):
             dist_reports.append((name, rep["distributed"]))
+            dist_paths.append((str(path), rep["distributed"]))
     if not groups:
         shown = "; ".join(f"{p}: {why}" for p, why in unreadable[:3]) or "nothing given"
         raise UserError(f"no readable envguard check report ({shown})", key="REPORT",
                         fix="pass reports written by `envguard check --format json`, or a directory of them")
     ordered = sorted(groups.values(), key=lambda g: (-len(g.nodes), max(g.exit_codes), min(g.nodes)))
-    return _compare(ordered, unreadable, lockfile, _distributed(dist_reports))
+    result = _compare(ordered, unreadable, lockfile, _distributed(dist_reports))
+    result.identity = identity.problems(seen, dist_paths)
+    return result
 
 
 def _packages(g: Group) -> list[Any]:
@@ -487,6 +507,8 @@ def to_markdown(result: FleetResult, *, max_rows: int = 50) -> str:
     d = result.distributed
     if d:
         lines += ["", "#### Distributed", "", _md(distributed_line(d))]
+    if result.identity:
+        lines += ["", "#### Reports and nodes", ""] + [f"- {_md(p['message'])}" for p in result.identity]
     if result.unreadable:
         lines += ["", "#### Unreadable reports", ""] + [f"- `{_md(p)}`: {_md(e)}" for p, e in result.unreadable]
     return "\n".join(lines).rstrip() + "\n"

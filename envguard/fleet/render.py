@@ -58,6 +58,8 @@ def print_fleet(result: FleetResult, max_changes: int = 30, details: bool = Fals
                               style="dim"))
     if r.distributed:
         _say(Text(f"\ndistributed: {redact(distributed_line(r.distributed))}"))
+    for p in r.identity:  # reports that do not add up to the nodes: the verdict above cannot be trusted
+        _say(Text(f"\n{p['problem']}: {redact(p['message'])}", style="bold red"))
     for path, why in r.unreadable:
         _error(Text(f"error: {redact(path)}: {redact(why)} (skipped)", style="red"))
 
