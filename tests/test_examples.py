@@ -301,6 +301,56 @@ def test_kubernetes_indexed_job_writes_reports_that_fleet_reads() -> None:
     assert f"> \"{reports_dir}/" in container["args"][0] and reports_dir in fleet_cmd
 
 
+def _train_job() -> tuple[dict, dict, dict]:
+    docs = list(yaml.safe_load_all((EXAMPLES / "kubernetes" / "train-job.yaml").read_text()))
+    service = next(d for d in docs if d["kind"] == "Service")
+    job = next(d for d in docs if d["kind"] == "Job")
+    return service, job, job["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_kubernetes_train_job_starts_torchrun_through_envguard_run() -> None:
+    service, job, container = _train_job()
+    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    command, args = container["command"], container["args"]
+    # exec form (no shell): envguard run execs torchrun, the pod's PID 1; the image is built, nothing is synced
+    assert command[:2] == ["envguard", "run"] and "--no-sync" in command and command[-1] == "--"
+    _assert_valid(command[1:], _cli_options(), "train-job.yaml")
+    assert args[0] == "torchrun" and args[-1].endswith("train.py")
+    env = {e["name"]: e for e in container["env"]}
+    for var in re.findall(r"\$\((\w+)\)", " ".join(args)):  # what the kubelet expands in args
+        assert var in env, f"train-job.yaml: $({var}) is not set in the container's env"
+    flag = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if a.startswith("--") and "=" in a}
+    assert int(flag["--nnodes"]) == spec["completions"] == spec["parallelism"]
+    assert int(flag["--nproc-per-node"]) == container["resources"]["limits"]["nvidia.com/gpu"]
+    assert "job-completion-index" in env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert service["spec"]["clusterIP"] == "None" and pod["subdomain"] == service["metadata"]["name"]
+    assert env["MASTER_ADDR"]["value"] == f"{job['metadata']['name']}-0.{service['metadata']['name']}"
+    assert {p["port"] for p in service["spec"]["ports"]} == {int(env["MASTER_PORT"]["value"])}
+    # the same environment check-job.yaml checks
+    check = next(d for d in yaml.safe_load_all((EXAMPLES / "kubernetes" / "check-job.yaml").read_text())
+                 if d["kind"] == "Job")["spec"]["template"]["spec"]["containers"][0]
+    prefix = next(e["value"] for e in check["env"] if e["name"] == "ENV_PREFIX")
+    assert command[command.index("--prefix") + 1] == prefix and container["image"] == check["image"]
+
+
+@pytest.mark.slow
+def test_kubernetes_train_job_command_runs_the_job_activated_as_written(tmp_path: Path) -> None:
+    """The container's command as the kubelet runs it (no shell), the image's environment stood in for by
+    one whose activate.d script sets a variable, and torchrun by an interpreter printing what it sees."""
+    _, _, container = _train_job()
+    command = list(container["command"])
+    prefix = tmp_path / "env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "etc" / "conda" / "activate.d").mkdir(parents=True)
+    (prefix / "etc" / "conda" / "activate.d" / "cc.sh").write_text("export EG_ACTIVATED=yes\n")
+    command[command.index("--prefix") + 1] = str(prefix)
+    argv = [sys.executable, "-m", "envguard", *command[1:], sys.executable, "-c",
+            "import os; print(os.environ['CONDA_PREFIX'], os.environ['EG_ACTIVATED'])"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(prefix), "yes"] and proc.stderr == ""
+
+
 # ---------------------------------------------------------------- where envguard itself is installed from
 
 # PyPI's `envguard` is an unrelated project; torch-envguard (ours) is published on no index yet. Either name,
