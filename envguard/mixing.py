@@ -28,7 +28,7 @@ from envguard.channels import normalise_channel
 from envguard.model import Package
 from envguard.versions import release
 
-Rule = Literal["channels", "openmp", "cuda-lines", "torch-twice"]
+Rule = Literal["channels", "openmp", "cuda-lines", "torch-twice", "cuda-twice"]
 Context = Literal["spec", "lock", "prefix"]  # requested, locked or installed records
 RULES: tuple[Rule, ...] = ("channels", "openmp", "cuda-lines", "torch-twice")
 
@@ -218,6 +218,72 @@ def cuda_line_mix(packages: Iterable[Package]) -> list[Mix]:
     return out
 
 
+# pip's NVIDIA wheels (nvidia-<library>-cuNN) and the conda packages that hold the same library (conda-forge's
+# and the nvidia channel's names): one library from both managers is two copies of it in one process
+PIP_CUDA_LIBRARY: dict[str, tuple[str, ...]] = {
+    "cublas": ("libcublas",), "cudnn": ("cudnn", "libcudnn"), "nccl": ("nccl", "libnccl"),
+    "cufft": ("libcufft",), "curand": ("libcurand",), "cusolver": ("libcusolver",), "cusparse": ("libcusparse",),
+    "nvjitlink": ("libnvjitlink",), "cuda-runtime": ("cuda-cudart",), "cuda-nvrtc": ("cuda-nvrtc",),
+    "cuda-cupti": ("cuda-cupti",), "nvtx": ("cuda-nvtx",), "cusparselt": ("cusparselt", "libcusparselt"),
+    "cufile": ("libcufile",),
+}
+PIP_NVIDIA = re.compile(r"^nvidia-(?P<lib>[a-z-]+?)-cu(?P<major>\d{2})$")
+# a PyPI package built for one CUDA line that is not NVIDIA's own wheel: `cupy-cuda12x`, `cupy-cuda118`,
+# `*-cu12` extension packages (`flash-attn-cu12`, `jax-cuda12-plugin`'s kin): they depend on nvidia-* wheels
+_PIP_CUDA_BUILT = re.compile(r"(?:-cu|-cuda)(?P<major>\d{2,3})x?(?:-[a-z]+)?$")
+
+
+def pip_cuda_wheel(name: str) -> tuple[str, int] | None:
+    """(library, CUDA major) of NVIDIA's pip wheel ``nvidia-<library>-cuNN``; None for any other name."""
+    m = PIP_NVIDIA.match(name.lower().replace("_", "-"))
+    return (m["lib"], int(m["major"])) if m else None
+
+
+def pip_brings_cuda(p: Package) -> str | None:
+    """Why the pip record ``p`` brings NVIDIA's CUDA wheels into the environment, or None: the nvidia-* wheels
+    its metadata requires (a lock records them), else the CUDA line its name says it is built for."""
+    if p.manager != "pip" or pip_cuda_wheel(p.name):
+        return None
+    wheels = sorted({n for d in p.depends
+                     if (n := re.split(r"[\s<>=!~;\[(]", d.strip(), maxsplit=1)[0].lower()) and pip_cuda_wheel(n)})
+    if wheels:
+        return f"requires {', '.join(wheels[:3])}{' and more' if len(wheels) > 3 else ''}"
+    name = p.name.lower().replace("_", "-")
+    m = _PIP_CUDA_BUILT.search(name)
+    if m and p.key != "torch":
+        return (f"is built for CUDA {_digits_major(m['major'])} (its name ends in `{m.group(0)}`): its wheels come "
+                "with, or pull in, CUDA libraries from PyPI")
+    return None
+
+
+def cuda_library_twice(packages: Iterable[Package]) -> list[Mix]:
+    """One CUDA library from conda and from pip's NVIDIA wheel on the same line (conda ``libcusolver`` and pip
+    ``nvidia-cusolver-cu12``): two copies load into one process. A pip wheel of another line than conda's is
+    cuda_line_mix's to say."""
+    pkgs = list(packages)
+    conda = {p.name.lower(): p for p in pkgs if p.manager == "conda"}
+    lines = set(_by_major((p for p in pkgs if p.manager == "conda"), cuda_major))
+    pulled = {n: p for p in pkgs for d in p.depends if p.manager == "pip"
+              if (n := re.split(r"[\s<>=!~;\[(]", d.strip(), maxsplit=1)[0].lower().replace("_", "-"))}
+    for p in sorted((p for p in pkgs if p.manager == "pip"), key=lambda p: p.name):
+        wheel = pip_cuda_wheel(p.name)
+        if wheel is None or (lines and wheel[1] not in lines):
+            continue
+        twin = next((conda[n] for n in PIP_CUDA_LIBRARY.get(wheel[0], ()) if n in conda), None)
+        if twin is None:
+            continue
+        via = pulled.get(p.name.lower().replace("_", "-"))
+        why = f" (pulled in by pip's {via.name} {via.version})" if via is not None else ""
+        return [Mix("cuda-twice", "error",
+                    f"one CUDA library twice: conda {_record(twin)} and pip {_record(p)}{why} on CUDA {wheel[1]}: "
+                    "two copies of it load into one process, which one a library gets depends on load order, and "
+                    "a fix to one copy does not reach the code using the other",
+                    f"take CUDA from one manager: drop the pip wheel {p.name} (or the pip package that pulls it in) "
+                    f"and keep conda's {twin.name}, or take the whole CUDA stack from pip; then re-lock",
+                    (p, twin), p.name)]
+    return []
+
+
 def _depends_on(p: Package, key: str) -> bool:
     from envguard.model import canonical_name
 
@@ -258,10 +324,15 @@ def torch_twice(packages: Iterable[Package], *, context: Context = "lock") -> li
 def mixing(packages: Iterable[Package], *, context: Context = "lock") -> list[Mix]:
     """Every mixing finding for one platform's records (requested, locked or installed: ``context``)."""
     pkgs = list(packages)
-    return channel_mix(pkgs) + cuda_line_mix(pkgs) + torch_twice(pkgs, context=context)
+    # cuda-twice on requested specs is lint's EG133 (projects.py, which knows the lines as written); a prefix's
+    # pip rules (check) name the CUDA wheels beside conda's
+    twice = cuda_library_twice(pkgs) if context == "lock" else []
+    return channel_mix(pkgs) + cuda_line_mix(pkgs) + twice + torch_twice(pkgs, context=context)
 
 
 __all__ = [
+    "PIP_CUDA_LIBRARY",
+    "PIP_NVIDIA",
     "RULES",
     "Context",
     "Mix",
@@ -269,8 +340,11 @@ __all__ = [
     "channel_family",
     "channel_mix",
     "conda_cuda_library",
+    "cuda_library_twice",
     "cuda_line_mix",
     "cuda_major",
     "mixing",
+    "pip_brings_cuda",
+    "pip_cuda_wheel",
     "torch_twice",
 ]

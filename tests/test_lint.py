@@ -106,7 +106,7 @@ def test_python_unsupported_and_legacy() -> None:
           - python=3.12
           - pytorch=2.13.*=cpu*
         """), "EG102")
-    assert new.severity is Severity.INFO and "the file is valid" in new.message  # #39: a newer Python fails nothing
+    assert new.severity is Severity.INFO and "the file is valid" in new.message  # a newer Python fails nothing
     legacy = _one(_lint("""
         channels: [conda-forge]
         dependencies:

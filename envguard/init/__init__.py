@@ -514,7 +514,8 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
     if errors:
         raise BackendError(f"template {template} produced a file that fails lint ({errors[0].code}: "
                            f"{errors[0].message}); this is a bug in envguard")
-    warnings = [f"{f.code}: {f.message}" for f in findings if f.severity is Severity.WARNING]
+    # EG102's note on a newer Python is information to lint, and init says the same to whoever chose it
+    warnings = [f"{f.code}: {f.message}" for f in findings if f.severity is Severity.WARNING or f.code == "EG102"]
     stale = notes[0] if notes else None
     if to_stdout:
         return InitResult(None, text, python, torch, cuda, channel, plats, template, warnings, evidence, stale)

@@ -93,7 +93,9 @@ def lint_text(text: str, path: str = "environment.yml", base_dir: Path | None = 
     try:
         kind, data = _kind(path, text)
         if kind == "environment":
-            found = lint_environment(path, text, base_dir or Path(path).parent)
+            from envguard.lint.workspace_rules import spec_named_as_lock
+
+            found = spec_named_as_lock(path) + lint_environment(path, text, base_dir or Path(path).parent)
         elif kind == "pixi-manifest":
             from envguard.lint.manifest import lint_manifest
 

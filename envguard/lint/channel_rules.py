@@ -9,7 +9,7 @@ from typing import Any
 from envguard.lint.constraints import _CUDA_UNIVERSE, _exact_version, _lines_text, release_lines
 from envguard.lint.deps import _channel_name, _is_conda_forge, _is_defaults
 from envguard.lint.linter import _Linter
-from envguard.lint.projects import is_nightly_channel, nightly_fix
+from envguard.lint.projects import is_nightly_channel, nightly_fix, unused_channel
 from envguard.lint.rules import MIX_CODES, TORCH_CONDA_NAMES, E, W
 
 # What the `pytorch` channel is for: listed without any of these, it serves nothing in the file.
@@ -32,9 +32,9 @@ class _ChannelRules(_Linter):
                 self.add("EG114", f"channel `{ch}` is plain HTTP: packages can be altered in transit",
                          "use https://", line)
             if n == "pytorch" and not self._pytorch_channel_used():
-                self.add("EG130", "channel `pytorch` is listed but nothing in this file comes from it (every "
-                         "package it carries is either not requested or pinned to another channel)",
-                         "remove it from channels", line)
+                message, fix = unused_channel(ch, locked=False, why="every package it carries is either not "
+                                              "requested or pinned to another channel")
+                self.add("EG130", message, fix, line)
             elif n == "pytorch":
                 after = self._torch_all_after(frozen)
                 self.add("EG111", f"the `pytorch` channel is frozen at torch {frozen} (pytorch#138506)"
@@ -60,7 +60,8 @@ class _ChannelRules(_Linter):
             if not listed:
                 self.add("EG119", f"`{d.spec}` names channel `{d.channel}`, which `channels:` does not list: "
                          "other tools and the lock's channel list will not know it",
-                         f"add `{d.channel}` to channels, or drop the `{d.channel}::` prefix", d.line,
+                         f"add `{d.channel}` to channels, or drop the "
+                         f"`{d.spec.partition('::')[0] if '::' in d.spec else d.channel}::` prefix", d.line,
                          package=d.name)
 
     def _pytorch_channel_used(self) -> bool:

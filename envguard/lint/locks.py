@@ -315,8 +315,10 @@ def _report_unused(listed: dict[str, list[Package | None]], used: set[str], col:
             continue  # nodefaults is no channel; the members of `defaults` are judged as `defaults`
         if (ch == "defaults" and used & set(_DEFAULTS)) or (ch != "defaults" and ch.lower() in used):
             continue
-        col.add("EG130", Severity.WARNING, f"channel `{ch}` is listed but nothing is locked from it",
-                f"remove `{ch}` from the environment's channels and re-lock", "every platform", None)
+        from envguard.lint.projects import unused_channel
+
+        message, fix = unused_channel(ch, locked=True)  # the wording a spec's EG130 has
+        col.add("EG130", Severity.WARNING, message, fix, "every platform", None)
 
 
 def credential_lines(text: str) -> list[int]:
@@ -359,6 +361,11 @@ def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
         _mixing_rules(g, col)
     _report_unlisted(unlisted, col)
     _report_unused(listed, used, col)
+    if kind == "pixi":  # EG136: the environments of one pixi.lock that lock different torch releases
+        from envguard.lint.workspace_rules import lock_torch
+
+        for message, fix, rec in lock_torch([(g.label, g.packages) for g in groups]):
+            col.add("EG136", Severity.WARNING, message, fix, rec.platform or "", rec)
     whole: list[Finding] = []
     if kind != "explicit":  # an explicit file records no dependencies
         from envguard.lockwhole import judges_versions

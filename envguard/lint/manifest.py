@@ -183,6 +183,18 @@ def _structure(m: Manifest, text: str) -> list[Finding]:
     return out
 
 
+def _workspace_findings(m: Manifest, text: str, data: Any,
+                        torch_by_env: dict[str, tuple[str, str, int | None]]) -> list[Finding]:
+    """The rules over the whole workspace (envguard.lint.workspace_rules): EG135, EG136, EG137."""
+    from envguard.lint import workspace_rules
+    from envguard.sources.pixi_manifest import pixi_table, toml_lines
+
+    table = pixi_table(data) or {}
+    lines = toml_lines(text)
+    return (workspace_rules.feature_platforms(m, table, lines) + workspace_rules.unsafe_best_match(m, table, lines)
+            + workspace_rules.manifest_torch(m.path, table, torch_by_env))
+
+
 def lint_manifest(shown: str, text: str, data: Any) -> list[Finding]:
     """Every environment-file rule over every environment of a pixi manifest."""
     m = parse_manifest(text, data, shown)
@@ -192,11 +204,17 @@ def lint_manifest(shown: str, text: str, data: Any) -> list[Finding]:
         for feature in m.features.values():
             feature.deps = [d for d in feature.deps if d.line not in bad]
     by_key: dict[tuple[str, str, int | None], tuple[Finding, list[str]]] = {}
+    torch_by_env: dict[str, tuple[str, str, int | None]] = {}
     for env in m.environments.values() if not m.member else ():  # a member's environments are its workspace's
-        for f in _ManifestEnvLinter(m, env, text).run():
+        linter = _ManifestEnvLinter(m, env, text)
+        for f in linter.run():
             key = (f.code, f.message, f.line)
             slot = by_key.setdefault(key, (f, []))
             slot[1].append(env.name)
+        pin = next(iter(linter.torch_conda + linter.torch_pip), None)
+        if linter.torch_release and pin is not None and env.platforms:  # no platform: nothing is built
+            torch_by_env[env.name] = (linter.torch_release, pin.spec, pin.line)
+    findings += _workspace_findings(m, text, data, torch_by_env)
     n_envs = len(m.environments)
     for f, envs in by_key.values():
         if f.code == "EG130" and len(envs) < n_envs:

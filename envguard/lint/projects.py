@@ -9,10 +9,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+# pip's NVIDIA wheels and the conda packages that hold the same library: one table, envguard.mixing's
+from envguard.mixing import PIP_CUDA_LIBRARY as _PIP_CUDA_LIBRARY
+from envguard.mixing import PIP_NVIDIA as _PIP_NVIDIA
 from envguard.sources.pixi_manifest import satisfied_by_pixi
 
-__all__ = ["RULES", "declares_nothing", "is_nightly_channel", "nightly_fix", "project_rules", "raw_by_line",
-           "raw_for", "satisfied_by_pixi"]
+__all__ = ["RULES", "declares_nothing", "is_nightly_channel", "is_nvidia_channel", "nightly_fix", "project_rules",
+           "raw_by_line", "raw_for", "satisfied_by_pixi", "unused_channel"]
 
 
 def declares_nothing(data: Any) -> bool:
@@ -56,8 +59,8 @@ RULES = (
     ("EG132", "git-requirement-without-commit", "warning", "a pip `git+` requirement that names no commit",
      "environment"),
     ("EG133", "cuda-library-twice", "error",
-     "the same CUDA library from pip's nvidia-* wheels and from conda, one line",
-     "environment"),
+     "the same CUDA library from pip's nvidia-* wheels (or a pip package built for a CUDA line) and from conda",
+     "any"),
     ("EG134", "torch-build-unchosen", "warning", "a CUDA line pinned while torch only arrives as a dependency",
      "environment"),
 )
@@ -66,15 +69,6 @@ RULES = (
 # rapidsai-nightly, dask/label/dev ...
 _NIGHTLY = re.compile(r"(?:^|[-_/])(?:nightly|nightlies)(?:$|[-_/])|/label/dev$")
 
-# pip's NVIDIA wheels and the conda packages that hold the same library (conda-forge names)
-_PIP_CUDA_LIBRARY = {
-    "cublas": ("libcublas",), "cudnn": ("cudnn", "libcudnn"), "nccl": ("nccl", "libnccl"),
-    "cufft": ("libcufft",), "curand": ("libcurand",), "cusolver": ("libcusolver",), "cusparse": ("libcusparse",),
-    "nvjitlink": ("libnvjitlink",), "cuda-runtime": ("cuda-cudart",), "cuda-nvrtc": ("cuda-nvrtc",),
-    "cuda-cupti": ("cuda-cupti",), "nvtx": ("cuda-nvtx",), "cusparselt": ("cusparselt", "libcusparselt"),
-    "cufile": ("libcufile",),
-}
-_PIP_NVIDIA = re.compile(r"^nvidia-(?P<lib>[a-z-]+?)-cu(?P<major>\d{2})$")
 _TORCH_NAMES = frozenset({"pytorch", "pytorch-gpu", "pytorch-cpu"})
 # conda packages that depend on pytorch: asked for alone, the solver picks a torch build for them
 _NEEDS_TORCH = frozenset({
@@ -173,24 +167,42 @@ def _cuda_library_twice(lint: Any) -> None:
 
 
 def _cuda_wheels_beside_conda_cuda(lint: Any, line: str | None) -> None:
-    """pixi: CUDA from PyPI (``nvidia-*`` wheels, or torch's wheels, which depend on them on Linux) beside a
-    conda CUDA stack. In an environment file EG107 says it for a pip torch; a manifest's PyPI torch is a
-    documented route there, so this names the second CUDA copy it brings."""
-    from envguard.mixing import conda_cuda_library
+    """CUDA from PyPI beside a conda CUDA stack. pixi: ``nvidia-*`` wheels, or torch's wheels, which depend on
+    them on Linux (in an environment file EG107 says it for a pip torch; a manifest's PyPI torch is a documented
+    route there, so this names the second CUDA copy it brings). Both kinds: a PyPI package built for one CUDA
+    line under its own name (``cupy-cuda12x``, ``*-cu12``), whose wheels bring NVIDIA's CUDA libraries (or its
+    own copy of them): a warning, since what it pulls in is its metadata's to say and a lock's to show."""
+    from envguard.findings import Severity
+    from envguard.mixing import conda_cuda_library, pip_brings_cuda
+    from envguard.model import Package
 
-    if not hasattr(lint, "manifest"):
-        return
     stack = [d for d in lint.conda if conda_cuda_library(d.name) and d.name != "cuda-version"]
-    wheels = [d for d in lint.pip if _PIP_NVIDIA.match(d.name.replace("_", "-")) and
-              (line is None or _PIP_NVIDIA.match(d.name.replace("_", "-"))["major"] == line)]  # type: ignore[index]
-    wheels += [d for d in lint.pip if lint._key(d) == "torch"]
-    if not stack or not wheels:
+    if not stack:
         return
-    lint.add("EG133", f"CUDA from both managers: PyPI's `{wheels[0].spec}` brings NVIDIA's CUDA wheels, and conda "
-             f"installs `{stack[0].spec}`{' and more' if len(stack) > 1 else ''}: two copies of the CUDA "
-             "libraries in one environment, and which one a library loads depends on load order",
-             "take CUDA from one manager: drop the conda CUDA packages, or move torch (and the wheels) to "
-             "[dependencies]", wheels[0].line, package=wheels[0].name)
+    also = f"`{stack[0].spec}`{' and more' if len(stack) > 1 else ''}"
+    wheels = []
+    if hasattr(lint, "manifest"):
+        wheels = [d for d in lint.pip if _PIP_NVIDIA.match(d.name.replace("_", "-")) and
+                  (line is None or _PIP_NVIDIA.match(d.name.replace("_", "-"))["major"] == line)]  # type: ignore
+        wheels += [d for d in lint.pip if lint._key(d) == "torch"]
+    if wheels:
+        lint.add("EG133", f"CUDA from both managers: PyPI's `{wheels[0].spec}` brings NVIDIA's CUDA wheels, and "
+                 f"conda installs {also}: two copies of the CUDA libraries in one environment, and which one a "
+                 "library loads depends on load order",
+                 "take CUDA from one manager: drop the conda CUDA packages, or move torch (and the wheels) to "
+                 "[dependencies]", wheels[0].line, package=wheels[0].name)
+        return
+    for d in lint.pip:
+        why = pip_brings_cuda(Package(d.name, "", "pip"))
+        major = re.search(r"CUDA (\d+)", why or "")
+        if why is None or (major and line is not None and major[1] != line):
+            continue  # another line than conda's is EG157's to say
+        lint.add("EG133", f"`{d.spec}` (pip) {why} beside conda's CUDA stack ({also}): two copies of CUDA "
+                 "libraries in one environment, and which one a library loads depends on load order",
+                 "take CUDA from one manager: the conda build of the package where there is one (conda-forge's "
+                 "`cupy`), or drop the conda CUDA packages; a lock shows which wheels it pulls in",
+                 d.line, Severity.WARNING, package=d.name)
+        return
 
 
 def _torch_build_unchosen(lint: Any) -> None:
@@ -207,15 +219,40 @@ def _torch_build_unchosen(lint: Any) -> None:
              " (or `pytorch-gpu`)", needs[0].line, package="pytorch")
 
 
+def is_nvidia_channel(channel: str) -> bool:
+    """The nvidia channel, or one of its labels (``nvidia/label/cuda-12.1.0``), by name or URL."""
+    from envguard.channels import normalise_channel
+
+    n = (normalise_channel(str(channel).strip()) or "").lower().rstrip("/")
+    return n == "nvidia" or n.startswith("nvidia/")
+
+
+def unused_channel(channel: str, *, locked: bool, why: str = "") -> tuple[str, str]:
+    """EG130's message and fix, one wording for a spec, a manifest and a lock: the channel as written, and for
+    the nvidia channel (or a label of it) what it carries."""
+    if not why and is_nvidia_channel(channel):
+        why = "the nvidia channel carries CUDA packages only, and " + (
+            "none is locked from it" if locked else "none is requested")
+    what = "is locked from it" if locked else "in this file comes from it"
+    return (f"channel `{channel}` is listed but nothing {what}" + (f" ({why})" if why else ""),
+            f"remove `{channel}` from channels" + (" and re-lock" if locked else ""))
+
+
 def _unused_nvidia_channel(lint: Any) -> None:
-    """The `nvidia` channel holds CUDA packages only: listed with no CUDA package requested (and no `pytorch`
-    channel, whose CUDA builds pull their CUDA packages from it), nothing comes from it."""
+    """The `nvidia` channel (or a label of it) holds CUDA packages only: listed with no CUDA package requested,
+    nothing comes from it. The `pytorch` channel's CUDA builds pull their CUDA packages from it, so it is used
+    when torch comes from that channel; a `pytorch` channel listed and unused itself is EG130 on its own line."""
     from envguard.mixing import conda_cuda_library
 
-    names = {str(ch).strip().lower().rstrip("/").rsplit("/", 1)[-1]: line for ch, line in lint.channels}
-    if "nvidia" not in names or "pytorch" in names:
+    listed = [(str(ch), line) for ch, line in lint.channels if is_nvidia_channel(str(ch))]
+    if not listed:
         return
-    if any(conda_cuda_library(d.name) or (d.channel or "").lower() in ("nvidia", "pytorch") for d in lint.conda):
+    if any(conda_cuda_library(d.name) or is_nvidia_channel(d.channel or "") for d in lint.conda):
         return
-    lint.add("EG130", "channel `nvidia` is listed but nothing in this file comes from it (it carries CUDA packages, "
-             "and none is requested)", "remove it from channels", names["nvidia"])
+    pytorch_listed = any(str(ch).strip().lower() == "pytorch" for ch, _ in lint.channels)
+    if pytorch_listed and any(d.name in _TORCH_NAMES | {"torchvision", "torchaudio", "pytorch-cuda"}
+                              and (d.channel or "pytorch").lower() == "pytorch" for d in lint.conda):
+        return  # the pytorch channel's CUDA builds take their CUDA packages from nvidia
+    for ch, line in listed:
+        message, fix = unused_channel(ch, locked=False)
+        lint.add("EG130", message, fix, line)

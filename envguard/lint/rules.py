@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from envguard.findings import Severity
 from envguard.lint.projects import RULES as PROJECT_RULES
+from envguard.lint.workspace_rules import RULES as WORKSPACE_RULES
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the severities by their letters
 
@@ -23,8 +24,9 @@ class Rule:
 _RULE_LIST = [
     Rule("EG100", "invalid-environment-file", E, "the file's structure is not a valid environment file"),
     Rule("EG101", "python-not-pinned", E, "Python is missing or not pinned to one release (3.10, 3.11)"),
-    Rule("EG102", "python-unsupported", E, "Python is not 3.10/3.11 (error when older, warning when newer)"),
-    Rule("EG103", "python-legacy", W, "Python 3.10 is legacy: end of life, capped at torch 2.14"),
+    Rule("EG102", "python-unsupported", E, "Python is not 3.10/3.11 (error when older; info when newer: the file "
+         "is valid, envguard's templates and data cover 3.10/3.11)"),
+    Rule("EG103", "python-legacy", W, "Python 3.10 is legacy: end of life on 2026-10-31, capped at torch 2.14"),
     Rule("EG104", "torch-python-mismatch", E, "the pinned torch has no builds for the pinned Python"),
     Rule("EG105", "torch-not-pinned", E, "torch/pytorch is not pinned to one release line"),
     Rule("EG106", "torch-unknown-release", W, "the pinned torch release is not in the compatibility data"),
@@ -69,9 +71,11 @@ _RULE_LIST = [
     Rule("EG159", "lock-not-whole", E, "a locked record needs a package the lock does not hold on its platform "
          "(a warning for a version conda-lock recorded)", "lock"),
 ]
-_RULE_LIST += [Rule(code, name, Severity(sev), summary, applies) for code, name, sev, summary, applies in PROJECT_RULES]
+_RULE_LIST += [Rule(code, name, Severity(sev), summary, applies)
+               for code, name, sev, summary, applies in PROJECT_RULES + WORKSPACE_RULES]
 # envguard.mixing's rules, as lint codes
-MIX_CODES: dict[str, str] = {"channels": "EG113", "openmp": "EG156", "cuda-lines": "EG157", "torch-twice": "EG158"}
+MIX_CODES: dict[str, str] = {"channels": "EG113", "openmp": "EG156", "cuda-lines": "EG157", "torch-twice": "EG158",
+                             "cuda-twice": "EG133"}
 RULES: dict[str, Rule] = {r.code: r for r in _RULE_LIST}
 
 TORCH_CONDA_NAMES = ("pytorch", "pytorch-gpu", "pytorch-cpu")

@@ -7,7 +7,7 @@ import re
 
 from envguard.lint.constraints import _PYTHON_UNIVERSE, _TORCH_UNIVERSE, release_lines
 from envguard.lint.linter import _Linter
-from envguard.lint.rules import TORCH_CONDA_NAMES, E, W
+from envguard.lint.rules import TORCH_CONDA_NAMES, E, I, W
 from envguard.versions import line_key, release
 
 
@@ -28,15 +28,22 @@ class _TorchRules(_Linter):
                      f"pin it: {self.pin('python', self.c.default_python)}", d.line, package="python")
             return
         py = next(iter(lines))
-        if py not in supported:
-            older = line_key(py) < line_key(supported[0])
+        if py not in supported and line_key(py) < line_key(supported[0]):
             self.add("EG102", f"Python {py} is not supported (envguard supports {', '.join(supported)})",
-                     f"use {self.pin('python', self.c.default_python)}", d.line, E if older else W,
-                     package="python")
+                     f"use {self.pin('python', self.c.default_python)}", d.line, E, package="python")
+        elif py not in supported:
+            # a newer Python is a valid choice (init offers it where the channel builds torch for it): say what
+            # envguard's own data does not cover, as information, so that a pre-commit run on the file passes
+            self.add("EG102", f"Python {py}: the file is valid; envguard's templates and compatibility data are "
+                     f"written for Python {', '.join(supported)}, not {py}",
+                     f"nothing to change; {self.pin('python', self.c.default_python)} is the line envguard's "
+                     "data covers", d.line, I, package="python")
         legacy = self.c.python_legacy(py)
         if legacy:
-            self.add("EG103", f"Python {py} is legacy: {legacy.get('note', 'end of life')}",
-                     f"move to {self.pin('python', self.c.default_python)}", d.line, package="python")
+            eol = legacy.get("end_of_life")
+            note = legacy.get("note") or f"Python {py} is legacy"
+            self.add("EG103", note if not eol or str(eol) in note else f"{note} (end of life {eol})",
+                     f"move to {self.pin('python', self.c.default_python)}", d.line, W, package="python")
         rel = self._release()
         if rel and py not in rel.python:
             newest_for_py = [r.version for r in self.c.releases_for_python(py, self.route)]

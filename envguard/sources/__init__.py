@@ -186,8 +186,10 @@ def _parse_text(path: Path, text: str) -> Any:
     if stripped.startswith("{"):
         try:
             return json.loads(stripped)
-        except json.JSONDecodeError as e:
-            raise UserError(f"malformed JSON: {e.msg}", file=str(path), line=e.lineno, column=e.colno) from None
+        except json.JSONDecodeError:
+            # JSON is the fast path for a file that is JSON; a flow mapping, or a `{% ... %}` template, is YAML's
+            # to read or refuse, with the one message lint gives for the same file
+            pass
         except RecursionError:  # 100,000 nested arrays: no report or lock nests more than a few levels
             raise UserError("malformed JSON: nested too deeply", file=str(path), fix="correct the file") from None
     return _yaml.load(path, text)

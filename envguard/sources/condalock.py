@@ -93,6 +93,14 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None,
         except KeyError as e:
             raise _bad(shown, f"package[{i}].{e.args[0]}", "missing key") from None
         plat = str(plat)
+        # conda-lock's model requires both (LockedDependency: `manager: Literal["conda", "pip"]`, `hash:
+        # HashModel`); it refuses an entry without either, so envguard, lint and diff alike, does too
+        for required in ("manager", "hash") if tool == "conda-lock" else ():
+            if required not in entry:
+                raise UserError(f"package[{i}] ({name}) has no `{required}`, which conda-lock requires of every "
+                                "entry", file=shown, key=f"package[{i}].{required}",
+                                fix="regenerate it with `conda-lock lock` or `envguard lock` (a hand-edited entry "
+                                    "needs `manager: conda` or `pip` and a `hash:` mapping)")
         if platform is not None and plat != platform:
             continue
         manager = _MANAGERS.get(as_str(entry.get("manager", "conda")))

@@ -19,7 +19,10 @@ from envguard.redact import redact
 from envguard.sources import Description, RequestedSpec
 from envguard.sources._common import as_str
 
-_CONDA_NAME = re.compile(r"^\s*(?:(?P<chan>[^\s:]+(?:/[^\s:]+)*)::)?"
+# the channel before `::` may be a name (`conda-forge`, `conda-forge/linux-64`) or a URL
+# (`https://conda.anaconda.org/conda-forge::python=3.11`), as conda and rattler read it: everything up to the
+# first `::`, which no URL, name or subdir holds
+_CONDA_NAME = re.compile(r"^\s*(?:(?P<chan>[^\s\[\]=<>!~,|]+?)::)?"
                          r"(?P<name>[A-Za-z0-9_][A-Za-z0-9_.+-]*)(?P<rest>.*)$")
 _EGG = re.compile(r"[#&]egg=(?P<name>[A-Za-z0-9_.-]+)")
 
@@ -33,6 +36,19 @@ def split_conda_spec(text: str) -> tuple[str | None, str, str]:
     # "pangeo-dask =2024.03.18" and "pip>= 21.3.1": the constraint starts right after the name
     rest = re.sub(r"^([<>=!~]+)\s+", r"\1", rest)
     return m.group("chan"), m.group("name"), rest
+
+
+def _without_subdir(channel: str | None) -> str | None:
+    """A channel written with its subdir (``https://repo.anaconda.com/pkgs/main/linux-64::numpy``) is the
+    channel, as rattler's MatchSpec reads it: the subdir narrows where the package comes from, not which
+    channel it is."""
+    from envguard.channels import SUBDIRS
+
+    if channel and "://" in channel:
+        head, _, last = channel.rstrip("/").rpartition("/")
+        if last in SUBDIRS and "://" in head and head.split("://", 1)[1]:
+            return head
+    return channel
 
 
 def package_file_spec(entry: str) -> tuple[str, str, str | None] | None:
@@ -183,7 +199,8 @@ def read_environment(text: str, data: Any, shown: str, *, base_dir: Path | None 
                             fix="write it as NAME, NAME=VERSION or NAME>=VERSION") from None
         spec = f"{name} {rest}".strip() if rest else name
         requested.append(RequestedSpec(name=name, spec=redact(spec), manager="conda",
-                                       channel=normalise_channel(chan), platforms=selector_at(line, name),
+                                       channel=normalise_channel(_without_subdir(chan)),
+                                       platforms=selector_at(line, name),
                                        line=line))
     platforms = data.get("platforms") or []
     if not isinstance(platforms, list):

@@ -233,6 +233,11 @@ class _Reader:
 
         check(table, pyproject=self.pyproject, shown=shown, line=self.line,
               prefix="tool.pixi." if self.pyproject else "")
+        from envguard.sources import pixi_inherit
+
+        # { workspace = true } and a build backend's location, read against the workspace as pixi reads them
+        pixi_inherit.check(table, shown, self.line, "tool.pixi." if self.pyproject else "")
+        self.ws_deps = pixi_inherit.workspace_dependencies(table, shown)
 
     def line(self, *key: str) -> int | None:
         path = self.prefix + key
@@ -274,6 +279,9 @@ class _Reader:
     def _dep(self, name: str, value: Any, manager: Manager, line: int | None, feature: str,
              platforms: tuple[str, ...] | None, where: tuple[str, ...]) -> ManifestDep:
         key = ".".join(self.prefix + where + (name,))
+        from envguard.sources.pixi_inherit import resolve
+
+        value = resolve(name, value, self.ws_deps)  # { workspace = true }: the workspace's spec
         version: str | None
         build = channel = None
         source = False
@@ -301,6 +309,9 @@ class _Reader:
         else:
             pin = "" if any_version or version is None else version if version[:1] in "<>=!~" else "==" + version
             spec = f"{name}{extras}{pin}"
+        marker = value.get("env-markers") if manager == "pip" and isinstance(value, dict) else None
+        if isinstance(marker, str) and marker.strip():
+            spec = f"{spec} ; {marker.strip()}"  # pixi's env-markers is the requirement's PEP 508 marker
         return ManifestDep(name=name, manager=manager, spec=spec, version=None if any_version else version,
                            build=build, channel=channel, platforms=platforms, line=line, feature=feature,
                            source=source)

@@ -7,6 +7,7 @@ reads these rules is :mod:`envguard.sources.pixi_schema`.
 A type is one of:
 
 * a name: ``"str"`` (a non-empty string), ``"any-str"``, ``"version"`` (a non-empty version string),
+  ``"marker"`` (a PEP 508 environment marker),
   ``"bool"``, ``"true"`` (only ``true``: inheritance from the workspace), ``"false"``, ``"int"``,
   ``"num"``, ``"any"``;
 * ``("enum", (values...))``, ``("re", pattern, what it means)``;
@@ -137,9 +138,11 @@ TABLES: dict[str, dict[str, Any]] = {
     "InheritableSpec": {"keys": {**_SPEC_KEYS, "workspace": "true"}},
     "SourceSpec": {"keys": {k: _SPEC_KEYS[k] for k in ("branch", "git", "md5", "path", "rev", "sha256",
                                                         "subdirectory", "tag", "url")}},
-    "PyPIRequirement": {"keys": {"branch": "str", "editable": "bool", "extras": _STRS, "git": "str", "index": "str",
-                                 "lfs": "bool", "path": "str", "rev": "str", "subdirectory": "str", "tag": "str",
-                                 "url": "str", "version": "version"}},
+    # env-markers: pixi's own reader takes it (crates/pixi_pypi_spec: a PEP 508 marker, refused when it names no
+    # marker variable), though the published schema.json lags behind it
+    "PyPIRequirement": {"keys": {"branch": "str", "editable": "bool", "env-markers": "marker", "extras": _STRS,
+                                 "git": "str", "index": "str", "lfs": "bool", "path": "str", "rev": "str",
+                                 "subdirectory": "str", "tag": "str", "url": "str", "version": "version"}},
     "PyPIOptions": {"keys": {
         "dependency-overrides": _PYPI_DEPS, "extra-index-urls": _STRS,
         "find-links": ("list", ("or", ("table", "FindLinksPath"), ("table", "FindLinksUrl"))),
@@ -180,9 +183,13 @@ TABLES: dict[str, dict[str, Any]] = {
         "flags": ("list", ("re", r"^[a-z0-9_]+(:[a-z0-9_]+)?$", "a flag (lower-case, digits, `_`, one `:`)")),
         "secrets": _STRS, "source": ("table", "SourceLocation"), "target": ("map", ("table", "BuildTarget")),
     }},
-    "BuildBackend": {"keys": {**{k: _SPEC_KEYS[k] for k in ("build", "build-number", "channel", "extras",
-                                                            "file-name", "flags", "license", "license-family",
-                                                            "subdir", "track-features", "version", "when")},
+    # pixi's reader takes a backend's whole spec (crates/pixi_manifest/src/toml/build_backend.rs: the keys left
+    # after name, channels and additional-dependencies are a TomlSpec), a source location included; that the
+    # location is a package file and not a source tree is pixi_inherit's to judge, as pixi does after reading
+    "BuildBackend": {"keys": {**{k: _SPEC_KEYS[k] for k in ("branch", "build", "build-number", "channel", "extras",
+                                                            "file-name", "flags", "git", "license", "license-family",
+                                                            "md5", "path", "rev", "sha256", "subdir", "subdirectory",
+                                                            "tag", "track-features", "url", "version", "when")},
                               "additional-dependencies": _PLAIN_DEPS, "channels": _CHANNELS, "name": "str",
                               "workspace": "true"}},
     "BuildTarget": {"keys": {"config": ("map", "any")}},

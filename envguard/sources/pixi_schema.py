@@ -22,7 +22,8 @@ from envguard.errors import UserError
 from envguard.sources.pixi_rules import MAX_PLATFORM_NAME, RESERVED_ARG_NAMES, RESERVED_PLATFORM_NAMES, TABLES
 
 URL = "https://pixi.sh/latest/reference/pixi_manifest/"
-_WHAT = {"str": "a non-empty string", "any-str": "a string", "version": "a version string", "bool": "true or false",
+_WHAT = {"str": "a non-empty string", "any-str": "a string", "version": "a version string",
+         "marker": "a PEP 508 environment marker", "bool": "true or false",
          "true": "true", "false": "false", "int": "an integer", "num": "a number", "any": "anything"}
 
 
@@ -76,7 +77,8 @@ def _what(rule: Any) -> str:
 def _shape(rule: Any) -> str:
     """What kind of TOML value a rule takes: string, bool, number, list or table."""
     if isinstance(rule, str):
-        return {"str": "string", "any-str": "string", "version": "string", "bool": "bool", "true": "bool",
+        return {"str": "string", "any-str": "string", "version": "string", "marker": "string", "bool": "bool",
+                "true": "bool",
                 "false": "bool", "int": "number", "num": "number", "any": "any"}[rule]
     return {"enum": "string", "re": "string", "list": "list", "map": "table", "table": "table"}.get(rule[0], "or")
 
@@ -91,6 +93,18 @@ def _shape_of(value: Any) -> str:
     return "list" if isinstance(value, list) else "table" if isinstance(value, dict) else "other"
 
 
+def _marker_problem(text: str) -> str | None:
+    """Why ``text`` is no PEP 508 environment marker (pixi reads ``env-markers`` with uv's marker parser, which
+    refuses what packaging's does: an unknown variable, an unquoted value), or None."""
+    from packaging.markers import InvalidMarker, Marker
+
+    try:
+        Marker(text)
+    except InvalidMarker as e:
+        return str(e).splitlines()[0]
+    return None
+
+
 def _check(value: Any, rule: Any, path: tuple[str, ...]) -> None:
     if isinstance(rule, str):
         ok = {"str": lambda v: isinstance(v, str) and v != "", "any-str": lambda v: isinstance(v, str),
@@ -98,9 +112,13 @@ def _check(value: Any, rule: Any, path: tuple[str, ...]) -> None:
               "true": lambda v: v is True, "false": lambda v: v is False,
               "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
               "num": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+              "marker": lambda v: isinstance(v, str) and _marker_problem(v) is None,
               "any": lambda v: True}[rule](value)
         if ok:
             return
+        if rule == "marker" and isinstance(value, str):
+            raise _Broken(path, f"{_found(value)} is not an environment marker ({_marker_problem(value)})",
+                          "write a PEP 508 marker such as \"sys_platform == 'linux'\"")
         if rule == "version" and isinstance(value, str):
             raise _Broken(path, "an empty version string", "write \"*\" for any version")
         if rule == "true" and path[-1:] == ("workspace",):
