@@ -85,6 +85,15 @@ def pixi_config_paths(env: Mapping[str, str], home: Path, project: Path | None =
     return list(dict.fromkeys(out))
 
 
+def _under(base: str, name: str = "") -> str:
+    """``base`` and ``name`` joined by one slash (``base`` without its trailing slashes when ``name`` is empty);
+    a root URL keeps the slashes of its scheme (``file:///`` and ``x``: ``file:///x``, never ``file:/x``)."""
+    stem = base.rstrip("/")
+    if stem.endswith(":"):
+        return stem + "///" + name
+    return f"{stem}/{name}" if name else stem
+
+
 @dataclass(frozen=True)
 class Resolved:
     """Where a channel name points: ``url``, the setting that decided it (``source``: "~/.condarc:
@@ -144,9 +153,9 @@ class ChannelSettings:
             return self._mirrored(DEFAULTS_URL, BUILT_IN)
         head = c.split("/", 1)[0]
         if head in self.custom_channels:
-            return self._mirrored(self.custom_channels[head].rstrip("/") + "/" + c,
+            return self._mirrored(_under(self.custom_channels[head], c),
                                   self.sources.get(f"custom:{head}", BUILT_IN))
-        return self._mirrored(self.channel_alias.rstrip("/") + "/" + c, self.sources.get("channel_alias", BUILT_IN))
+        return self._mirrored(_under(self.channel_alias, c), self.sources.get("channel_alias", BUILT_IN))
 
     def _mirrored(self, url: str, source: str) -> Resolved:
         """``url`` with the mirrors of the longest configured channel URL it starts with (rattler's rule)."""
@@ -157,7 +166,7 @@ class ChannelSettings:
             return Resolved(url, source)
         mirrors = self._usable(best)
         rest = plain[len(best.rstrip("/") + "/"):].rstrip("/")
-        urls = tuple(m.rstrip("/") + ("/" + rest if rest else "") for m in mirrors)
+        urls = tuple(_under(m, rest) for m in mirrors)
         return Resolved(url, source, mirrors, self.sources.get(f"mirror:{best}", BUILT_IN), urls)
 
     def _usable(self, key: str) -> tuple[str, ...]:
@@ -300,38 +309,16 @@ def _exists(p: Path) -> bool:
         return False  # missing (conda skips it), or a path through a file: nothing configured there
 
 
-#: (path, identity of the file) -> (its checked settings, bytes, nodes): the configuration is read once per
-#: process, however many steps of a command ask (lock reads it for the solve, the records and the message)
-_files: dict[tuple[str, tuple[int, ...]], tuple[dict[str, Any], int, int]] = {}
-
-
 def _read_config(p: Path, where: str, budget: Any, toml: bool) -> dict[str, Any]:
     """The checked settings of one file (envguard.condarc), refused in one line when it cannot be read;
     a pixi config as ``{"mirrors": {...}}``."""
     from envguard import condarc
 
-    key: tuple[str, tuple[int, ...]]
-    try:
-        st = os.stat(p)
-        key = (str(p), (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode))
-    except OSError:
-        key = ("", ())
-    if key in _files:  # charged as if read again: the bounds hold for the files together
-        data, size, nodes = _files[key]
-        budget.files -= 1
-        budget.size -= size
-        condarc.charge(nodes, where, budget)
-        return data
-    size, nodes = budget.size, budget.nodes
     if toml:
         raw = condarc.read_pixi_config(p, where, budget)
-        data = {"mirrors": condarc.check_pixi(raw, where, budget) if raw else {}}
-    else:
-        raw = condarc.read_condarc(p, where, budget)
-        data = condarc.check_condarc(raw, where, budget) if raw else {}
-    if key[0]:
-        _files[key] = data, size - budget.size, nodes - budget.nodes
-    return data
+        return {"mirrors": condarc.check_pixi(raw, where, budget) if raw else {}}
+    raw = condarc.read_condarc(p, where, budget)
+    return condarc.check_condarc(raw, where, budget) if raw else {}
 
 
 def load(env: Mapping[str, str] | None = None, home: Path | None = None,

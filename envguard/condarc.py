@@ -51,8 +51,13 @@ def _what(value: Any) -> str:
         else "empty"
 
 
-def url_problem(value: Any) -> str | None:
-    """Why ``value`` is not a URL rattler can use as a channel or mirror (None when it is one)."""
+#: the schemes rattler reads a channel over (a mirror's are checked by envguard.condaconfig, with its own words)
+CHANNEL_SCHEMES = ("http", "https", "file", "s3", "gcs", "oci")
+
+
+def url_problem(value: Any, schemes: tuple[str, ...] | None = CHANNEL_SCHEMES) -> str | None:
+    """Why ``value`` is not a URL rattler can use as a channel (``schemes``: None for a mirror, whose scheme
+    envguard.condaconfig checks); None when it is one."""
     if not isinstance(value, str):
         return f"is {_what(value)}, not a URL"
     if not value.strip():
@@ -64,6 +69,8 @@ def url_problem(value: Any) -> str | None:
     scheme, sep, _rest = value.strip().partition("://")
     if not sep or not _SCHEME.match(scheme):
         return "is not a URL (no scheme://)"
+    if schemes is not None and scheme.lower() not in schemes:
+        return f"is not a channel URL: rattler reads channels over {', '.join(schemes)}, not {shorten(scheme, 20)}"
     try:
         parts = urlsplit(value.strip())
         parts.port  # noqa: B018 - raises ValueError for a port that is no number or out of range
@@ -71,7 +78,13 @@ def url_problem(value: Any) -> str | None:
     except ValueError as e:
         return f"is not a valid URL ({e})"
     if scheme.lower() == "file":
-        return None
+        ok = parts.path.startswith("/") and host in ("", "localhost")
+        return None if ok else "names no absolute folder (file:///absolute/folder)"
+    return _host_problem(host)
+
+
+def _host_problem(host: str) -> str | None:
+    """Why rattler's URL parser would refuse ``host`` (None when it would not)."""
     if not host:
         return "names no host"
     if any(c in _BAD_HOST for c in host):
@@ -174,6 +187,30 @@ def charge(nodes: int, shown: str, budget: Budget) -> None:
     budget.nodes -= nodes
 
 
+#: (kind, digest of the text) -> (what it parsed to, its nodes): the configuration is parsed once per process,
+#: however many steps of a command read it (lock: for the solve, the lock's records and its message)
+_parsed: dict[tuple[str, bytes], tuple[Any, int]] = {}
+
+
+def _cached(kind: str, text: str, shown: str, budget: Budget) -> tuple[tuple[str, bytes], Any]:
+    """The cache key of ``text`` and what it parsed to before (None when it was not), charged to the budget:
+    the bounds hold for the files together, read before or not."""
+    import hashlib
+
+    key = (kind, hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+    known = _parsed.get(key)
+    if known is None:
+        return key, None
+    charge(known[1], shown, budget)
+    return key, known[0]
+
+
+def _remember(key: tuple[str, bytes], data: Any, nodes: int) -> None:
+    if len(_parsed) >= 64:  # a long-lived process reading many configurations: keep the memory bounded
+        _parsed.clear()
+    _parsed[key] = data, nodes
+
+
 def read_condarc(path: Path, shown: str, budget: Budget) -> dict[str, Any] | None:
     """A .condarc (or a condarc.d file): its mapping, None when empty; anything else refused (exit 2)."""
     import yaml
@@ -182,6 +219,9 @@ def read_condarc(path: Path, shown: str, budget: Budget) -> dict[str, Any] | Non
     from envguard.yamlio import check_limits
 
     text = _read(path, shown, budget, max_input_bytes())
+    key, known = _cached("yaml", text, shown, budget)
+    if known is not None:
+        return dict(known)
     try:
         check_limits(shown, text, max_nodes=max(1, budget.nodes))
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # a safe loader
@@ -207,7 +247,9 @@ def read_condarc(path: Path, shown: str, budget: Budget) -> dict[str, Any] | Non
     if not isinstance(data, dict):
         raise UserError(f"a channel configuration file is {_what(data)}, not a mapping of settings", file=shown,
                         fix=_refuse_fix("write settings as `key: value` lines (channel_alias: https://...)"))
-    charge(_count_nodes(data, budget.nodes), shown, budget)
+    nodes = _count_nodes(data, budget.nodes)
+    charge(nodes, shown, budget)
+    _remember(key, data, nodes)
     return data
 
 
@@ -219,13 +261,18 @@ def read_pixi_config(path: Path, shown: str, budget: Budget) -> dict[str, Any] |
         import tomli as tomllib
 
     text = _read(path, shown, budget, MAX_TOML_BYTES)
+    key, known = _cached("toml", text, shown, budget)
+    if known is not None:
+        return dict(known)
     try:
         data = tomllib.loads(text)
     except (ValueError, RecursionError) as e:
         what = "nested too deeply" if isinstance(e, RecursionError) else shorten(" ".join(str(e).split()), 160)
         raise UserError(f"malformed TOML in pixi's configuration: {what}", file=shown,
                         fix=_refuse_fix("correct the TOML (pixi refuses this file too)")) from None
-    charge(_count_nodes(data, budget.nodes), shown, budget)
+    nodes = _count_nodes(data, budget.nodes)
+    charge(nodes, shown, budget)
+    _remember(key, data, nodes)
     return data
 
 
@@ -305,7 +352,7 @@ def mirror_list(mirrors: Any, shown: str, key: str) -> list[str]:
         raise _bad(shown, key, mirrors, "is a mapping, not a list of mirror URLs",
                    "write the mirrors as a list of URLs: [https://mirror.example/conda-forge]")
     for m in items:
-        problem = url_problem(m) if m else None
+        problem = url_problem(m, None) if m else None
         if problem:
             raise _bad(shown, key, m, problem, "write each mirror as a URL: https://mirror.example/conda-forge "
                                                "or file:///absolute/folder")

@@ -170,3 +170,80 @@ def test_redact_never_keeps_a_literal_secret(text: str) -> None:
     masked = redact(text)
     assert redact(masked) == masked  # idempotent
     assert "://s3cr3t@" not in redact(text + " https://s3cr3t@h/c")
+
+
+# The channel configuration (#38): .condarc, a condarc.d file and pixi's config.toml, read as lock and create
+# read them. No real-world corpus holds these; the seeds are what conda's and pixi's documentation shows.
+CONFIG_SEEDS = [
+    (".condarc", b"channels:\n  - conda-forge\nchannel_alias: https://mirror.example/conda/\n"
+                 b"custom_channels:\n  pytorch: https://u:p@pt.example/\n  bioconda: file:///srv/bio\n"
+                 b"default_channels:\n  - https://repo.example/pkgs/main\n  - pkgs/r\n"
+                 b"mirrored_channels:\n  conda-forge: [https://cf.example/conda-forge, oci://ghcr.io/cf]\n"
+                 b"custom_multichannels:\n  mine: [a, b]\nproxy_servers:\n  https: http://proxy:3128\n"),
+    ("condarc.d/10-site.yml", b"channel_alias: &a https://${USER}:${PW}@alias.example/\n"
+                              b"default_channels: [*a, pkgs/main]\nmirrored_channels:\n  pkgs/main: *a\n"),
+    ("config.toml", b'default-channels = ["conda-forge"]\n[mirrors]\n"https://conda.anaconda.org/conda-forge" = '
+                    b'["https://prefix.dev/conda-forge", "file:///srv/cf"]\n"https://conda.anaconda.org/bioconda" = '
+                    b'["https://u:p@m.example/bioconda"]\n[proxy-config]\nhttps = "http://proxy:3128"\n'),
+]
+CONFIG_TOKENS = [*TOKENS, b"- https://", b"channel_alias: ", b"custom_channels:\n  x: ", b"mirrored_channels:\n  ",
+                 b'"https://a.example" = ', b"!!timestamp ", b"!!binary ", b"= [", b"{a = 1}", b"\x1b]0;t\x07"]
+
+
+@st.composite
+def mutated_config(draw: st.DrawFn) -> tuple[str, bytes]:
+    name, data = draw(st.sampled_from(CONFIG_SEEDS))
+    buf = bytearray(data)
+    for _ in range(draw(st.integers(1, 4))):
+        op = draw(st.sampled_from(["flip", "delete", "duplicate", "insert", "truncate"]))
+        at = draw(st.integers(0, max(0, len(buf) - 1)))
+        if op == "flip" and buf:
+            buf[at] ^= draw(st.integers(1, 255))
+        elif op == "delete":
+            del buf[at: at + draw(st.integers(1, 60))]
+        elif op == "duplicate":
+            buf[at:at] = buf[at: at + draw(st.integers(1, 200))] * draw(st.integers(1, 50))
+        elif op == "insert":
+            buf[at:at] = draw(st.sampled_from(CONFIG_TOKENS))
+        else:
+            del buf[at:]
+    return name, bytes(buf)
+
+
+@_settings(80)
+@given(mutated_config(), mutated_config())
+def test_the_channel_configuration_survives_mutations(scratch: Path, a: tuple[str, bytes],
+                                                      b: tuple[str, bytes]) -> None:
+    """Reading the configuration and resolving names through it: a documented one-line error or settings,
+    never an internal error (rattler's InvalidUrlError included: every URL it hands on parses), within the
+    time and memory bounds."""
+    import shutil
+
+    from envguard import condaconfig
+
+    home = scratch / "config-home"
+    shutil.rmtree(home, ignore_errors=True)
+    places = {".condarc": home / ".condarc", "condarc.d/10-site.yml": home / ".conda" / "condarc.d" / "10.yml",
+              "config.toml": home / "project" / ".pixi" / "config.toml"}
+    for name, data in (a, b):
+        target = places[name] if not places[name].exists() else home / ".config" / "conda" / ".condarc"
+        if name == "config.toml" and places[name].exists():
+            target = home / ".pixi" / "config.toml"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    (home / "project").mkdir(parents=True, exist_ok=True)
+
+    def read() -> None:
+        from rattler import Channel
+
+        cfg = condaconfig.load({"HOME": str(home)}, home, home / "project")
+        for name in ("conda-forge", "pytorch", "defaults", "bioconda", "pkgs/main", "https://x.example/c"):
+            r = cfg.resolve(name)
+            for url in (r.url, *r.mirror_urls):
+                Channel(url)  # what lock hands rattler: must parse
+        cfg.expand(["conda-forge", "defaults"])
+        cfg.mirror_map()
+        cfg.with_credentials()
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        _bounded(read)
