@@ -43,7 +43,9 @@ SBATCH = REPO / "examples" / "slurm" / "check-nodes.sbatch"
 NODES = ("n1", "n2", "n3")
 PARTITION = "ci"
 TOOLS = ("slurmctld", "slurmd", "munged", "sbatch", "srun", "scontrol", "unshare", "nsenter")
-RENDEZVOUS_S = 8  # ENVGUARD_RENDEZVOUS_TIMEOUT for the jobs: how soon a missing rank must be named
+# ENVGUARD_RENDEZVOUS_TIMEOUT for the job with a rank that cannot join: how soon the missing rank must be named.
+# The other jobs keep the default (60 s): on a loaded machine the ranks' starts (import torch) drift apart.
+RENDEZVOUS_S = 10
 
 
 def _tool(name: str) -> str | None:
@@ -70,6 +72,7 @@ class Cluster:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.jobs: list[str] = []
         self.conf = root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         for k in [k for k in self.env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
@@ -171,7 +174,8 @@ class Cluster:
         out = self.run("sbatch", "--parsable", f"--nodes={len(NODES)}", f"--partition={PARTITION}",
                        "--gpus-per-node=0", str(SBATCH), *args,
                        env={**env, "SLURM_CONF": str(self.conf)}, cwd=cwd).stdout
-        return out.strip().split(";")[0]
+        self.jobs.append(out.strip().split(";")[0])
+        return self.jobs[-1]
 
     def wait(self, job: str, timeout: float) -> tuple[str, str, float]:
         """(JobState, ExitCode, seconds from start to end) once the job has ended, polling ``scontrol``."""
@@ -191,7 +195,17 @@ class Cluster:
     # ------------------------------------------------------------------ down
 
     def stop(self) -> None:
-        """Every daemon started here, by its PID (its session: what slurmd started for a job too)."""
+        """Every daemon started here, by its PID (its session: what slurmd started for a job too); the jobs
+        submitted here are cancelled first, so that no job's processes outlive the cluster."""
+        if self.jobs and self.procs.get("slurmctld") and self.procs["slurmctld"].poll() is None:
+            subprocess.run(["scancel", *self.jobs], capture_output=True, env=self.env, timeout=30)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                q = subprocess.run(["squeue", "-h", "-j", ",".join(self.jobs)], capture_output=True, text=True,
+                                   env=self.env, timeout=30)
+                if not q.stdout.strip():
+                    break
+                time.sleep(0.3)
         for name in sorted(self.procs, key=lambda n: n.startswith("munged")):  # munged last
             p = self.procs[name]
             if p.poll() is None:
@@ -255,19 +269,23 @@ def environment(channel_url: str, tmp_path_factory: pytest.TempPathFactory) -> t
     return prefix, lock, drifted
 
 
-def _job_env(tmp: Path) -> dict[str, str]:
+def _job_env(rendezvous_s: int | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env.update({"PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",  # `envguard` on every node
                 "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", "ENVGUARD_NVIDIA_SMI": "",
-                "MASTER_PORT": str(_free_ports(1)[0]), "ENVGUARD_RENDEZVOUS_TIMEOUT": str(RENDEZVOUS_S)})
-    env.pop("MASTER_ADDR", None)
+                "MASTER_PORT": str(_free_ports(1)[0])})
+    for name in ("MASTER_ADDR", "ENVGUARD_RENDEZVOUS_TIMEOUT"):
+        env.pop(name, None)
+    if rendezvous_s is not None:
+        env["ENVGUARD_RENDEZVOUS_TIMEOUT"] = str(rendezvous_s)
     return env
 
 
-def _run_job(cluster: Cluster, env_: tuple[Path, Path, Path], tmp: Path, timeout: float = 150) -> dict:
+def _run_job(cluster: Cluster, env_: tuple[Path, Path, Path], tmp: Path, timeout: float = 150,
+             rendezvous_s: int | None = None) -> dict:
     prefix, lock, _ = env_
     tmp.mkdir(parents=True, exist_ok=True)
-    job = cluster.submit([str(prefix), str(lock)], _job_env(tmp), tmp)
+    job = cluster.submit([str(prefix), str(lock)], _job_env(rendezvous_s), tmp)
     state, code, seconds = cluster.wait(job, timeout)
     out_file = tmp / f"envguard-fleet-{job}.out"
     out = out_file.read_text(errors="replace") if out_file.exists() else ""
@@ -328,7 +346,7 @@ def test_a_rank_that_cannot_join_is_named_within_seconds(cluster: Cluster, envir
     fault = cluster.root / "faults" / "n3"
     fault.write_text("export MASTER_ADDR=n1\n")  # the Slurm name, which does not resolve on n3
     try:
-        r = _run_job(cluster, environment, tmp_path)
+        r = _run_job(cluster, environment, tmp_path, rendezvous_s=RENDEZVOUS_S)
     finally:
         fault.unlink()
     out, doc = r["out"], r["fleet"]
