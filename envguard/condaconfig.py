@@ -40,24 +40,11 @@ LOCK_MIRROR_KEY = "envguard.mirror."
 
 
 def condarc_paths(env: Mapping[str, str], home: Path) -> list[Path]:
-    """The candidate files and ``condarc.d`` directories' YAML files, in conda's order (missing ones too)."""
-    from envguard.condarc import MAX_FILES
-
+    """The candidate files in conda's order (missing ones too); a directory on the search path
+    (``condarc.d``, or ``$CONDARC`` naming one) stands for its ``*.yml`` and ``*.yaml`` files, sorted, as
+    conda's loader reads it."""
     def trio(base: Path) -> list[Path]:
-        d = base / "condarc.d"
-        extra: list[Path] = []
-        if d.is_dir():
-            try:
-                with os.scandir(d) as entries:
-                    for e in entries:  # a directory of a million files: enough to be refused, not all
-                        if e.name.endswith((".yml", ".yaml")) and len(extra) <= MAX_FILES:
-                            extra.append(Path(e.path))
-            except OSError as e:
-                from envguard.errors import UserError
-
-                raise UserError(f"cannot read the directory: {e.strerror or e}", file=_shown(d, home),
-                                fix="make it readable, or move it away: conda reads its files too") from None
-        return [base / ".condarc", base / "condarc", *sorted(extra)]
+        return [base / ".condarc", base / "condarc", base / "condarc.d"]
 
     out = trio(Path("/etc/conda")) + trio(Path("/var/lib/conda"))
     if env.get("CONDA_ROOT"):
@@ -68,7 +55,37 @@ def condarc_paths(env: Mapping[str, str], home: Path) -> list[Path]:
         out += trio(Path(env["CONDA_PREFIX"]))
     if env.get("CONDARC"):
         out.append(Path(env["CONDARC"]))
-    return out
+    return [f for p in out for f in (_yaml_files(p, home) if _is_dir(p) else [p])]
+
+
+def _is_dir(p: Path) -> bool:
+    """Whether ``p`` is a directory; a path that cannot be looked at (missing, a name too long, a parent
+    without search permission) is none: conda's loader skips what it cannot stat."""
+    import stat
+
+    try:
+        return stat.S_ISDIR(os.stat(p).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _yaml_files(d: Path, home: Path) -> list[Path]:
+    """The ``*.yml`` and ``*.yaml`` files of a directory on conda's search path, sorted (a directory of a
+    million files: enough of them to be refused, envguard.condarc.MAX_FILES, not all)."""
+    from envguard.condarc import MAX_FILES
+
+    found: list[Path] = []
+    try:
+        with os.scandir(d) as entries:
+            for e in entries:
+                if e.name.endswith((".yml", ".yaml")) and len(found) <= MAX_FILES:
+                    found.append(Path(e.path))
+    except OSError as e:
+        from envguard.errors import UserError
+
+        raise UserError(f"cannot read the channel configuration directory: {e.strerror or e}", file=_shown(d, home),
+                        fix="make it readable, or move it away: conda reads its files too") from None
+    return sorted(found)
 
 
 def pixi_config_paths(env: Mapping[str, str], home: Path, project: Path | None = None) -> list[Path]:
@@ -305,8 +322,8 @@ def _exists(p: Path) -> bool:
 
     try:
         return not stat.S_ISDIR(os.stat(p).st_mode)
-    except OSError:
-        return False  # missing (conda skips it), or a path through a file: nothing configured there
+    except (OSError, ValueError):
+        return False  # missing, or a path conda cannot stat either (it skips those): nothing configured there
 
 
 def _read_config(p: Path, where: str, budget: Any, toml: bool) -> dict[str, Any]:

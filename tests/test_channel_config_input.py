@@ -122,6 +122,25 @@ def test_a_condarc_envguard_cannot_read_is_refused_not_dropped(tmp_path: Path, r
     assert not (work / "conda-lock.yml").exists()
 
 
+def test_condarc_naming_a_directory_reads_its_yaml_files_as_conda_does(tmp_path: Path, root: Path) -> None:
+    """conda's loader reads a directory on its search path as its *.yml / *.yaml files: CONDARC may name one."""
+    work, home = _project(tmp_path, root)
+    d = tmp_path / "site-config"
+    d.mkdir()
+    (d / "10-ok.yml").write_text("default_channels: [pkgs/main]\n")
+    (d / "20-broken.yaml").write_text("channel_alias: {unclosed\n")
+    (d / "ignored.txt").write_text("channel_alias: {unclosed\n")
+    _refused(envguard("lock", env=_env(home, CONDARC=str(d)), cwd=work), "20-broken.yaml", "malformed YAML")
+
+
+def test_a_condarc_path_that_cannot_be_looked_at_is_skipped_as_conda_skips_it(tmp_path: Path, root: Path) -> None:
+    """A name too long for the file system (conda's loader skips what it cannot stat): no internal error."""
+    work, home = _project(tmp_path, root)
+    proc = envguard("lock", env=_env(home, CONDARC=str(tmp_path / ("a" * 5000)), PIXI_HOME=str(tmp_path / ("b" * 5000))),
+                    cwd=work)
+    assert proc.returncode == 0 and "internal error" not in proc.stderr, proc.stdout + proc.stderr
+
+
 def test_a_fifo_as_condarc_is_refused_without_waiting(tmp_path: Path, root: Path) -> None:
     work, home = _project(tmp_path, root)
     os.mkfifo(home / ".condarc")
