@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.check_envs import envguard
 
 MD5 = "4c1a3f5e9b0a8a1f6b2c7d5e3f1a2b3c"
@@ -213,6 +214,36 @@ def test_a_pixi_lock_with_a_platform_twice_is_refused_by_lint_as_by_diff(tmp_pat
     diff = envguard("diff", "pixi.lock", "pixi.lock", cwd=tmp_path)
     assert rc == 2 and diff.returncode == 2, (err, diff.stderr)
     assert "platform name 'gpu' is declared twice" in err and "platform name 'gpu' is declared twice" in diff.stderr
+
+
+V7_TABLES = {
+    "a platform table without a name": ("platforms:\n- subdir: linux-64\n", "linux-64", "needs a `name`"),
+    "an empty name": ("platforms:\n- name: ''\n", "linux-64", "'' is not a known subdir"),
+    "virtual packages that are no list": ("platforms:\n- name: linux-64\n  virtual-packages: __cuda=12\n",
+                                          "linux-64", "must be a list of strings"),
+    "a virtual package that is no string": ("platforms:\n- name: linux-64\n  virtual-packages:\n  - 42\n",
+                                            "linux-64", "must be a list of strings"),
+    "no platform table at all": ("", "linux-64", "names its platforms in a 'platforms' table"),
+}
+
+
+def test_a_malformed_v7_platform_table_is_refused_by_lint_diff_and_rattler(tmp_path: Path) -> None:
+    import rattler
+
+    zlib = f"{CF}/linux-64/zlib-1.3.1-hb9d3cd8_2.conda"
+    for form, (table, platform, why) in V7_TABLES.items():
+        d = tmp_path / form.replace(" ", "-")
+        d.mkdir()
+        (d / "pixi.lock").write_text(
+            f"version: 7\n{table}environments:\n  default:\n    channels:\n    - url: {CF}/\n    packages:\n"
+            f"      {platform}:\n      - conda: {zlib}\npackages:\n- conda: {zlib}\n  sha256: {SHA}\n  md5: {MD5}\n")
+        with pytest.raises(Exception) as refused:  # rattler's own error family: pixi's reader refuses it
+            rattler.LockFile.from_path(d / "pixi.lock")
+        assert refused.value is not None, form
+        rc, _, err = _lint(d / "pixi.lock", cwd=d)
+        diff = envguard("diff", "pixi.lock", "pixi.lock", cwd=d)
+        assert rc == 2 and why in err, (form, err)
+        assert diff.returncode == 2 and why in diff.stderr, (form, diff.stderr)
 
 
 def test_a_template_named_like_a_lock_gets_one_message_from_lint_and_diff(tmp_path: Path) -> None:

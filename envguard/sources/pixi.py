@@ -196,7 +196,15 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
     subdir_of: dict[str, str] = {}
     info: dict[str, dict[str, str]] = {}
     for k, p in enumerate(data.get("platforms") or []):
-        if isinstance(p, dict) and p.get("name"):
+        # rattler's platform table: `name` required (a string; an empty one is no subdir), `virtual-packages` a
+        # list of strings; it refuses the lock otherwise, and so do lint and diff
+        if not isinstance(p.get("name"), str):
+            raise _refuse(shown, "a platform table needs a `name` (a string)", key=f"platforms[{k}].name")
+        vps = p.get("virtual-packages")
+        if vps is not None and not (isinstance(vps, list) and all(isinstance(v, str) for v in vps)):
+            raise _refuse(shown, "'virtual-packages' must be a list of strings (`__cuda=12`, `__glibc=2.28`)",
+                          key=f"platforms[{k}].virtual-packages")
+        if isinstance(p, dict):
             name = as_str(p["name"])
             if name in subdir_of:
                 raise _refuse(shown, f"platform name {name!r} is declared twice", key=f"platforms[{k}].name")
@@ -228,11 +236,15 @@ def read_pixi(data: Any, shown: str, *, environment: str | None = None, platform
                         key=f"environments.{environment}.packages")
     out: dict[str | None, list[Package]] = {}
     notes: list[str] = [number_digests_note(numbers, "pixi")] if numbers else []
+    # v7 names its platforms in the table: a platform no table declares is unknown to rattler, table or not
+    v7 = isinstance(data.get("version"), int) and not isinstance(data.get("version"), bool) and data["version"] >= 7
     for key in per_platform:
         name = as_str(key)
-        if name not in (subdir_of if subdir_of else KNOWN_SUBDIRS):
+        if name not in (subdir_of if subdir_of or v7 else KNOWN_SUBDIRS):
             raise _refuse(shown, f"{name!r} is not a known platform"
-                          + (" (nor one of the lock's 'platforms')" if subdir_of else ""),
+                          + (" (nor one of the lock's 'platforms')" if subdir_of else
+                             " (a version 7 lock names its platforms in a 'platforms' table, and this one has none)"
+                             if v7 else ""),
                           key=f"environments.{environment}.packages.{name}")
     for key, refs in per_platform.items():
         plat = str(key)
