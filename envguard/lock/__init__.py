@@ -501,6 +501,9 @@ def check_fresh(
     return Freshness(False, False, stale, f"{lockfile} is {'; '.join(reasons)}", cmd, fast=not slow)
 
 
+_VARIABLES_KEY = re.compile(r"^[\"']?variables[\"']?[ \t]*:", re.M)
+
+
 def _variables_moved(files: list[Path], texts: list[str], custom: dict[str, str]) -> str:
     """Why the lock's recorded ``variables:`` are not the files' ("" when they are, or the lock is not
     envguard's): conda-lock's content hash leaves them out, so its verdict alone would call the lock fresh."""
@@ -508,7 +511,10 @@ def _variables_moved(files: list[Path], texts: list[str], custom: dict[str, str]
         return ""
     from envguard.variables import changes, from_metadata, of_files
 
-    moved = changes(from_metadata(custom), of_files(files, texts))
+    recorded = from_metadata(custom)
+    if not recorded and not any(_VARIABLES_KEY.search(t) for t in texts):
+        return ""  # none on either side: no YAML parse (create's start-up imports no PyYAML, bench/create.py)
+    moved = changes(recorded, of_files(files, texts))
     if not moved:
         return ""
     names = [m.split()[1] for m in moved]
