@@ -37,7 +37,7 @@ from envguard.errors import IntegrityError
 
 _EXTENSIONS = (".conda", ".tar.bz2")
 SHOWN = 3  # missing dependencies named in one error line; the rest are counted
-ENVGUARD_KEY = "envguard."  # the custom_metadata keys envguard writes into a conda-lock file
+OWN_METADATA_PREFIX = "envguard."  # the custom_metadata keys envguard writes into a conda-lock file
 FIX = ("restore the lock from version control, or re-lock with `envguard lock`: a lock that is not whole "
        "installs an environment nobody solved")
 
@@ -93,7 +93,7 @@ class Hole:
 def judges_versions(kind: str, custom_metadata: Mapping[str, Any] | None) -> bool:
     """Whether a version or build a dependency does not allow is a failure (the lock's dependencies are its
     solve's own: pixi.lock, a conda-lock file envguard wrote) or a warning (conda-lock's): see the module doc."""
-    return kind == "pixi" or any(str(k).startswith(ENVGUARD_KEY) for k in custom_metadata or {})
+    return kind == "pixi" or any(str(k).startswith(OWN_METADATA_PREFIX) for k in custom_metadata or {})
 
 
 def _filename_parts(name: str, url: str | None) -> tuple[str, str] | None:
@@ -311,5 +311,5 @@ def require_whole(file: str, groups: Iterable[tuple[str, Iterable[LockedRecord]]
         raise error(file, found, fix=fix)
 
 
-__all__ = ["ENVGUARD_KEY", "FIX", "Hole", "LockedRecord", "by_platform", "describe", "error", "failures", "grouped",
+__all__ = ["OWN_METADATA_PREFIX", "FIX", "Hole", "LockedRecord", "by_platform", "describe", "error", "failures", "grouped",
            "holes", "holes_in", "judges_versions", "new_judge", "of_description", "of_file", "require_whole", "summary"]
