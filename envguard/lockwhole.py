@@ -311,5 +311,6 @@ def require_whole(file: str, groups: Iterable[tuple[str, Iterable[LockedRecord]]
         raise error(file, found, fix=fix)
 
 
-__all__ = ["OWN_METADATA_PREFIX", "FIX", "Hole", "LockedRecord", "by_platform", "describe", "error", "failures", "grouped",
-           "holes", "holes_in", "judges_versions", "new_judge", "of_description", "of_file", "require_whole", "summary"]
+__all__ = ["FIX", "OWN_METADATA_PREFIX", "Hole", "LockedRecord", "by_platform", "describe", "error", "failures",
+           "grouped", "holes", "holes_in", "judges_versions", "new_judge", "of_description", "of_file",
+           "require_whole", "summary"]
