@@ -432,3 +432,13 @@ def test_unused_nvidia_and_pytorch_channels_are_named_alike_in_a_spec_and_a_lock
                    "  - pytorch=2.5.1\n  - pytorch-cuda=12.1\n")
     _, findings, _ = _lint(env, cwd=tmp_path)
     assert "EG130" not in _codes(findings), findings
+
+
+def test_the_spec_after_a_channel_url_is_judged_like_any_other(tmp_path: Path) -> None:
+    """conda refuses `python >=3.10 <3.12` after a URL channel as after a named one (EG121); before, any spec
+    holding `://` passed unread."""
+    env = tmp_path / "environment.yml"
+    env.write_text(f"channels: [conda-forge]\ndependencies:\n  - '{CF}::python >=3.10 <3.12'\n")
+    rc, findings, _ = _lint(env, cwd=tmp_path)
+    eg121 = _codes(findings)["EG121"][0]
+    assert rc == 1 and eg121["line"] == 3 and "two constraints separated by a space" in eg121["message"], eg121

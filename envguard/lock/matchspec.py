@@ -134,8 +134,13 @@ def match_spec_problem(spec: str) -> str | None:
     s = spec.split("#", 1)[0].strip()
     if not s:
         return "an empty spec"
-    if "://" in s or s.endswith(_PACKAGE_FILE):
+    if s.endswith(_PACKAGE_FILE) or ("://" in s and "::" not in s):
         return None  # a package URL or file: conda reads name, version and build from the file name
+    head, bracketed = s.partition("[")[0], s[len(s.partition("[")[0]):]
+    if "://" in head:
+        # a channel given as a URL (`https://conda.anaconda.org/conda-forge::python=3.11`): the spec after it is
+        # judged like any other, as conda and rattler read the channel off first
+        s = head.rpartition("::")[2] + bracketed
     bracket = ""
     if "[" in s or _TRAILING_PARENS.search(s):
         sections = _split_sections(s)
