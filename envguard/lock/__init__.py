@@ -509,12 +509,12 @@ def _variables_moved(files: list[Path], texts: list[str], custom: dict[str, str]
     envguard's): conda-lock's content hash leaves them out, so its verdict alone would call the lock fresh."""
     if META_CUDA not in custom:  # conda-lock's own lock records none: nothing to judge them by
         return ""
+    if not any(k.startswith("envguard.variables.") for k in custom) and not any(_VARIABLES_KEY.search(t)
+                                                                               for t in texts):
+        return ""  # none on either side: no YAML parse (create's start-up imports no PyYAML, bench/create.py)
     from envguard.variables import changes, from_metadata, of_files
 
-    recorded = from_metadata(custom)
-    if not recorded and not any(_VARIABLES_KEY.search(t) for t in texts):
-        return ""  # none on either side: no YAML parse (create's start-up imports no PyYAML, bench/create.py)
-    moved = changes(recorded, of_files(files, texts))
+    moved = changes(from_metadata(custom), of_files(files, texts))
     if not moved:
         return ""
     names = [m.split()[1] for m in moved]
