@@ -162,7 +162,7 @@ class ChannelSettings:
         ``defaults`` is the first of default_channels (:meth:`expand` takes them all), else anaconda's main."""
         c = channel.strip()
         if "://" in c or c.startswith(("/", "./", "../", "~")):
-            return self._mirrored(c.rstrip("/") if "://" in c else c, "as written")
+            return self._mirrored(_under(c) if "://" in c else c, "as written")
         if c == "defaults":
             if self.default_channels:
                 first = self.resolve(self.default_channels[0])

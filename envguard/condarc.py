@@ -43,6 +43,7 @@ PIXI_NOT_APPLIED = {
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*\Z")
 # WHATWG's forbidden domain code points (ASCII), which rattler's URL parser refuses in a host
 _BAD_HOST = frozenset(" \t\n\r#/:<>?@[\\]^|%\x7f") | frozenset(chr(c) for c in range(0x20))
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(?:/[A-Za-z0-9_.+-]+)*/?\Z")
 _WHAT = {list: "a list", tuple: "a list", dict: "a mapping", bool: "true/false", int: "a number", float: "a number"}
 
 
@@ -103,10 +104,12 @@ def name_problem(value: Any) -> str | None:
         return f"is {_what(value)}, not a channel name or URL"
     if "://" in value:
         return url_problem(value)
-    if not value.strip() or any(c.isspace() or ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c == "\ufffd"
-                                for c in value.strip()):
-        return "is no channel name (empty, or with a space or control character)"
-    return None
+    v = value.strip()
+    if any(c.isspace() or ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c == "\ufffd" for c in v):
+        return "holds a space or a control character"
+    if v.startswith(("/", "./", "../", "~/")) or _NAME.match(v):
+        return None  # a folder, or a name (conda-forge, pkgs/main, conda-forge/label/rc)
+    return "is no channel name (letters, digits, - _ . + and / between labels), URL or folder"
 
 
 @dataclass

@@ -247,3 +247,31 @@ def test_the_channel_configuration_survives_mutations(scratch: Path, a: tuple[st
 
     with contextlib.redirect_stderr(io.StringIO()):
         _bounded(read)
+
+
+@_settings(150)
+@given(st.lists(st.sampled_from([*"ab:/@.-_~$%{}[], \t\n\x1b\x00é", "https://", "file:///", "oci://", "pkgs/main",
+                                  "localhost:99999"]), max_size=30).map("".join),
+       st.sampled_from(["CONDA_CHANNEL_ALIAS", "CONDA_DEFAULT_CHANNELS", "ENVGUARD_CHANNEL_ALIAS"]))
+def test_channel_variables_survive_any_value(scratch: Path, value: str, name: str) -> None:
+    """``CONDA_*`` / ``ENVGUARD_CHANNEL_ALIAS`` of any value: settings every URL of which rattler parses, or one
+    documented line naming the variable."""
+    from envguard import condaconfig
+
+    home = scratch / "variables-home"
+    home.mkdir(exist_ok=True)
+
+    def read() -> None:
+        from rattler import Channel
+
+        try:
+            cfg = condaconfig.load({"HOME": str(home), name: value}, home, home)
+        except EnvguardError as e:
+            assert name in e.message
+            raise
+        for channel in ("conda-forge", "defaults"):
+            Channel(cfg.resolve(channel).url)
+        for url in cfg.expand(["defaults"]):
+            Channel(url)
+
+    _bounded(read)
