@@ -28,7 +28,7 @@ HOST = channels.host_platform()
 SPEC = (f"name: t\nchannels:\n  - conda-forge\n  - nodefaults\ndependencies:\n  - python=3.11\n  - alpha\n"
         f"platforms:\n  - {HOST}\n")
 CANONICAL = "https://conda.anaconda.org/conda-forge"
-USER, PASSWORD = "eguser", "s3cr3t-pw-38"
+USER, PASSWORD, TOKEN = "eguser", "s3cr3t-pw-38", "tk-38-s3cr3t"
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,13 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(root: Path) -> Iterator[channels.HttpServer]:
     """The same channel served on 127.0.0.1 only to whoever sends USER:PASSWORD (Basic auth)."""
     with channels.serve_directory(root, auth=(USER, PASSWORD)) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def token_server(root: Path) -> Iterator[channels.HttpServer]:
+    """The same channel behind Basic auth and an anaconda.org-style /t/<token>/ path."""
+    with channels.serve_directory(root, auth=(USER, PASSWORD), token=TOKEN) as srv:
         yield srv
 
 
@@ -258,10 +265,12 @@ def _downloads(srv: channels.HttpServer) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("route", ["channel_alias", "custom_channels", "CONDA_CHANNEL_ALIAS", "mirrored_channels",
                                    "pixi"])
-def test_credentials_in_the_configuration_lock_then_create(tmp_path: Path, server: channels.HttpServer,
-                                                            route: str) -> None:
+@pytest.mark.parametrize("secret", ["basic", "basic+token"])
+def test_credentials_in_the_configuration_lock_then_create(tmp_path: Path, request: pytest.FixtureRequest,
+                                                            route: str, secret: str) -> None:
     """The lock holds no credential; create installs that very lock, the credential supplied again from the
-    configuration; the server (Basic auth required) served every archive."""
+    configuration; the server (Basic auth required, and a /t/<token>/ path) served every archive."""
+    server: channels.HttpServer = request.getfixturevalue("server" if secret == "basic" else "token_server")
     work = tmp_path / "work"
     work.mkdir()
     (work / "environment.yml").write_text(SPEC)
@@ -284,8 +293,8 @@ def test_credentials_in_the_configuration_lock_then_create(tmp_path: Path, serve
     proc = envguard("lock", env=env, cwd=work)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lock_text = (work / "conda-lock.yml").read_text()
-    assert PASSWORD not in lock_text and USER not in lock_text
-    assert PASSWORD not in proc.stdout + proc.stderr
+    assert PASSWORD not in lock_text and USER not in lock_text and TOKEN not in lock_text
+    assert PASSWORD not in proc.stdout + proc.stderr and TOKEN not in proc.stdout + proc.stderr
     before = len(_downloads(server))
     proc = envguard("create", "-p", str(tmp_path / "env"), "--no-check", env=env, cwd=work)
     assert proc.returncode == 0, proc.stdout + proc.stderr
