@@ -113,7 +113,8 @@ def median_walls(commands: dict[str, list[str]], repeat: int) -> dict[str, float
             proc = subprocess.run(argv, capture_output=True, check=False)
             times[key].append(time.perf_counter() - t)
             if proc.returncode not in (0, 1):
-                raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+                said = (proc.stderr or proc.stdout).decode()[-500:]  # check's findings go to stdout
+                raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {said}")
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -163,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="envguard-bench-check-"))
     os.environ.setdefault("RATTLER_CACHE_DIR", str(root / "rattler-cache"))
+    # The prefix's python comes from the test channel: a venv around this interpreter, whose bin/python3.X is
+    # an absolute symlink out of the prefix. `check --files` refuses that (EG536, exit 3) unless allowed, as
+    # tests/conftest.py allows it for the tests; a user's own allow-list is kept beside it.
+    os.environ["ENVGUARD_SYMLINK_ALLOW"] = " ".join(
+        filter(None, [os.environ.get("ENVGUARD_SYMLINK_ALLOW", "").strip(), "python:bin/python3*"]))
     try:
         t = time.perf_counter()
         prefix = build_prefix(root, args.conda, args.pip, args.blob_kib)

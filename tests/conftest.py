@@ -61,6 +61,17 @@ def session_tmp() -> Path:
     return _SESSION_TMP
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _project_search_stops_at_the_tests_directories(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """envguard looks for its project upward from the working directory until a repository root
+    (envguard/project.py); an environment.yml above TMPDIR would be taken as the project of every test that
+    runs in a temporary directory. An empty ``.hg`` makes pytest's root of this session's ``tmp_path``s and
+    the session directory (TMPDIR's parent) repository roots: only a test's own directory lies below them.
+    ``.hg`` rather than ``.git``: git, which tests run, would try to read a ``.git`` there."""
+    for root in (tmp_path_factory.getbasetemp(), _SESSION_TMP):
+        (root / ".hg").mkdir(exist_ok=True)
+
+
 @pytest.fixture(scope="session")
 def realworld() -> Path:
     require(REALWORLD.is_dir(), f"real-world corpus not found at {REALWORLD} (set ENVGUARD_REALWORLD)")
