@@ -86,10 +86,11 @@ def test_top_level_environment_passes_lint_and_matches_pyproject() -> None:
     assert data["channels"][0] == "conda-forge" and "python=3.11" in data["dependencies"]
     conda_names = {re.split(r"[=<>! ]", d, maxsplit=1)[0] for d in data["dependencies"] if isinstance(d, str)}
 
-    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    # tomli, not tomllib: envguard's own TOML reader, a dependency on every Python line (tomllib is 3.11's)
+    import tomli
     from packaging.requirements import Requirement
 
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    project = tomli.loads((REPO / "pyproject.toml").read_text())["project"]
     reqs = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["test"]]
     # the file is Python 3.11's: a dependency for older Pythons only is not wanted there
     wanted = [r.name.lower() for r in reqs if r.marker is None or r.marker.evaluate({"python_version": "3.11"})]

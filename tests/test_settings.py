@@ -99,6 +99,20 @@ def test_docs_settings_md_shows_the_registry() -> None:
         assert f"| `{k.name}` |" in body
 
 
+def test_the_test_suites_own_variables_are_listed_in_docs_settings_md() -> None:
+    """Variables only tests/ and bench/ read (ENVGUARD_REALWORLD, which every skip for the real-world corpus
+    names) are not envguard's settings, so not in KNOBS; docs/settings.md lists them below the generated tables."""
+    reads = re.compile(r"""(?:environ(?:\.get\(|\[|\.setdefault\()|getenv\()\s*["'](ENVGUARD_[A-Z0-9_]+)""")
+    read_there = {name for top in ("tests", "bench") for p in (REPO / top).rglob("*.py")
+                  for name in reads.findall(p.read_text(encoding="utf-8"))}
+    own = read_there - {k.name for k in settings.KNOBS}
+    assert "ENVGUARD_REALWORLD" in own, own
+    text = (REPO / "docs" / "settings.md").read_text(encoding="utf-8")
+    listed = text[text.index("<!-- end of generated tables -->"):]
+    assert not [n for n in sorted(own) if f"| `{n}` |" not in listed], \
+        "list these in docs/settings.md, under \"The test suite's own variables\""
+
+
 @pytest.mark.parametrize("system, user_cache", [
     ("linux", "xdg"),                        # $XDG_CACHE_HOME
     ("darwin", "home/Library/Caches"),       # as rattler: XDG_CACHE_HOME is not consulted on macOS
