@@ -75,7 +75,7 @@ class Activated:
             return None
         scripts = self.culprits()
         return Finding("EG506", Severity.ERROR,
-                       f"{what} fails in the activated environment (as `envguard run` starts a job) and passes "
+                       f"{what} fails in the activated environment (as envguard run starts a job) and passes "
                        f"without activation: " + (f"an activation script of {self.prefix} does it: {scripts}"
                                                    if scripts else "a variable of conda-meta/state or "
                                                    "etc/conda/env_vars.d does it"),
@@ -97,7 +97,7 @@ def activate(prefix: Path, env: Mapping[str, str] | None) -> Activated:
         found = Activated(prefix, base, None)
         scripts = found.culprits()
         found.finding = Finding("EG506", Severity.ERROR,
-                                f"activating the environment fails, so `envguard run` cannot start a job in it: "
+                                f"activating the environment fails, so envguard run cannot start a job in it: "
                                 f"{e.message}" + (f" ({scripts})" if scripts else ""),
                                 e.fix or "fix the activation scripts of the environment", file=str(prefix))
         return found
