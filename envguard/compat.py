@@ -56,7 +56,7 @@ class Release:
 
     def has_cuda_builds(self, platform: str) -> bool:
         """Whether the route has CUDA builds of this release on ``platform``, even where their lines are not
-        recorded (PyPI's linux-aarch64 wheels since 2.9)."""
+        recorded (PyPI's linux-aarch64 wheels since 2.9, beyond the lines a row names)."""
         return platform in dict(self.cuda_by_platform) or bool(self.cuda_on(platform))
 
     def cuda_on(self, platform: str) -> tuple[str, ...]:

@@ -101,10 +101,13 @@ def test_6c_pypi_2_14_has_no_python_3_15_wheels() -> None:
     assert "3.15" in pypi.release("2.15").python
 
 
-def test_6d_pypi_has_linux_aarch64_cuda_wheels_since_2_9() -> None:
+def test_6d_pypi_has_linux_aarch64_cuda_wheels_since_2_7() -> None:
     pypi = compat.load().route("pypi")
-    assert not pypi.release("2.8").has_cuda_builds("linux-aarch64")
-    for line in ("2.9", "2.10", "2.13", "2.14", "2.15"):
+    assert not pypi.release("2.6").has_cuda_builds("linux-aarch64")
+    # 2.7 on CUDA 12.8 alone, 2.8 on 12.9 alone (pytorch/test-infra#6492; pytorch#155819, #162364)
+    assert pypi.release("2.7").cuda_on("linux-aarch64") == ("12.8",)
+    assert pypi.release("2.8").cuda_on("linux-aarch64") == ("12.9",)
+    for line in ("2.7", "2.8", "2.9", "2.10", "2.13", "2.14", "2.15"):
         assert pypi.release(line).has_cuda_builds("linux-aarch64"), line
     # the default aarch64 wheel's line is the only one verified from the artifacts
     assert pypi.release("2.14").cuda_on("linux-aarch64") == ("13.0",)
