@@ -358,7 +358,7 @@ def load(env: Mapping[str, str] | None = None, home: Path | None = None,
 
     from envguard import condarc
 
-    budget = condarc.Budget()  # every file of this reading together (envguard.condarc's bounds)
+    budget = condarc.Budget(env=env)  # every file of this reading together (envguard.condarc's bounds)
     for p in condarc_paths(env, home):
         if not _exists(p):
             continue

@@ -121,6 +121,8 @@ class Budget:
     nodes: int = 0
     warned: set[str] = field(default_factory=set)
     node_limit: int = 0
+    #: the variables ``${VAR}`` in a .condarc's URLs expand from (conda expands them in these settings)
+    env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from envguard.settings import max_input_bytes
@@ -293,12 +295,31 @@ def _mapping(data: Mapping[str, Any], key: str, shown: str, example: str) -> dic
     return value
 
 
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expanded(value: Any, shown: str, key: str, budget: Budget) -> Any:
+    """``value`` with its ``${VAR}`` expanded from the environment, as conda expands them in a .condarc's
+    channel settings (a credential kept out of the file); a variable that is not set is refused in one line."""
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def sub(m: re.Match[str]) -> str:
+        found = budget.env.get(m[1])
+        if found is None:
+            raise UserError(f"needs ${{{m[1]}}}, which is not set", file=shown, key=key,
+                            fix=f"export {m[1]}=... (conda expands it in this setting), or write the value out")
+        return found
+
+    return _VAR.sub(sub, value)
+
+
 def check_condarc(data: Mapping[str, Any], shown: str, budget: Budget) -> dict[str, Any]:
     """The channel settings of one .condarc, each checked for type and shape (conda's ValidationError refuses
     the same), as ``{"channel_alias": str, "custom_channels": {name: url}, "default_channels": [..],
     "mirrored_channels": {name or url: [urls]}}`` (the keys that are set); warns of NOT_APPLIED settings."""
     out: dict[str, Any] = {}
-    alias = data.get("channel_alias")
+    alias = _expanded(data.get("channel_alias"), shown, "channel_alias", budget)
     if isinstance(alias, str) and not alias.strip():
         alias = None  # `channel_alias: ""`: not set, as before
     if alias is not None:
@@ -308,12 +329,13 @@ def check_condarc(data: Mapping[str, Any], shown: str, budget: Budget) -> dict[s
                        "write one URL: channel_alias: https://mirror.example/conda/")
         out["channel_alias"] = alias.strip()
     custom: dict[str, str] = {}
-    for name, url in _mapping(data, "custom_channels", shown, "conda-forge: https://mirror.example/").items():
+    for name, written in _mapping(data, "custom_channels", shown, "conda-forge: https://mirror.example/").items():
         problem = name_problem(name) if not isinstance(name, str) or "://" not in name else "is a URL, not a name"
         if problem:
             raise _bad(shown, "custom_channels", name, problem, "key each entry by a channel name (conda-forge)")
-        if url is None:
+        if written is None:
             continue
+        url = _expanded(written, shown, f"custom_channels.{name}", budget)
         if not (isinstance(url, str) and url.startswith("/")):
             problem = url_problem(url)
             if problem:
@@ -327,6 +349,7 @@ def check_condarc(data: Mapping[str, Any], shown: str, budget: Budget) -> dict[s
         if not isinstance(defaults, list):
             raise UserError(f"is {_what(defaults)}, not a list", file=shown, key="default_channels",
                             fix="write it as a list: default_channels: [https://mirror.example/pkgs/main]")
+        defaults = [_expanded(c, shown, "default_channels", budget) for c in defaults]
         for c in defaults:
             problem = name_problem(c) if c is not None else None
             if problem:
@@ -337,7 +360,7 @@ def check_condarc(data: Mapping[str, Any], shown: str, budget: Budget) -> dict[s
         problem = name_problem(name)
         if problem:
             raise _bad(shown, "mirrored_channels", name, problem, "key each entry by a channel name or URL")
-        mirrored[name] = mirror_list(mirrors, shown, f"mirrored_channels.{name}")
+        mirrored[name] = mirror_list(mirrors, shown, f"mirrored_channels.{name}", budget)
     if mirrored:
         out["mirrored_channels"] = mirrored
     for key, consequence in NOT_APPLIED.items():
@@ -346,14 +369,17 @@ def check_condarc(data: Mapping[str, Any], shown: str, budget: Budget) -> dict[s
     return out
 
 
-def mirror_list(mirrors: Any, shown: str, key: str) -> list[str]:
-    """A mirror entry's URLs: a list of URLs (one URL alone is taken as that list)."""
+def mirror_list(mirrors: Any, shown: str, key: str, budget: Budget | None = None) -> list[str]:
+    """A mirror entry's URLs: a list of URLs (one URL alone is taken as that list); ``budget``: a .condarc's,
+    whose ``${VAR}`` are expanded as conda expands them."""
     if mirrors is None:
         return []
-    items = mirrors if isinstance(mirrors, list) else [mirrors]
     if isinstance(mirrors, dict):
         raise _bad(shown, key, mirrors, "is a mapping, not a list of mirror URLs",
                    "write the mirrors as a list of URLs: [https://mirror.example/conda-forge]")
+    items = mirrors if isinstance(mirrors, list) else [mirrors]
+    if budget is not None:
+        items = [_expanded(m, shown, key, budget) for m in items]
     for m in items:
         problem = url_problem(m, None) if m else None
         if problem:

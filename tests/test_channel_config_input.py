@@ -308,6 +308,30 @@ def test_credentials_in_the_configuration_lock_then_create(tmp_path: Path, reque
 
 
 @pytest.mark.slow
+def test_variables_in_a_condarc_url_are_expanded_as_conda_expands_them(tmp_path: Path,
+                                                                       server: channels.HttpServer) -> None:
+    """``channel_alias: http://${USER}:${PASS}@host/`` (the credential kept out of the file): lock and create
+    through it; the lock holds neither the credential nor a guess; an unset variable is one line naming it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "environment.yml").write_text(SPEC)
+    home = tmp_path / "home"
+    home.mkdir()
+    port = server.base_url.rsplit(":", 1)[1]
+    (home / ".condarc").write_text(f"channel_alias: http://${{EG38_USER}}:${{EG38_PASS}}@127.0.0.1:{port}/\n")
+    _refused(envguard("lock", env=_env(home, EG38_USER=USER), cwd=work), "~/.condarc: channel_alias: ",
+             "${EG38_PASS}", "not set")
+    env = _env(home, EG38_USER=USER, EG38_PASS=PASSWORD)
+    proc = envguard("lock", env=env, cwd=work)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert PASSWORD not in (work / "conda-lock.yml").read_text() + proc.stderr
+    before = len(_downloads(server))
+    proc = envguard("create", "-p", str(tmp_path / "env"), "--no-check", env=env, cwd=work)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(_downloads(server)) - before == 2
+
+
+@pytest.mark.slow
 def test_a_masked_credential_comes_from_rattlers_auth_file_or_is_refused_naming_where(
         tmp_path: Path, server: channels.HttpServer) -> None:
     """A colleague whose .condarc names the server without the credential: create refuses in one line, before
