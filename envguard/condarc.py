@@ -119,8 +119,8 @@ class Budget:
     files: int = MAX_FILES
     size: int = 0
     nodes: int = 0
-    warned: set[str] = field(default_factory=set)
     node_limit: int = 0
+    size_limit: int = 0
     #: the variables ``${VAR}`` in a .condarc's URLs expand from (conda expands them in these settings)
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -130,7 +130,7 @@ class Budget:
 
         self.size = self.size or max_input_bytes()
         self.nodes = self.nodes or environment_node_limit()
-        self.node_limit = self.nodes
+        self.node_limit, self.size_limit = self.nodes, self.size
 
 
 def _refuse_fix(fix: str | None) -> str:
@@ -153,10 +153,10 @@ def _read(path: Path, shown: str, budget: Budget, limit: int) -> str:
         data = read_bytes(path, limit=cap)
     except UserError as e:
         if "more than envguard reads" in e.problem:
-            together = " with the configuration files read before it" if cap < limit else ""
-            raise UserError(f"channel configuration file of more than {cap} bytes{together} (a .condarc holds a "
-                            "few lines)", file=shown, fix=f"shorten or remove it, or raise {MAX_INPUT_BYTES.name}"
-                            ) from None
+            what = (f"the channel configuration files together hold more than {budget.size_limit:,} bytes"
+                    if cap < limit else f"channel configuration file of more than {cap:,} bytes")
+            raise UserError(f"{what} (a .condarc holds a few lines)", file=shown,
+                            fix=f"shorten or remove the file, or raise {MAX_INPUT_BYTES.name}") from None
         raise UserError(f"channel configuration file {e.problem}", file=shown, fix=_refuse_fix(e.fix)) from None
     budget.size -= len(data)
     try:
@@ -183,6 +183,7 @@ def _count_nodes(data: Any, limit: int) -> int:
 
 
 def charge(nodes: int, shown: str, budget: Budget) -> None:
+    """Count ``nodes`` against what the configuration files may hold together; refused past the bound."""
     from envguard.settings import MAX_YAML_NODES
 
     if nodes > budget.nodes:
@@ -365,7 +366,7 @@ def check_condarc(data: Mapping[str, Any], shown: str, budget: Budget) -> dict[s
         out["mirrored_channels"] = mirrored
     for key, consequence in NOT_APPLIED.items():
         if data.get(key) not in (None, {}, [], ""):
-            _warn_once(f"{shown}: {key} is not applied: {consequence}", budget)
+            _warn_once(f"{shown}: {key} is not applied: {consequence}")
     return out
 
 
@@ -403,7 +404,7 @@ def check_pixi(data: Mapping[str, Any], shown: str, budget: Budget) -> dict[str,
         out[url] = mirror_list(mirrors, shown, f"mirrors.{url}")
     for key, consequence in PIXI_NOT_APPLIED.items():
         if data.get(key):
-            _warn_once(f"{shown}: {key} is not applied: {consequence}", budget)
+            _warn_once(f"{shown}: {key} is not applied: {consequence}")
     return out
 
 
@@ -422,8 +423,7 @@ def check_variable(name: str, value: str, *, names: bool = False) -> list[str]:
 _warned: set[str] = set()  # a warning is said once per process, however often the configuration is read
 
 
-def _warn_once(message: str, budget: Budget) -> None:
-    budget.warned.add(message)
+def _warn_once(message: str) -> None:
     if message in _warned:
         return
     _warned.add(message)

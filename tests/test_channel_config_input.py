@@ -244,7 +244,7 @@ def test_condarc_d_bytes_are_bounded_together(tmp_path: Path, root: Path) -> Non
     for i in range(8):
         (d / f"{i}.yaml").write_text("#" * (300 << 10) + "\n")  # comments: 300 KiB each, 2.4 MiB together
     proc = envguard("lock", env=_env(home, ENVGUARD_MAX_INPUT_BYTES=str(1 << 20)), cwd=work)
-    _refused(proc, "condarc.d/3.yaml", "read before it")
+    _refused(proc, "condarc.d/3.yaml", "together hold more than 1,048,576 bytes")
 
 
 def test_too_many_condarc_d_files_are_refused(tmp_path: Path, root: Path) -> None:
