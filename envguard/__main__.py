@@ -12,10 +12,11 @@ import signal
 
 
 def _interrupted(signum: int, _frame: object) -> None:
+    # no command has begun: what remains is what was there (issue #38 point 8: a bare line said nothing)
     if signum == signal.SIGTERM:  # SIGTERM is handled like Ctrl-C, with the shell's code for it (143)
-        os.write(2, b"terminated (SIGTERM)\n")
+        os.write(2, b"terminated (SIGTERM) while envguard was starting: nothing was changed\n")
         os._exit(143)
-    os.write(2, b"interrupted\n")
+    os.write(2, b"interrupted while envguard was starting: nothing was changed\n")
     os._exit(130)
 
 

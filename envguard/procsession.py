@@ -30,7 +30,7 @@ _TORCH_SHM = re.compile(r"^torch_(\d+)_")
 # ---------------------------------------------------------------- starting
 
 
-def _probe_env(env: dict[str, str] | None) -> dict[str, str]:
+def _probe_env(env: dict[str, str] | None, tmpdir: Path | None = None) -> dict[str, str]:
     out = dict(os.environ)
     # macOS venv launchers leak our interpreter's identity into children.
     for var in ("__PYVENV_LAUNCHER__", "PYTHONEXECUTABLE", settings.PROBE_EVENTS.name):
@@ -38,17 +38,25 @@ def _probe_env(env: dict[str, str] | None) -> dict[str, str]:
     out.setdefault("PYTHONUNBUFFERED", "1")
     if env:
         out.update(env)
+    if tmpdir is not None:
+        # multiprocessing's pymp-* directory (and anything else the probe's tempfile makes) goes in here:
+        # a probe stopped by a signal never removes its own, the caller removes this folder whatever happened
+        for var in ("TMPDIR", "TEMP", "TMP"):
+            out[var] = str(tmpdir)
     return out
 
 
 def start_session(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, stdin: Any = subprocess.DEVNULL,
-                  stdout: Any = None, stderr: Any = None) -> subprocess.Popen[bytes]:
-    """Start a probe (``argv[0]`` is the target interpreter) in a session and process group of its own."""
+                  stdout: Any = None, stderr: Any = None, tmpdir: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start a probe (``argv[0]`` is the target interpreter) in a session and process group of its own;
+    ``tmpdir`` (made here) is its temporary directory, for the caller to remove after it has stopped."""
     popen_kw: dict[str, Any] = {"start_new_session": True} if sys.platform != "win32" else {
         "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+    if tmpdir is not None:
+        tmpdir.mkdir(mode=0o700, exist_ok=True)
     try:
-        return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=_probe_env(env),
-                                **popen_kw)
+        return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd,
+                                env=_probe_env(env, tmpdir), **popen_kw)
     except OSError as e:
         raise UserError(f"cannot run the interpreter: {e.strerror or e}", file=str(argv[0]),
                         fix="pass a working Python interpreter") from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -225,3 +226,134 @@ def test_a_fifo_where_the_default_lock_goes_is_refused_at_once(tmp_path: Path, a
     assert proc.returncode == 2, (args, proc.stderr)
     assert "conda-lock.yml" in (line := _error_line(proc.stderr)) and "FIFO (named pipe)" in line, line
     assert fifo.is_fifo() and not (tmp_path / "env").exists()
+
+
+# --------------------------------------------------------------------------- (8) signals
+
+HOOKS = {"ENVGUARD_TESTING": "1"}
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A lock of two small packages from a local channel, and the environment built from it: (lock, target,
+    the environment every run here uses: its own package cache)."""
+    from support import channels
+    from support.create_fixtures import make_lock, write_env
+
+    env = {"ENVGUARD_PKGS_DIR": str(tmp_path / "pkgs")}
+    chan = channels.make_channel(tmp_path / "chan", [
+        {"name": "egone", "version": "1.0", "noarch": "generic", "files": {"share/egone.txt": "one\n"}},
+        {"name": "egtwo", "version": "1.0", "noarch": "generic", "files": {"share/egtwo.txt": "two\n"}}])
+    lock = make_lock(write_env(tmp_path / "proj", channels.channel_url(chan), ["egone", "egtwo"]))
+    target = tmp_path / "env"
+    proc = _envguard("create", "-p", str(target), "--lockfile", str(lock), "--no-check", "--quiet", cwd=tmp_path,
+                     env=env)
+    assert proc.returncode == 0, proc.stderr
+    return lock, target, env
+
+
+def _startup_seconds() -> float:
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_sigterm_at_any_moment_of_a_force_build_says_what_the_target_holds(
+        tmp_path: Path, built: tuple[Path, Path, dict[str, str]]) -> None:
+    """A SIGTERM while envguard or create was still starting (imports: a few tenths of a second) printed a
+    bare `terminated (SIGTERM)`: every line now says what the target holds, or that nothing was changed."""
+    lock, target, env = built
+    offset = _startup_seconds() * 1.5  # before Python runs envguard's first line the signal's default action ends it
+    outcomes: list[str] = []
+    for i in range(14):
+        proc = subprocess.Popen([*ENVGUARD, "create", "-p", str(target), "--lockfile", str(lock), "--no-check",
+                                 "--force"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, **env})
+        time.sleep(offset + 0.08 * i)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert "Traceback" not in err and "internal error" not in err, err
+        if proc.returncode == 0:
+            outcomes.append("done")
+            continue
+        if proc.returncode == -signal.SIGTERM and not err:
+            continue  # the machine was slower than measured: the interpreter had not started envguard yet
+        assert proc.returncode == 143, (proc.returncode, err)
+        assert lines and lines[-1].startswith("terminated (SIGTERM)") and lines[-1] != "terminated (SIGTERM)", err
+        assert any(what in lines[-1] for what in ("nothing was changed", f"{target} was left as it was",
+                                                   f"the new environment is in place at {target}")), err
+        outcomes.append(lines[-1])
+    assert any(o != "done" for o in outcomes), outcomes
+    assert target.is_dir() and (target / "conda-meta").is_dir()
+
+
+@pytest.mark.slow
+def test_sigterm_at_the_swap_is_terminated_exit_143(tmp_path: Path, built: tuple[Path, Path, dict[str, str]]) -> None:
+    """The swap holds signals until the renames are done; it then raised a plain KeyboardInterrupt, so a
+    SIGTERM there read "interrupted", exit 130."""
+    lock, target, env = built
+    for sig, code, word in ((signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")):
+        proc = subprocess.Popen([*ENVGUARD, "create", "-p", str(target), "--lockfile", str(lock), "--no-check",
+                                 "--force"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, **env, **HOOKS, "ENVGUARD_TEST_PAUSE_AT": "swap:2"})
+        assert proc.stderr is not None
+        seen = ""
+        for line in proc.stderr:
+            seen += line
+            if "paused at swap" in line:
+                proc.send_signal(sig)
+                break
+        _out, err = proc.communicate(timeout=60)
+        lines = [ln for ln in (seen + err).splitlines() if ln.strip()]
+        assert proc.returncode == code, seen + err
+        assert lines[-1].startswith(f"{word}: the new environment is in place at {target}"), seen + err
+
+
+def _pymp(root: Path) -> list[Path]:
+    return [p for p in root.rglob("pymp-*") if p.is_dir()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("command", "sig"), [("smoke", signal.SIGTERM), ("smoke", signal.SIGINT),
+                                              ("check", signal.SIGTERM)])
+def test_a_signal_to_smoke_leaves_no_pymp_directory_in_tmpdir(tmp_path: Path, command: str,
+                                                              sig: signal.Signals) -> None:
+    """The probe's multiprocessing made its pymp-* directory in TMPDIR and, stopped by envguard, never removed
+    it: the probe now has a temporary directory of its own inside its work dir, which envguard removes."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    args = (["smoke", "--python", sys.executable, "--timeout", "300"] if command == "smoke"
+            else ["check", "-p", sys.prefix])
+    proc = subprocess.Popen([*ENVGUARD, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp)})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (_pymp(tmp) and list(tmp.glob("envguard-smoke-*"))):
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the probe ended before it was signalled"
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == (143 if sig == signal.SIGTERM else 130), err
+    time.sleep(0.5)  # the probe's session was stopped before envguard exited; nothing of it writes now
+    assert _pymp(tmp) == [] and not list(tmp.glob("envguard-smoke-*")), sorted(map(str, tmp.rglob("*")))
+
+
+@pytest.mark.slow
+def test_a_killed_downloads_folder_is_removed_by_the_next_create_that_changes_nothing(
+        tmp_path: Path, built: tuple[Path, Path, dict[str, str]]) -> None:
+    """A create SIGKILLed after its downloads left .envguard-downloads-<pid>/ in the package cache; only a
+    create that downloaded again removed it, so one that found the environment unchanged left it for good."""
+    lock, target, env = built
+    cold = {"ENVGUARD_PKGS_DIR": str(tmp_path / "cold-pkgs")}  # a cache without them: the packages are read
+    killed = subprocess.run([*ENVGUARD, "create", "-p", str(target), "--lockfile", str(lock), "--no-check",
+                             "--force"], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, **cold, **HOOKS, "ENVGUARD_TEST_KILL_AT": "verified"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    left = list((tmp_path / "cold-pkgs").glob(".envguard-downloads-*"))
+    assert len(left) == 1 and left[0].is_dir(), left
+    proc = _envguard("create", "-p", str(target), "--lockfile", str(lock), "--no-check", cwd=tmp_path, env=cold)
+    assert proc.returncode == 0 and "unchanged" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert list((tmp_path / "cold-pkgs").glob(".envguard-downloads-*")) == []

@@ -144,6 +144,7 @@ def _root(
     version: Annotated[bool, flag("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
     run_state["verbose"] = verbose
+    run_state["began"] = True  # the command runs next: an interrupt before this changed nothing
     settings.set_verbose(verbose)  # native code's output too (rattler_backend)
 
 def fail(message: str, code: ExitCode) -> typer.Exit:
@@ -181,6 +182,8 @@ def say_interrupted(message: str) -> int:
     from envguard.redact import escape_controls, redact
 
     terminated = bool(run_state.get("terminated"))
+    if message == "interrupted" and not run_state.get("began"):  # parsing the command line: nothing ran yet
+        message = "interrupted before the command began: nothing was changed"
     if terminated and message.startswith("interrupted"):
         message = "terminated (SIGTERM)" + message[len("interrupted"):]
     try:

@@ -54,7 +54,7 @@ def _verbose_anywhere(argv: list[str]) -> list[str]:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises, never exits)."""
-    run_state.update(verbose=False, interrupt_reported=False)
+    run_state.update(verbose=False, interrupt_reported=False, began=False)
     output = _OutputFile.install()
     try:
         code = _run(_verbose_anywhere(list(argv if argv is not None else sys.argv[1:])))

@@ -56,23 +56,38 @@ def create_cmd(
              "(exit 6).")] = False,
 ) -> None:
     """Make an environment exactly the lock: create it, rebuild it if it drifted, atomic, every hash verified."""
-    from envguard.create import CreateOptions
-    from envguard.create.render import CreateRenderer, print_created
-    from envguard.workflow import create_and_check
+    from envguard.errors import Interrupted
 
-    settings.set_offline(offline)  # a (re-)lock create makes solves offline too
-    reporter = CreateRenderer(quiet=quiet, live=not quiet and is_terminal(render.out))
+    reporter = None
     try:
+        # the imports too (a few tenths of a second): a Ctrl-C or SIGTERM there is one before the create began
+        from envguard.create import CreateOptions
+        from envguard.create.render import CreateRenderer, print_created
+        from envguard.workflow import create_and_check
+
+        settings.set_offline(offline)  # a (re-)lock create makes solves offline too
+        reporter = CreateRenderer(quiet=quiet, live=not quiet and is_terminal(render.out))
         result = create_and_check(CreateOptions(prefix=prefix, name=name, lockfile=lockfile, env_files=files or (),
                                                 force=force, locked=locked, frozen=frozen, backend=backend,
                                                 timeout=timeout, reporter=reporter, offline=offline),
                                   check=not no_check)
     except KeyboardInterrupt as e:  # typer would turn it into a silent exit 130; say what the target holds
         run_state["interrupt_reported"] = True
-        raise typer.Exit(say_interrupted(str(e) or "interrupted")) from None
+        # create turns every interrupt after it began into an Interrupted that says what the target holds; any
+        # other came before it touched anything (issue #38 point 8: a bare "terminated (SIGTERM)")
+        said = str(e) if isinstance(e, Interrupted) and str(e) else "interrupted before the create began: nothing " \
+                                                                     "was changed"
+        raise typer.Exit(say_interrupted(said)) from None
     finally:
-        reporter.close()
-    print_created(result)
+        if reporter is not None:
+            reporter.close()
+    try:
+        print_created(result)
+    except KeyboardInterrupt:  # the create is over: say so, not a bare "interrupted"
+        from envguard.leftovers import interrupt_report
+
+        run_state["interrupt_reported"] = True
+        raise typer.Exit(say_interrupted(interrupt_report(result.prefix, result.status != "unchanged"))) from None
     raise typer.Exit(result.exit_code)
 
 # ---------------------------------------------------------------- smoke

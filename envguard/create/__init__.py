@@ -36,7 +36,7 @@ from envguard.create.freshness import check_lock_fresh, ensure_lock, spec_files_
 from envguard.create.options import CreateOptions
 from envguard.create.plan import LockPlan, expand_url, read_plan
 from envguard.create.report import CreateReporter, CreateResult
-from envguard.errors import Interrupted, UserError
+from envguard.errors import EnvguardError, Interrupted, UserError
 from envguard.fingerprint import Fingerprint, read_fingerprint
 from envguard.leftovers import interrupt_report
 from envguard.platforms import host_platform
@@ -115,6 +115,22 @@ def create(options: CreateOptions) -> CreateResult:
     except KeyboardInterrupt:  # say what the target really holds now (a (re-)lock is replaced atomically)
         in_place = expected is not None and _new_env_in_place(target, found, expected)
         raise Interrupted(interrupt_report(target, in_place)) from None
+    except EnvguardError as e:  # a library call's error wrapped around a Ctrl-C or SIGTERM is that interrupt
+        if not _interrupt_under(e):
+            raise
+        in_place = expected is not None and _new_env_in_place(target, found, expected)
+        raise Interrupted(interrupt_report(target, in_place)) from None
+
+
+def _interrupt_under(error: BaseException) -> bool:
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _new_env_in_place(target: Path, found: dict[str, tuple[int, int] | None], expected: Fingerprint) -> bool:

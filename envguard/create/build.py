@@ -15,7 +15,7 @@ from envguard.create.integrity import Artifact, verify_cache_entries
 from envguard.create.options import CreateOptions
 from envguard.create.plan import LockPlan
 from envguard.create.prefixlock import PrefixLock
-from envguard.create.prelink import prepare
+from envguard.create.prelink import DOWNLOAD_TAG, prepare
 from envguard.create.report import CreateReporter, CreateResult, _Progress
 from envguard.create.staging import (
     cleanup_leftovers,
@@ -28,7 +28,7 @@ from envguard.create.staging import (
 )
 from envguard.errors import UserError, os_error
 from envguard.fingerprint import Fingerprint, foreign_env, read_fingerprint, write_fingerprint
-from envguard.leftovers import BUILDING_TAG, OLD_TAG, STAGING_TAG, sibling
+from envguard.leftovers import BUILDING_TAG, OLD_TAG, STAGING_TAG, remove_dead_owners, sibling
 
 
 def scrub_credentials(prefix: Path, artifacts: Sequence[Artifact]) -> int:
@@ -76,6 +76,9 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
     force, timeout, offline = options.force, options.timeout, options.offline
     drift: list[str] = []
     cause, built_from = "", None
+    # the download folders of runs killed mid-download, whatever this run does next: one that finds the target
+    # unchanged (or refuses it) downloads nothing, and left them in the package cache for good (#38 point 8)
+    remove_dead_owners(pkgs, DOWNLOAD_TAG)
     with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
         for note in cleanup_leftovers(target):
             rep.note(note)

@@ -142,7 +142,8 @@ def exchange(a: Path, b: Path) -> bool:
 
 @contextmanager
 def deferred_sigint() -> Iterator[None]:
-    """Hold SIGINT (and SIGTERM) while the renames run; deliver it as KeyboardInterrupt afterwards."""
+    """Hold SIGINT (and SIGTERM) while the renames run; deliver it afterwards to the handler it was held from
+    (the CLI's: SIGTERM is then reported as terminated, exit 143, not as a Ctrl-C), else as KeyboardInterrupt."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -156,6 +157,10 @@ def deferred_sigint() -> Iterator[None]:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if received:
+            held = signal.Signals(signal.SIGTERM if signal.SIGTERM in received else received[0])
+            handler = previous[held]
+            if callable(handler):
+                handler(held, None)  # raises (the CLI's handlers raise KeyboardInterrupt)
             raise KeyboardInterrupt
 
 

@@ -155,7 +155,9 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
     timed_out = False
     seen: list[int] = []
     with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
-        proc = start_session(argv, cwd=work, env=env, stdout=out, stderr=err)
+        # its own temporary directory inside the work dir, removed with it: a probe stopped by Ctrl-C or SIGTERM
+        # left multiprocessing's pymp-* in TMPDIR (issue #38 point 8)
+        proc = start_session(argv, cwd=work, env=env, stdout=out, stderr=err, tmpdir=work / "tmp")
         try:
             timed_out = not _wait(proc, timeout, events, progress)
         except BaseException:  # Ctrl-C or SIGTERM: never leave the probe or its work dir behind

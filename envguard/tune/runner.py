@@ -63,8 +63,8 @@ class ProbeProcess:
 
     def start(self) -> None:
         self._err = open(self.work / "stderr", "wb")  # noqa: SIM115 - open while the session runs, closed by stop()
-        self.proc = start_session(self.argv, cwd=self.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self._err)
+        self.proc = start_session(self.argv, cwd=self.cwd, tmpdir=self.work / "tmp", stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=self._err)
         threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
 
     def _read(self, stream: IO[bytes]) -> None:
