@@ -227,6 +227,7 @@ V7_TABLES = {
 }
 
 
+@pytest.mark.slow  # an `envguard lint` and an `envguard diff` process for each form
 def test_a_malformed_v7_platform_table_is_refused_by_lint_diff_and_rattler(tmp_path: Path) -> None:
     import rattler
 

@@ -27,6 +27,7 @@ _PIECES = st.sampled_from(["file:", "FILE:", "file://", "file:///", "/", "//", "
                            "#", "a", "é", " ", "\t", "\n", "\r", ":", "[", "]", "@", "..", ".conda", "~"])
 
 
+@pytest.mark.slow  # 3,000 examples: seconds of CPU
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(_PIECES, min_size=1, max_size=10).map("".join) | st.text(max_size=40).map(lambda t: "file:///" + t))
 def test_file_url_path_reads_every_url_as_urlsplit_and_unquote_do(url: str) -> None:

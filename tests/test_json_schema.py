@@ -101,6 +101,7 @@ def test_check_and_fleet_json(tmp_path: Path) -> None:
     assert fleet["counts"]["nodes"] == 1
 
 
+@pytest.mark.slow  # envguard, then the smoke probe
 def test_smoke_json() -> None:
     _, doc, _ = run_json("smoke", "--python", sys.executable, "--quick")
     validate(doc)

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from support import channels
 from support.lock_support import envguard, write_env
 from support.relock_channel import base_packages, noarch, publish
@@ -78,6 +79,7 @@ def test_the_documented_tables_are_what_the_test_reads() -> None:
     assert {"spec", "dependency", "update", "requested", "solver"} <= _reason_kinds() and len(_reason_kinds()) == 12
 
 
+@pytest.mark.slow  # four `envguard lock` processes, each a real solve
 def test_lock_json_report_matches_the_documented_shape(tmp_path: Path, channel_factory) -> None:
     ch = channel_factory(base_packages(), name="cf")
     url = channels.channel_url(ch)

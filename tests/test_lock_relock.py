@@ -232,6 +232,7 @@ def test_update_names_a_package_of_the_lock(tmp_path: Path, channel: Path) -> No
         assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+@pytest.mark.slow  # four `envguard lock` processes, each a real solve
 def test_the_cli_prints_the_report_and_says_when_the_lock_is_current(tmp_path: Path, channel: Path) -> None:
     url = channels.channel_url(channel)
     env = write_env(tmp_path / "environment.yml", channels=[url], deps=["python 3.11.*", "filelock"],
@@ -262,6 +263,7 @@ def test_the_cli_prints_the_report_and_says_when_the_lock_is_current(tmp_path: P
         "kind": "update", "text": "--update filelock", "package": None, "spec": None, "file": None, "line": None}
 
 
+@pytest.mark.slow  # `envguard lock`, then `envguard create` builds the environment
 def test_create_relocks_a_stale_lock_minimally(tmp_path: Path, channel_factory) -> None:
     """`envguard create` re-locks a stale lock through the lock wing's default: the environment keeps egbase 1.0
     when the spec gains a line and the channel gained egbase 1.1."""

@@ -232,6 +232,7 @@ def test_rattler_judges_name_version_and_build_and_nothing_the_lock_cannot_recor
     assert lockwhole.failures(found, versions=False) == [] and lockwhole.failures(found, versions=True) == found
 
 
+@pytest.mark.slow  # sweeps the whole real-world corpus: seconds of CPU
 def test_real_world_locks_are_whole(realworld: Path) -> None:
     """No false alarm: every real conda-lock file and every environment of every real pixi.lock is whole.
     One conda-lock file records libarrow needing aws-crt-cpp >=0.26.0 beside aws-crt-cpp 0.25.0 (dependencies

@@ -37,6 +37,7 @@ def test_help_lists_the_commands_in_workflow_order() -> None:
     assert [n for n in listed if n in WORKFLOW] == WORKFLOW, proc.stdout
 
 
+@pytest.mark.slow  # the smoke test starts the probe and its DataLoader workers
 def test_check_says_which_smoke_checks_ran_and_passed(capsys: pytest.CaptureFixture[str]) -> None:
     """A real check of this interpreter's prefix, smoke test included: the report's second line names the
     DataLoader start method that ran, and pinned memory and CUDA with how they ended here."""
@@ -49,6 +50,7 @@ def test_check_says_which_smoke_checks_ran_and_passed(capsys: pytest.CaptureFixt
     assert code in (0, 1), out
 
 
+@pytest.mark.slow  # envguard, then the smoke probe and its DataLoader workers
 def test_check_json_carries_the_smoke_checks() -> None:
     proc = subprocess.run([*ENVGUARD, "check", "-p", sys.prefix, "--format", "json"], capture_output=True,
                           text=True, timeout=300, check=False)
@@ -64,6 +66,7 @@ def test_no_smoke_says_what_is_unproven(capsys: pytest.CaptureFixture[str]) -> N
     assert "smoke test: not run" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # the quick smoke test still starts the probe
 def test_smoke_progress_numbers_are_durations(monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Each progress line's number is how long that phase took: together they fit in the run's duration
