@@ -51,8 +51,12 @@ def _envguard_invocations(text: str) -> list[list[str]]:
             argv = shlex.split(rest, comments=True)
         except ValueError:
             argv = rest.split()
-        if argv and not argv[0].startswith("-") and argv[0] not in ("lock.", "itself"):
+        while argv and not argv[0].startswith("-") and argv[0] not in ("lock.", "itself"):
             calls.append(argv)
+            # a command envguard starts (`envguard run -- torchrun ... envguard smoke ...`) is one of its own
+            nested = argv.index("--") + argv[argv.index("--"):].index("envguard") if (
+                "--" in argv and "envguard" in argv[argv.index("--"):]) else None
+            argv = argv[nested + 1:] if nested is not None else []
     return calls
 
 
