@@ -19,6 +19,7 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -217,6 +218,30 @@ def _remember(key: tuple[str, bytes], data: Any, nodes: int) -> None:
     _parsed[key] = data, nodes
 
 
+@lru_cache(maxsize=1)
+def _loader() -> type:
+    """envguard.yamlio's safe loader, refusing a key written twice in one mapping, as conda's YAML reader
+    (ruamel.yaml) does: which of two ``channel_alias`` lines wins is not for envguard to guess."""
+    import yaml
+
+    from envguard import yamlio
+
+    class CondarcLoader(yamlio.FastLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[str] = set()
+            for key, _value in node.value if isinstance(node, yaml.MappingNode) else ():
+                if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                    if key.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            "while reading a mapping", node.start_mark,
+                            f"the key {shorten(key.value, 60)!r} is written twice (conda refuses it too)",
+                            key.start_mark)
+                    seen.add(key.value)
+            return super().construct_mapping(node, deep=deep)
+
+    return CondarcLoader
+
+
 def read_condarc(path: Path, shown: str, budget: Budget) -> dict[str, Any] | None:
     """A .condarc (or a condarc.d file): its mapping, None when empty; anything else refused (exit 2)."""
     import yaml
@@ -230,7 +255,7 @@ def read_condarc(path: Path, shown: str, budget: Budget) -> dict[str, Any] | Non
         return dict(known)
     try:
         check_limits(shown, text, max_nodes=max(1, budget.nodes))
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # a safe loader
+        data = yaml.load(text, Loader=_loader())  # a safe loader
     except UserError as e:
         if "nodes" in e.problem and "alias" not in e.problem:
             charge(budget.nodes + 1, shown, budget)

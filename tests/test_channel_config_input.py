@@ -104,7 +104,8 @@ UNREADABLE: dict[str, tuple[str | bytes | None, str]] = {
     "deep nesting": ("x: " + "[" * 500 + "]" * 500 + "\n", "nested more than"),
     "non-UTF-8 byte": (b"channel_alias: https://mirror.example/\xff\n", "not UTF-8"),
     "a list, not settings": ("- channel_alias\n- https://mirror.example/\n", "not a mapping"),
-    "explicit tag on a non-date": ("channel_alias: !!timestamp next-tuesday\n", "explicit tag"),
+    "explicit tag on a non-date": ("channel_alias: !!timestamp next-tuesday\n", "timestamp"),
+    "a key written twice": ("channel_alias: https://a.example/\nchannel_alias: https://b.example/\n", "written twice"),
     "33 MiB": (None, "bytes"),
 }
 
