@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import resource
 import subprocess
 import time
 from collections.abc import Iterator
@@ -65,9 +66,17 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
             "ENVGUARD_PKGS_DIR": str(home / "pkgs"), **extra}
 
 
-def envguard(*args: str, env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+MEMORY_LIMIT = 1 << 30  # address space of a run refusing hostile configuration (as tests/test_bounded_input.py)
+
+
+def envguard(*args: str, env: dict[str, str], cwd: Path, timeout: float = 300,
+             bounded: bool = False) -> subprocess.CompletedProcess[str]:
+    """The CLI in a subprocess; ``bounded``: under MEMORY_LIMIT of address space, as hostile input must be."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
     return subprocess.run([*ENVGUARD, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout,
-                          check=False)
+                          check=False, preexec_fn=limit if bounded else None)
 
 
 def _project(tmp_path: Path, root: Path) -> tuple[Path, Path]:
@@ -124,7 +133,7 @@ def test_a_condarc_envguard_cannot_read_is_refused_not_dropped(tmp_path: Path, r
     else:
         rc.write_text(content)
     started = time.monotonic()
-    proc = envguard("lock", env=_env(home, CONDARC=str(rc)), cwd=work)
+    proc = envguard("lock", env=_env(home, CONDARC=str(rc)), cwd=work, timeout=60, bounded=True)
     line = _refused(proc, str(rc), words)
     assert time.monotonic() - started < 60, line
     assert not (work / "conda-lock.yml").exists()
@@ -233,7 +242,7 @@ def test_condarc_d_files_are_bounded_together(tmp_path: Path, root: Path) -> Non
     for i in range(20):
         (d / f"{i:02d}.yml").write_text(body)
     started = time.monotonic()
-    proc = envguard("lock", env=_env(home), cwd=work)
+    proc = envguard("lock", env=_env(home), cwd=work, timeout=60, bounded=True)
     line = _refused(proc, "condarc.d/02.yml", "together")
     assert time.monotonic() - started < 30, line
 
