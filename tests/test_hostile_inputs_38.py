@@ -357,3 +357,45 @@ def test_a_killed_downloads_folder_is_removed_by_the_next_create_that_changes_no
     proc = _envguard("create", "-p", str(target), "--lockfile", str(lock), "--no-check", cwd=tmp_path, env=cold)
     assert proc.returncode == 0 and "unchanged" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert list((tmp_path / "cold-pkgs").glob(".envguard-downloads-*")) == []
+
+
+# --------------------------------------------------------------------------- (9) the warm cache and ctimes
+
+
+@pytest.mark.slow
+def test_a_same_size_edit_of_a_cached_file_with_its_mtime_set_back_is_not_installed(
+        tmp_path: Path, built: tuple[Path, Path, dict[str, str]]) -> None:
+    """A warm create vouched for a cache entry by its files' size, mtime, inode, device and mode: an in-place
+    rewrite of the same size whose mtime was then set back was linked into the next environment. The ctime
+    (which nobody can set back) changed while no link count did: the entry is checked and extracted again."""
+    lock, target, env = built
+    cached = [p for p in (tmp_path / "pkgs").glob("egone-1.0-*/share/egone.txt")]
+    assert len(cached) == 1, list((tmp_path / "pkgs").iterdir())
+    before = cached[0].stat()
+    with open(cached[0], "r+b") as f:  # in place: the same inode, the same size
+        f.write(b"ONE\n")
+    os.utime(cached[0], ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert cached[0].stat().st_mtime_ns == before.st_mtime_ns and cached[0].stat().st_size == before.st_size
+    other = tmp_path / "env2"
+    proc = _envguard("create", "-p", str(other), "--lockfile", str(lock), "--no-check", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (other / "share" / "egone.txt").read_bytes() == b"one\n", proc.stderr
+
+
+@pytest.mark.slow
+def test_removing_and_making_environments_hashes_nothing_again(
+        tmp_path: Path, built: tuple[Path, Path, dict[str, str]]) -> None:
+    """What ctimes in the stamp must not cost: environments made and removed change every linked file's ctime
+    and link count together, and the next create still vouches by the identities (nothing re-extracted, the
+    cache entries' files keep their inodes)."""
+    import shutil
+
+    lock, target, env = built
+    cached = next((tmp_path / "pkgs").glob("egone-1.0-*/share/egone.txt"))
+    inode = cached.stat().st_ino
+    for _ in range(2):
+        shutil.rmtree(target)
+        proc = _envguard("create", "-p", str(target), "--lockfile", str(lock), "--no-check", "-v", cwd=tmp_path,
+                         env=env)
+        assert proc.returncode == 0, proc.stderr
+    assert cached.stat().st_ino == inode and cached.stat().st_nlink == 2

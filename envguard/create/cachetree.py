@@ -41,6 +41,8 @@ class EntryScan:
     tree: str  # digest of the tree: types, symlink targets, mode bits
     newest: int  # newest time in the identity, in ns
     fine: bool  # whether ctimes look finer than a millisecond (the file system's timestamps do)
+    ctimes: str = ""  # digest of the declared files' ctimes (see scan_identity)
+    nlinks: str = ""  # digest of their link counts
     to_hash: list[tuple[str, str, int]] = field(default_factory=list)  # regular files: (path, full path, size)
     links: dict[str, str] = field(default_factory=dict)  # symlinks: path -> target
     modes: dict[str, int] = field(default_factory=dict)  # regular files: path -> mode & 0o7777
@@ -66,6 +68,8 @@ class IdentityScan:
     fine: bool  # whether ctimes look finer than a millisecond (the file system's timestamps do)
     links: dict[str, str]  # symlinks: path -> target
     seen: list[tuple[Any, ...]]  # one identity per declared non-directory path, then the info/ files
+    ctimes: str = ""  # digest of the declared files' ctimes: what VerifiedStamps.vouches_package compares
+    nlinks: str = ""  # digest of their link counts: a changed ctime is explained by a changed link count
 
 
 def scan_identity(entry: str, declared: list[tuple[str, str]], info_names: list[str]) -> IdentityScan | str:
@@ -80,16 +84,24 @@ def scan_identity(entry: str, declared: list[tuple[str, str]], info_names: list[
     the identities live there too. An accidental edit (through an environment's hard link included) changes
     the mtime, a replaced file its inode. The info/ files, which no environment links, keep their ctime.
 
+    The declared files' ctimes and link counts are digested beside the identity (``ctimes``, ``nlinks``):
+    a ctime that changed while no link count did is an in-place change (an edit whose author set the mtime
+    back, which no one can do to a ctime), and VerifiedStamps.vouches_package then vouches for nothing;
+    ctimes that changed together with link counts are what environments made or removed do (issue #38 point 9).
+
     The identities determine the tree (:func:`expand`): a symlink's is its target, a file's its mode bits,
     anything else (a FIFO, socket or device) has one naming its type, a directory has none (it turning into
     anything else adds one). So identities equal to those stamped after a verification mean the tree is the
     verified one too, and a create pays only this pass for an unchanged entry."""
     seen: list[tuple[Any, ...]] = []
+    ctimes: list[int] = []
+    nlinks: list[int] = []
     links: dict[str, str] = {}
     newest = 0
     fine = True
     prefix = entry + os.sep
     lstat, ifmt, readlink, add = os.lstat, stat.S_IFMT, os.readlink, seen.append
+    add_ctime, add_nlink = ctimes.append, nlinks.append
     for rel, _kind in declared:
         if escapes(rel):
             continue  # the archive itself declares it: refused with the other unsafe paths
@@ -101,6 +113,8 @@ def scan_identity(entry: str, declared: list[tuple[str, str]], info_names: list[
         if fmt == stat.S_IFREG:
             mtime = st.st_mtime_ns
             add((rel, st.st_size, mtime, st.st_ino, st.st_dev, st.st_mode & 0o7777))
+            add_ctime(st.st_ctime_ns)
+            add_nlink(st.st_nlink)
             newest = max(newest, mtime)
             if fine and st.st_ctime_ns % 1_000_000 == 0:
                 fine = False
@@ -117,13 +131,15 @@ def scan_identity(entry: str, declared: list[tuple[str, str]], info_names: list[
         add(("I", name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode))
         newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
     # marshal's format 2 (no object references): the same values always give the same bytes, 4x faster than repr
-    return IdentityScan(hashlib.sha256(marshal.dumps(seen, 2)).hexdigest(), newest, fine, links, seen)
+    return IdentityScan(hashlib.sha256(marshal.dumps(seen, 2)).hexdigest(), newest, fine, links, seen,
+                        hashlib.sha256(marshal.dumps(ctimes, 2)).hexdigest(),
+                        hashlib.sha256(marshal.dumps(nlinks, 2)).hexdigest())
 
 
 def expand(found: IdentityScan, entry: str, declared: list[tuple[str, str]]) -> EntryScan:
     """The tree of an identity pass: every declared path's type, symlink target and mode bits, and the regular
     files to hash against paths.json."""
-    out = EntryScan(found.identity, "", found.newest, found.fine, links=dict(found.links))
+    out = EntryScan(found.identity, "", found.newest, found.fine, found.ctimes, found.nlinks, links=dict(found.links))
     # told apart by length (a file may well be called "L"): a file's identity has 6 fields, a symlink's 5, an
     # odd type's 3, an info/ file's 8; an odd one wins over a file of the same path (one lstat'ed twice)
     files = {ident[0]: ident for ident in found.seen if len(ident) == 6}

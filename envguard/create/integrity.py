@@ -288,13 +288,20 @@ class VerifiedStamps:
     def package(self, key: str) -> tuple[str, str | None, int] | None:
         """(info digest, identity digest or None, when recorded) of an extracted package, if recorded."""
         entry = self.packages.get(key)
-        if (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+        if (isinstance(entry, list) and len(entry) in (3, 5) and isinstance(entry[0], str)
                 and (entry[1] is None or isinstance(entry[1], str)) and isinstance(entry[2], int)):
             return entry[0], entry[1], entry[2]
         return None
 
+    def churn(self, key: str) -> tuple[str, str] | None:
+        """(digest of the files' ctimes, digest of their link counts) recorded with the identity, if any."""
+        entry = self.packages.get(key)
+        if isinstance(entry, list) and len(entry) == 5 and isinstance(entry[3], str) and isinstance(entry[4], str):
+            return entry[3], entry[4]
+        return None
+
     def record_package(self, key: str, info: str, identity: str | None, newest_ns: int = 0,
-                       fine_clock: bool = False) -> None:
+                       fine_clock: bool = False, ctimes: str = "", nlinks: str = "") -> None:
         """Remember the digest of a package's ``info/`` files as its verified archive has them and, when its
         files are known to be right, their identity (envguard.create.cachetree.scan_entry: no ctime for the
         files environments link, so linking or removing an environment changes none). On a file system whose
@@ -304,13 +311,19 @@ class VerifiedStamps:
         if identity is not None and not fine_clock and newest_ns + STAMP_MIN_AGE_NS > now:
             identity = None  # too recent to be told apart from a rewrite in the same clock tick
         rec = self.package(key)
-        if rec is None or rec[:2] != (info, identity):
-            self.packages[key] = [info, identity, now]
+        churn = (ctimes, nlinks) if identity is not None and ctimes and nlinks else None
+        if rec is None or rec[:2] != (info, identity) or self.churn(key) != churn:
+            self.packages[key] = [info, identity, now, *(churn or ())]
             self.changed = True
 
-    def vouches_package(self, key: str, info: str, identity: str) -> bool:
-        rec = self.package(key)
-        return rec is not None and rec[0] == info and rec[1] == identity
+    def vouches_package(self, key: str, info: str, identity: str, ctimes: str, nlinks: str) -> bool:
+        """Whether the recorded identity vouches for the entry: the same identity (no ctime in it), and the
+        files' ctimes unchanged unless their link counts changed too (an environment made or removed changes
+        both; an in-place edit whose mtime was set back changes the ctime alone). A record without ctimes
+        (an older envguard's) vouches for nothing: the files are hashed once and stamped again."""
+        rec, churn = self.package(key), self.churn(key)
+        return (rec is not None and rec[0] == info and rec[1] == identity and churn is not None
+                and (churn[0] == ctimes or churn[1] != nlinks))
 
     def forget_package(self, key: str) -> None:
         if self.packages.pop(key, None) is not None:

@@ -103,10 +103,13 @@ class Prepared:
     def finalize(self) -> None:
         """After a successful install: record the tree and the identities of the entries extracted by this
         install (from their verified archives), and the identities of warm entries that were hashed, so that
-        the next create need not hash them. Linking changes no identity (cachetree.scan_entry), so a warm
-        entry is not scanned again."""
+        the next create need not hash them. Linking changes no identity (cachetree.scan_entry) but the files'
+        ctimes and link counts, which the stamp holds beside it: a warm entry's are taken again (one lstat per
+        file), so that only a change made after this create can tell a ctime from a link count (#38 point 9)."""
         todo = [pkg for pkg in self.packages if not pkg.vouched]
-        if self.cache_dir is None or not todo:  # every entry vouched for: nothing to record, the records not read
+        # the warm entries too, a second lstat pass: their ctimes are in the stamp (VerifiedStamps.vouches_package)
+        restamp = [pkg for pkg in self.packages if pkg.vouched]
+        if self.cache_dir is None or not (todo or restamp):
             return
         stamps = VerifiedStamps(self.cache_dir)
         trees = TreeRecords(self.cache_dir)
@@ -124,7 +127,15 @@ class Prepared:
                     continue
                 trees.record(pkg.art.key, found)
             if isinstance(found, cachetree.EntryScan):
-                stamps.record_package(pkg.art.key, pkg.info, found.identity, found.newest, found.fine)
+                stamps.record_package(pkg.art.key, pkg.info, found.identity, found.newest, found.fine,
+                                      found.ctimes, found.nlinks)
+        for pkg in restamp:  # linking changed their ctimes and link counts: stamp them as they are now
+            entry = os.path.join(self.cache_dir, pkg.art.stem)
+            ident = cachetree.scan_identity(entry, pkg.entries, info_present(entry) if pkg.present is None
+                                            else pkg.present)
+            if not isinstance(ident, str):
+                stamps.record_package(pkg.art.key, pkg.info, ident.identity, ident.newest, ident.fine,
+                                      ident.ctimes, ident.nlinks)
         trees.save()
         stamps.save()
 
@@ -267,7 +278,7 @@ def _check_entry(art: Artifact, cache_dir: Path, stamps: VerifiedStamps,
         return None, ident
     pkg.symlinks = ident.links
     pkg.inner_links = dict(ident.links)
-    if stamps.vouches_package(art.key, rec[0], ident.identity):
+    if stamps.vouches_package(art.key, rec[0], ident.identity, ident.ctimes, ident.nlinks):
         pkg.vouched = True  # stamped after a verification: the tree is the verified one (scan_identity's doc)
         return pkg, None
     found = cachetree.expand(ident, entry, pkg.entries)
