@@ -325,7 +325,7 @@ def test_a_ctrl_c_that_python_reports_as_another_error_is_still_an_interrupt(
     capsys.readouterr()
     assert cli.run(["lint", "ok.yml"]) == 130
     err = capsys.readouterr().err
-    assert err.strip() == "interrupted", err
+    assert err.strip() == "interrupted: nothing was changed (the command only reads; a probe it started was stopped)", err
 
 
 def test_a_ctrl_c_that_a_commands_own_handler_wrapped_is_still_an_interrupt(
@@ -350,7 +350,7 @@ def test_a_ctrl_c_that_a_commands_own_handler_wrapped_is_still_an_interrupt(
     capsys.readouterr()
     assert cli.run(["lint", "ok.yml"]) == 130
     err = capsys.readouterr().err
-    assert err.strip() == "interrupted", err
+    assert err.strip() == "interrupted: nothing was changed (the command only reads; a probe it started was stopped)", err
 
 
 def test_the_cli_prints_an_errors_fix_once(here: Path, monkeypatch: pytest.MonkeyPatch,

@@ -255,8 +255,10 @@ def test_ctrl_c_at_any_moment_is_one_line_and_exit_130(tmp_path: Path) -> None:
         outcomes.append(proc.returncode)
         assert "Traceback" not in err, (offset + 0.025 * i, err[-1500:])
         if proc.returncode == 130:  # before lint began, the line says nothing was changed (#38 point 8)
-            assert lines and lines[-1] in ("interrupted", "interrupted while envguard was starting: nothing was "
-                                           "changed", "interrupted before the command began: nothing was changed"), err
+            assert lines and lines[-1] in (
+                "interrupted: nothing was changed (the command only reads; a probe it started was stopped)",
+                "interrupted while envguard was starting: nothing was changed",
+                "interrupted before the command began: nothing was changed"), err
         else:
             assert proc.returncode == 2 and "found undefined alias" in err, err  # finished before the signal
     assert 130 in outcomes, (outcomes, early)
@@ -292,7 +294,8 @@ def test_ctrl_c_during_the_smoke_probe_is_one_line_and_stops_the_probe() -> None
     _wait_for(workers_started, 120)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and [ln for ln in err.splitlines() if ln.strip()] == ["interrupted"], err
+    assert proc.returncode == 130 and [ln for ln in err.splitlines() if ln.strip()] == [
+        "interrupted: nothing was changed (the command only reads; a probe it started was stopped)"], err
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(sid == session[0] for _p, _pp, sid in _processes()):
         time.sleep(0.05)

@@ -131,6 +131,9 @@ def check_format(fmt: str, fix: str = "use text, json or markdown") -> None:
 
 
 run_state = {"verbose": False, "interrupt_reported": False}
+#: the commands that write nothing the user has (their probes' work folders are removed whatever ends them):
+#: an interrupt of one of them changed nothing, and its line says so
+READ_ONLY_COMMANDS = frozenset({"lint", "why", "check", "smoke", "diff", "fleet"})
 
 def _version(value: bool) -> None:
     if value:
@@ -140,11 +143,13 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     verbose: Annotated[bool, flag("--verbose", "-v", help="Show tracebacks and debug detail.")] = False,
     version: Annotated[bool, flag("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
     run_state["verbose"] = verbose
     run_state["began"] = True  # the command runs next: an interrupt before this changed nothing
+    run_state["changes_nothing"] = ctx.invoked_subcommand in READ_ONLY_COMMANDS
     settings.set_verbose(verbose)  # native code's output too (rattler_backend)
 
 def fail(message: str, code: ExitCode) -> typer.Exit:
@@ -184,6 +189,8 @@ def say_interrupted(message: str) -> int:
     terminated = bool(run_state.get("terminated"))
     if message == "interrupted" and not run_state.get("began"):  # parsing the command line: nothing ran yet
         message = "interrupted before the command began: nothing was changed"
+    elif message == "interrupted" and run_state.get("changes_nothing"):  # said of every stop, not only create's
+        message = "interrupted: nothing was changed (the command only reads; a probe it started was stopped)"
     if terminated and message.startswith("interrupted"):
         message = "terminated (SIGTERM)" + message[len("interrupted"):]
     try:
