@@ -28,16 +28,14 @@ NVIDIA driver and GPU generation.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 from typing import Any
 
 from envguard import compat
-from envguard.errors import BackendError, UserError, os_error
+from envguard.errors import BackendError, UserError
 from envguard.platforms import DEFAULT_PLATFORMS
 from envguard.versions import line_key, release
 
@@ -301,12 +299,6 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
     return python, torch, cuda, channel, plats
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _default_name(out: Path) -> str:
     name = re.sub(r"[^a-z0-9_.-]+", "-", out.resolve().parent.name.lower()).strip("-.")
     return name or "pytorch-env"
@@ -520,27 +512,14 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
     if to_stdout:
         return InitResult(None, text, python, torch, cuda, channel, plats, template, warnings, evidence, stale)
 
-    try:  # a full disk or a read-only file system: one line naming the file asked for, not the temporary name
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=str(out.parent))
-    except OSError as e:
-        raise os_error(e, "cannot write", out) from e
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a spec file is meant to be shared
-        if out.exists() and not force:  # created meanwhile by someone else
+    def still_free() -> None:  # created meanwhile by someone else
+        if out.exists() and not force:
             raise UserError("already exists; envguard init never overwrites a file", file=str(out),
                             fix="pass --force to replace it, or -o to write elsewhere")
-        os.replace(tmp, out)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise os_error(e, "cannot write", out) from e
-        raise
+
+    from envguard.publish import publish
+
+    publish(out, text.encode("utf-8"), before_replace=still_free)  # a full disk: one line naming the file
     return InitResult(out, text, python, torch, cuda, channel, plats, template, warnings, evidence, stale)
 
 

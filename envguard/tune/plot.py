@@ -55,33 +55,7 @@ def write_plot(result: Any, path: Path) -> Path:
         fig.savefig(image, format=path.suffix.lower().lstrip("."))
     finally:
         plt.close(fig)
-    _replace(path, image.getvalue())
+    from envguard.publish import publish
+
+    publish(path, image.getvalue())  # whole, or not at all (a full disk, a read-only file system)
     return path
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """The whole image into a temporary file beside ``path``, then renamed over it: a full disk or a read-only
-    file system is one line naming ``path`` (exit 6), and never leaves half an image under its name."""
-    import os
-    import tempfile
-
-    from envguard.errors import os_error
-
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; a plot is meant to be shared
-        os.replace(tmp, path)
-    except BaseException as e:  # Ctrl-C included: no temporary file is left behind
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        if isinstance(e, OSError):
-            raise os_error(e, "cannot write", path) from e
-        raise
