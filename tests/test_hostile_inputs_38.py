@@ -342,34 +342,6 @@ def test_a_signal_to_smoke_leaves_no_pymp_directory_in_tmpdir(tmp_path: Path, co
 
 
 @pytest.mark.slow
-def test_the_probe_itself_removes_its_pymp_directory_when_terminated(tmp_path: Path) -> None:
-    """The probe run by path, as a scheduler or a user runs it without envguard around it: a SIGTERM in the
-    middle of its DataLoader killed it outright and its pymp-* folder stayed in TMPDIR. Now it unwinds, its
-    exit handlers remove the folder, and it exits 143."""
-    import envguard.smoke.probe as probe_dir
-
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    probe = Path(probe_dir.__file__).parent / "smoke_probe.py"
-    proc = subprocess.Popen([sys.executable, str(probe)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "TMPDIR": str(tmp)}, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not _pymp(tmp) and proc.poll() is None:
-            time.sleep(0.02)
-        assert proc.poll() is None and _pymp(tmp), "the probe made no pymp-* folder before it ended"
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=120)
-        assert proc.returncode == 143
-        assert _pymp(tmp) == [], sorted(map(str, tmp.rglob("*")))
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its workers, whatever happened
-        except OSError:
-            pass
-
-
-@pytest.mark.slow
 def test_a_killed_downloads_folder_is_removed_by_the_next_create_that_changes_nothing(
         tmp_path: Path, built: tuple[Path, Path, dict[str, str]]) -> None:
     """A create SIGKILLed after its downloads left .envguard-downloads-<pid>/ in the package cache; only a

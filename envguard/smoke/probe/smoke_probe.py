@@ -855,23 +855,6 @@ def _parse(argv: list[str]) -> dict:
             "backend": ns.backend}
 
 
-_TERMINATED: list[int] = []  # the SIGTERM received, even where a check's own handler swallowed its exit
-
-
-_MAIN_PID = os.getpid()
-
-
-def _terminated(signum: int, _frame: object) -> None:
-    if os.getpid() != _MAIN_PID:  # a forked DataLoader worker inherited this: it dies of the signal, as before
-        import signal
-
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-        return
-    _TERMINATED.append(signum)
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     if args["events"]:
@@ -882,24 +865,15 @@ def main(argv: list[str] | None = None) -> int:
     real_stdout = os.dup(1)
     os.dup2(2, 1)
     event(probe_pid=os.getpid())
-    # A SIGTERM (envguard stopping the probe, a scheduler ending the job) unwinds like Ctrl-C does, so that
-    # multiprocessing's exit handlers run and remove its pymp-* folder from TMPDIR; killed outright it stayed.
-    import signal
-
-    signal.signal(signal.SIGTERM, _terminated)
     probe = Probe(args)
     if not args["quick"] and not args["only_distributed"] and "forkserver" in probe.methods():
         _start_forkserver()
     try:
         doc = probe.run()
-    except SystemExit:  # SIGTERM: stop, and let the exit handlers clean up; nobody reads a document now
-        raise
     except BaseException as e:  # noqa: BLE001 - a bug in the probe is still one JSON document
         probe.check("probe", "fail", None, _err(e), traceback=traceback.format_exc()[-_MAX_ERROR:])
         doc = probe.doc
         doc["ok"] = False
-    if _TERMINATED:
-        raise SystemExit(128 + _TERMINATED[0])
     sys.stdout.flush()
     data = (json.dumps(doc, default=str) + "\n").encode()
     while data:
