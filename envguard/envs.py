@@ -372,10 +372,10 @@ def lock_for(target: Path, lockfile: str | os.PathLike[str] | None, *,
     recorded = recorded_lock(target)
     if recorded is not None:
         return recorded
-    from envguard.project import spec_file
+    from envguard.project import lock_for_spec, spec_file
 
     spec = spec_file(cwd)
-    lock = spec.parent / "conda-lock.yml"
+    lock = lock_for_spec(spec)
     if not (spec.is_file() and lock.is_file()):
         return LockChoice(None)
     prefix = Path(os.path.abspath(target))

@@ -96,10 +96,10 @@ def ensure(target: Target, mode: str, *, cwd: Path, say: Callable[[str], None]) 
 
 
 def _is_project_lock(lock: Path, cwd: Path) -> bool:
-    from envguard.project import spec_file
+    from envguard.project import lock_for_spec, spec_file
 
     spec = spec_file(cwd)
-    return spec.is_file() and os.path.realpath(spec.parent / "conda-lock.yml") == os.path.realpath(lock)
+    return spec.is_file() and os.path.realpath(lock_for_spec(spec)) == os.path.realpath(lock)
 
 
 def out_of_sync(target: Path, fp: Fingerprint | None, lock: Path, *, spec: bool) -> str | None:
@@ -147,9 +147,10 @@ def _stale_for_spec(lock: Path) -> str:
         meta = read_metadata(lock) or {}
     except EnvguardError:
         return ""
+    from envguard.project import lock_sources
+
     listed = meta.get("sources")
-    sources = [lock.parent / str(s) for s in listed] if isinstance(listed, list) and listed else [
-        lock.parent / "environment.yml"]
+    sources = lock_sources(lock, [str(s) for s in listed] if isinstance(listed, list) else [])
     if not all(s.is_file() for s in sources):
         return ""
     try:

@@ -175,8 +175,10 @@ def check_cmd(
                         fix="e.g. --smoke-timeout 300")
     if if_changed:
         from envguard.check import watched_changed
+        from envguard.project import lock_for_spec, spec_for_lock
 
-        watched = [lockfile or Path("conda-lock.yml"), (lockfile.parent if lockfile else Path(".")) / "environment.yml"]
+        watched_lock = lock_for_spec(Path("environment.yml"), lockfile)  # the one here, as a hook runs at the root
+        watched = [watched_lock, spec_for_lock(watched_lock)]
         changed, why = watched_changed(watched)
         if not changed:
             print_plain(render.out, f"envguard check: skipped: {why}")

@@ -90,11 +90,12 @@ def lock_cmd(
         require_lock(lockfile, accept={"conda-lock"}, unknown_ok=True)
     # (what a lock may be written over, --lockfile or the default, envguard.lock.lock decides before its solve)
     if check:
-        from envguard.lock import check_fresh, check_whole, default_files, default_lockfile
+        from envguard.lock import check_fresh, check_whole, default_files
+        from envguard.project import lock_for_spec
 
         fresh = check_fresh(files or None, lockfile, platforms=platforms or None, cuda=cuda_opt)
         # fresh or stale, a lock that is not whole is an integrity failure (exit 3): the hash covers the spec only
-        check_whole(default_lockfile(default_files(files or None), lockfile), fresh=fresh.fresh)
+        check_whole(lock_for_spec(default_files(files or None)[0], lockfile), fresh=fresh.fresh)
         if fresh.fresh:
             render.out.print(fresh.message, markup=False)
             raise typer.Exit(int(ExitCode.OK))
@@ -208,13 +209,13 @@ def _project_sides() -> tuple[list[str], str]:
 
     from envguard.envs import lock_for, resolve_target
     from envguard.errors import UserError
-    from envguard.project import spec_file
+    from envguard.project import lock_for_spec, spec_file
 
     target = resolve_target(None, None)
     lock, why = lock_for(target, None)
     if lock is None:
         spec = spec_file()
-        where = (f"{os.path.relpath(spec.parent / 'conda-lock.yml')} does not exist" if spec.is_file() else
+        where = (f"{os.path.relpath(lock_for_spec(spec))} does not exist" if spec.is_file() else
                  "no environment.yml here or above (up to the repository root)")
         raise UserError(f"no lock to compare {target} with: {where}, and no lock belongs to that environment",
                         key="A B", fix="name both sides: envguard diff LOCK PREFIX (or run `envguard lock` first)")

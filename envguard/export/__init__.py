@@ -28,12 +28,12 @@ from envguard.export.files import ExplicitLine, SpecPlan
 from envguard.export.pipplan import plan_pip, torch_label_index
 from envguard.findings import Finding, Severity, sort_findings
 from envguard.prefix import PrefixInfo
+from envguard.project import lock_for_spec
 from envguard.versions import major_minor
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the severities by their letters
 FORMATS = ("lock", "environment", "explicit")
 SPEC_FILE = "environment.yml"
-LOCK_FILE = "conda-lock.yml"
 META_PREFIX = "envguard.export.prefix"
 # lint's rules about channels, applied to the exported file: mixing defaults with conda-forge,
 # the frozen pytorch channel, nightly channels whose builds disappear.
@@ -112,7 +112,8 @@ def _targets(out_dir: Path, fmt: str, platform: str, with_conda: bool, with_pip:
     if fmt == "environment":
         return {"environment": out_dir / SPEC_FILE}
     if fmt == "lock":
-        return {"environment": out_dir / SPEC_FILE, **({"lock": out_dir / LOCK_FILE} if with_conda else {})}
+        spec = out_dir / SPEC_FILE
+        return {"environment": spec, **({"lock": lock_for_spec(spec)} if with_conda else {})}
     out: dict[str, Path] = {}
     if with_conda:
         out["explicit"] = out_dir / f"conda-{platform}.lock"
@@ -414,8 +415,9 @@ def _write(targets: Mapping[str, Path], out_dir: Path, shown: str, plan: SpecPla
             from envguard.lock import write_adopted
 
             with _writing(targets["lock"]):
-                staged["lock"] = write_adopted(staged["environment"], locked_conda + pip.locked,
-                                               lockfile=staging / LOCK_FILE, platform=platform, cuda=cuda,
+                spec = staged["environment"]
+                staged["lock"] = write_adopted(spec, locked_conda + pip.locked, lockfile=lock_for_spec(spec),
+                                               platform=platform, cuda=cuda,
                                                custom={META_PREFIX: shown}).lockfile
         header = [f"Written by `envguard export` from {shown}."]
         if "explicit" in targets:

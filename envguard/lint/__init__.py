@@ -32,7 +32,6 @@ from envguard.lint.reading import _kind, _raw_credentials
 from envguard.lint.rules import MIX_CODES, RULES, Rule
 
 ENV_FILE_NAMES = ("environment.yml", "environment.yaml")
-LOCK_FILE_NAMES = ("conda-lock.yml",)
 
 
 @dataclass
@@ -127,7 +126,10 @@ def default_targets(directory: str | Path = ".") -> list[Path]:
     env = next((d / n for n in ENV_FILE_NAMES if (d / n).is_file()), None)
     if env is None:
         raise UserError(f"no environment.yml in {d.resolve()}", fix="pass the files to lint, or run `envguard init`")
-    return [env] + [d / n for n in LOCK_FILE_NAMES if (d / n).is_file()]
+    from envguard.project import lock_for_spec
+
+    lock = lock_for_spec(env)
+    return [env, lock] if lock.is_file() else [env]
 
 
 def lint_paths(paths: Iterable[str | Path]) -> LintResult:

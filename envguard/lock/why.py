@@ -170,9 +170,10 @@ def _spec_files(lock: Lock, files: list[Path] | None) -> list[Path]:
 def why_locked(name: str, *, lockfile: Path | None = None, files: list[Path] | None = None,
         platforms: list[str] | None = None) -> WhyResult:
     """Why ``name`` is in the lock: per platform, the path from each spec line that pulls it in (``envguard why``)."""
-    from envguard.lock import default_files, default_lockfile
+    from envguard.lock import default_files
+    from envguard.project import lock_for_spec
 
-    path = default_lockfile(default_files(files), lockfile)
+    path = lock_for_spec(default_files(files)[0], lockfile)
     if not path.is_file():
         from envguard.lock import fix_command
 
