@@ -7,6 +7,7 @@ import os
 import platform as _platform
 import re
 import sys
+from collections.abc import Sequence
 
 # The platforms conda-lock 4.0.3 can lock: its selector table and its default
 # virtual packages cover exactly these.
@@ -21,6 +22,13 @@ LOCKABLE_PLATFORMS: tuple[str, ...] = (
 # Every conda subdir envguard names; win-arm64 exists but cannot be locked yet.
 KNOWN_PLATFORMS: tuple[str, ...] = (*LOCKABLE_PLATFORMS, "win-arm64")
 DEFAULT_PLATFORMS = ("linux-64", "osx-arm64", "win-64")
+
+
+def command_platforms(given: Sequence[str] | None, declared: Sequence[str] = ()) -> list[str]:
+    """The platforms a command locks or checks, by conda-lock's rule: the ones given on its command line
+    (``--platform``), else the ones its environment files declare (``platforms:``), else
+    :data:`DEFAULT_PLATFORMS`. The one place this order is written (lock, lock --check, create's re-lock)."""
+    return list(given) if given else (list(declared) or list(DEFAULT_PLATFORMS))
 
 # conda-build's platform selectors (``# [linux]``) as conda-lock understands them: selector -> platforms.
 SELECTOR_PLATFORMS: dict[str, frozenset[str]] = {

@@ -28,7 +28,6 @@ from typing import Any
 from envguard.errors import UserError
 
 VARIANTS_DIR = "variants"
-LOCK_PREFIX = "conda-lock."  # conda-lock.<name>.yml
 META_VARIANT = "envguard.variant"  # this lock's variant: "cuda-12.6"
 META_VARIANT_CUDA = "envguard.variant-cuda"  # its CUDA line: "12.6"; "" for a CPU variant
 META_VARIANTS = "envguard.variants"  # every declared variant, comma-separated, the default first
@@ -59,8 +58,10 @@ def variants_dir(spec: Path) -> Path:
 
 
 def lockfile_of(spec: Path, name: str) -> Path:
-    """The lock of variant ``name`` of ``spec``: ``conda-lock.<name>.yml`` beside it."""
-    return Path(spec).parent / f"{LOCK_PREFIX}{name}.yml"
+    """The lock of variant ``name`` of ``spec``: ``conda-lock.<name>.yml`` beside it (envguard.project decides)."""
+    from envguard.project import lock_for_spec
+
+    return lock_for_spec(spec, variant=name)
 
 
 def overlay_files(spec: Path) -> list[Path]:
@@ -126,13 +127,13 @@ def declared_variants(spec: Path) -> list[Variant]:
     overlays = overlay_files(spec)
     if not overlays:
         return []
-    from envguard.platforms import DEFAULT_PLATFORMS
+    from envguard.platforms import command_platforms
     from envguard.yamlio import load_fast
 
     base = load_fast(spec) if Path(spec).is_file() else {}
     base = base if isinstance(base, dict) else {}
     base_lines = set(_conda_lines(base))
-    base_platforms = _platforms(Path(spec), base) or tuple(DEFAULT_PLATFORMS)
+    base_platforms = tuple(command_platforms(None, _platforms(Path(spec), base) or ()))
     found: list[tuple[Variant, bool]] = []
     seen: dict[str, Path] = {}
     for path in overlays:

@@ -28,9 +28,9 @@ def spec_files_for(env_files: Sequence[Path], lockfile: Path | None, cwd: Path) 
     in the working directory) when it exists. Their ``name:`` names the environment without -p/-n."""
     if env_files:
         return [Path(f) for f in env_files]
-    from envguard.project import project_dir
+    from envguard.project import SPEC_NAMES, project_dir, spec_for_lock
 
-    spec = (Path(lockfile).parent if lockfile is not None else project_dir(cwd)) / "environment.yml"
+    spec = spec_for_lock(lockfile) if lockfile is not None else project_dir(cwd) / SPEC_NAMES[0]
     return [spec] if spec.is_file() else []
 
 
@@ -57,7 +57,10 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
         from envguard.project import project_dir
 
         cwd = project_dir(cwd)  # the project's lock, from a subdirectory too
-    lockfile = Path(lockfile) if lockfile is not None else (files[0].parent if files else cwd) / "conda-lock.yml"
+    from envguard.project import SPEC_NAMES, lock_for_spec, spec_for_lock
+
+    # without -f: the lock of the project's environment.yml, whether or not that exists yet
+    lockfile = lock_for_spec(files[0] if files else cwd / SPEC_NAMES[0], lockfile)
     if lockfile.is_dir() or special_file(lockfile):  # never lock into a FIFO or a device either
         raise UserError("is a directory, expected a lock file" if lockfile.is_dir() else str(special_file(lockfile)),
                         file=str(lockfile), key="--lockfile", fix="pass the path of conda-lock.yml")
@@ -69,7 +72,7 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
     if named:  # a mistyped path must not become a fresh, unreviewed solve: only the implicit lock is made here
         from envguard.lock import fix_command
 
-        make = fix_command(specs or [lockfile.parent / "environment.yml"], lockfile)
+        make = fix_command(specs or [spec_for_lock(lockfile)], lockfile)
         raise StaleLockError(f"lock file not found: {lockfile} (a lock named with --lockfile is installed as it "
                              "is, never made by create)",
                              fix=f"check the path, or make that lock on purpose with `{make}` and run this again",
@@ -85,19 +88,6 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
 
     do_lock(specs, lockfile=lockfile)
     return lockfile
-
-
-def _spec_declares_platforms(files: Sequence[Path]) -> bool:
-    from envguard.yamlio import load_fast
-
-    for f in files:
-        try:
-            data = load_fast(f)
-        except (EnvguardError, OSError):
-            continue
-        if isinstance(data, dict) and data.get("platforms"):
-            return True
-    return False
 
 
 def checked_spec_files(plan: LockPlan, env_files: Sequence[Path]) -> list[Path]:
@@ -137,7 +127,9 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
     relock = relock_command(files, plan.lockfile)  # for the platforms it covers, never this one's alone
     verify_own_hashes(plan, cache_dir, relock)
     reason = verdict.reason
-    default_lock = Path(files[0]).parent / "conda-lock.yml"
+    from envguard.project import lock_for_spec
+
+    default_lock = lock_for_spec(files[0])
     own = not explicit and plan.lockfile.resolve() == default_lock.resolve()
     as_is = f"`{frozen_command}`" if frozen_command else "`--frozen`"
     if locked:
@@ -160,9 +152,9 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
     if reporter is not None:
         reporter.stage(f"re-locking {plan.lockfile}, the lock of {', '.join(str(f) for f in files)}: {reason}")
     from envguard.lock import lock as do_lock
-    from envguard.lock import read_lock
+    from envguard.lock import relock_platforms
 
-    platforms = None if _spec_declares_platforms(files) else list(read_lock(plan.lockfile).platforms) or None
+    platforms = relock_platforms(files, plan.lockfile)  # the ones it covers, not this machine's alone
     fault_hook("relock")
     before = plan.lockfile.read_bytes()
     try:

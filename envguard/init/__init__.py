@@ -36,7 +36,7 @@ from typing import Any
 
 from envguard import compat
 from envguard.errors import BackendError, UserError
-from envguard.platforms import DEFAULT_PLATFORMS
+from envguard.platforms import DEFAULT_PLATFORMS, command_platforms
 from envguard.versions import line_key, release
 
 CPU = "cpu"
@@ -247,7 +247,7 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
         raise UserError(f"{why}; use {_or('--python', _nearest(python, list(c.supported_python)))}")
 
     if not route.released:  # the channel answered, without a single pytorch record on these platforms
-        raise UserError(f"{route.evidence} hold no pytorch for {_and(platforms or list(DEFAULT_PLATFORMS))}; use "
+        raise UserError(f"{route.evidence} hold no pytorch for {_and(command_platforms(platforms))}; use "
                         "--platform with one that has builds, or another --channel")
     torch = (torch or route.newest).strip()
     rel, line = _check_release(route, torch)
@@ -293,7 +293,7 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
         plats = [p for p in DEFAULT_PLATFORMS if p in allowed] or allowed
         if not plats:  # the records were read for the default platforms only: name those that hold something
             held = [p for p in DEFAULT_PLATFORMS if p in rel.cpu or rel.cuda_on(p)]
-            raise UserError(_held_instead(route, rel, cuda, held or list(DEFAULT_PLATFORMS)))
+            raise UserError(_held_instead(route, rel, cuda, command_platforms(None, held)))
     if cuda != CPU:
         cuda = _pick_cuda(route, rel, cuda, plats, python)
     return python, torch, cuda, channel, plats
@@ -393,7 +393,7 @@ def _records_route(channel: str, platforms: list[str] | None,
         from envguard.platforms import LOCKABLE_PLATFORMS
 
         # an unknown platform is refused by resolve, with the known ones; the channel is not asked about it
-        plats = [p for p in dict.fromkeys(platforms or DEFAULT_PLATFORMS) if p in LOCKABLE_PLATFORMS]
+        plats = [p for p in dict.fromkeys(command_platforms(platforms)) if p in LOCKABLE_PLATFORMS]
         try:
             records = channelfacts.fetch(channel, plats, channel_url)
         except channelfacts.ChannelUnreachable as e:

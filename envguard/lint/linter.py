@@ -17,7 +17,7 @@ from envguard.lint.constraints import _PYTHON_UNIVERSE, _TORCH_UNIVERSE, release
 from envguard.lint.deps import _channel_name, _Dep, _parse_conda, _parse_pip
 from envguard.lint.projects import declares_nothing, raw_by_line, raw_for
 from envguard.lint.rules import RULES, TORCH_CONDA_NAMES
-from envguard.platforms import DEFAULT_PLATFORMS
+from envguard.platforms import command_platforms
 from envguard.redact import redact
 from envguard.versions import line_key
 
@@ -115,7 +115,7 @@ class _Linter:
 
             self.one_machine = looks_like_export(self.data)
             found = export_platform(self.data) if self.one_machine else None
-            self.platforms = [found] if found else list(DEFAULT_PLATFORMS)
+            self.platforms = command_platforms(None, [found] if found else [])  # an export's own, else the default
 
     def _route(self) -> str:
         """Where the file's torch comes from: the legacy pytorch channel, conda-forge, or PyPI wheels."""

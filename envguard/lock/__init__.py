@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envguard.errors import UserError, with_fix
+from envguard.errors import EnvguardError, UserError, with_fix
 
 # host_records, pip_records and read_lock are re-exported: create, check and export read locks through envguard.lock
 from envguard.lock.lockfile import (
@@ -48,6 +48,7 @@ from envguard.lock.lockfile import (
 from envguard.lock.lockfile import (
     require_whole as require_whole,
 )
+from envguard.project import lock_for_spec
 from envguard.redact import redact
 from envguard.yamlio import load_fast, read_bytes
 
@@ -71,7 +72,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'envguard.lock' has no attribute {name!r}")
 
 DEFAULT_FILE = "environment.yml"
-DEFAULT_LOCKFILE = "conda-lock.yml"
 
 CudaArg = str | None | bool  # None: from the spec or the lock (envguard.lock.cuda), False: no CUDA
 
@@ -143,10 +143,6 @@ def default_files(files: list[Path] | None) -> list[Path]:
     return [Path(os.path.relpath(found / DEFAULT_FILE))] if found != Path.cwd() else [Path(DEFAULT_FILE)]
 
 
-def default_lockfile(files: list[Path], lockfile: Path | None) -> Path:
-    return Path(lockfile) if lockfile else files[0].parent / DEFAULT_LOCKFILE
-
-
 def fix_command(files: list[Path], lockfile: Path, platforms: list[str] | None = None) -> str:
     parts = ["envguard", "lock"]
     for f in files:
@@ -158,23 +154,27 @@ def fix_command(files: list[Path], lockfile: Path, platforms: list[str] | None =
 
 
 def relock_command(files: list[Path], lockfile: Path) -> str:
-    """The `envguard lock` that re-locks ``lockfile`` from ``files`` for the platforms it covers now (the
-    files' own ``platforms:`` when they name some): a re-lock on purpose never narrows a lock to this
-    machine's platform."""
-    declared: list[str] = []
+    """The `envguard lock` that re-locks ``lockfile`` from ``files`` (for :func:`relock_platforms`)."""
+    return fix_command(files, lockfile, relock_platforms(files, lockfile))
+
+
+def relock_platforms(files: Sequence[Path], lockfile: Path) -> list[str] | None:
+    """The ``--platform`` values of a re-lock of ``lockfile`` from ``files``: None when the files declare
+    ``platforms:`` (those then decide, :func:`envguard.platforms.command_platforms`), else the platforms the
+    lock covers now (None when it names none): a re-lock never narrows a lock to this machine's platform."""
     for f in files:
         try:
             data = load_fast(f)
-        except (UserError, OSError):
+        except (EnvguardError, OSError):
             continue
         if isinstance(data, dict) and data.get("platforms"):
-            declared.append(str(f))
-    platforms = None
-    if not declared:
+            return None
+    try:
         meta = read_metadata(lockfile)
-        listed = meta.get("platforms") if isinstance(meta, dict) else None
-        platforms = [str(x) for x in listed] if isinstance(listed, list) and listed else None
-    return fix_command(files, lockfile, platforms)
+    except EnvguardError:
+        return None
+    listed = meta.get("platforms") if isinstance(meta, dict) else None
+    return [str(x) for x in listed] if isinstance(listed, list) and listed else None
 
 
 def _cuda_record(cuda_arg: str, vpr: Any, platform_hint: str | None = None) -> str:
@@ -255,7 +255,7 @@ def lock(
     report = reporter or (lambda _p: None)
     files = default_files(files)
     given_lockfile = lockfile is not None
-    lockfile = default_lockfile(files, lockfile)
+    lockfile = lock_for_spec(files[0], lockfile)
     if lockfile.is_dir():  # say so before a solve, not as a write failure (exit 6) after it
         raise UserError("is a directory, expected a lock file", file=str(lockfile), key="--lockfile",
                         fix="pass a file path such as conda-lock.yml")
@@ -424,10 +424,10 @@ def check_fresh(
     The verdict is conda-lock's ``lock --check-input-hash`` verdict for the same
     files, platforms and CUDA assumption (by default the one recorded in the lock).
     """
-    from envguard.platforms import DEFAULT_PLATFORMS
+    from envguard.platforms import command_platforms
 
     files = default_files(files)
-    lockfile = default_lockfile(files, lockfile)
+    lockfile = lock_for_spec(files[0], lockfile)
     contents: list[bytes] = []
     for f in files:
         if Path(f).is_dir():
@@ -445,7 +445,7 @@ def check_fresh(
         if p not in LOCKABLE_PLATFORMS:
             raise UserError(f"unsupported platform {p!r}", key="--platform",
                             fix=f"use some of {', '.join(LOCKABLE_PLATFORMS)}")
-    plats = list(platforms) if platforms else (_file_platforms(files, texts) or list(DEFAULT_PLATFORMS))
+    plats = command_platforms(platforms, _file_platforms(files, texts))
     cmd = fix_command(files, lockfile, list(platforms) if platforms else None)
 
     if not lockfile.exists():

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envguard.errors import UserError, with_fix
-from envguard.platforms import DEFAULT_PLATFORMS, LOCKABLE_PLATFORMS, SELECTOR_PLATFORMS, line_selector
+from envguard.platforms import LOCKABLE_PLATFORMS, SELECTOR_PLATFORMS, command_platforms, line_selector
 from envguard.redact import has_credentials, redact
 from envguard.variables import problems as variable_problems
 from envguard.yamlio import Positions, load_with_lines, read_text
@@ -493,7 +493,7 @@ def read_spec(files: list[Path], platforms: list[str] | None = None) -> EnvSpec:
                     sel = _selector(lines, pos.line("dependencies", i, "pip", j))
                     if sel:  # keyed as dependencies_for sees it: pip_dependencies are redacted
                         selectors[("pip", redact(req.strip()))] = sel
-    chosen = list(platforms) if platforms else (file_platforms or list(DEFAULT_PLATFORMS))
+    chosen = command_platforms(platforms, file_platforms)
     for path, data, pos, text in parsed:
         # conda-lock crashes on a file whose every dependency a selector drops for some platform
         lines = text.splitlines()
