@@ -89,6 +89,21 @@ def lock_cmd(
     if check and lockfile is not None and lockfile.exists():  # never judge an environment file as a lock
         require_lock(lockfile, accept={"conda-lock"}, unknown_ok=True)
     # (what a lock may be written over, --lockfile or the default, envguard.lock.lock decides before its solve)
+    if not files and lockfile is None:  # a project with variants/*.yml: every variant, together (#37)
+        from envguard.lock import default_files
+        from envguard.variants import declared_variants
+
+        spec = default_files(None)[0]
+        if declared_variants(spec):
+            if cuda_opt is not None:
+                raise UserError("each variant names its own CUDA line (variants/*.yml); --cuda/--no-cuda would "
+                                "override them all", key="--cuda" if cuda is not None else "--no-cuda",
+                                fix="drop it, or lock one variant alone: envguard lock -f environment.yml -f "
+                                    "variants/NAME.yml --lockfile conda-lock.NAME.yml --cuda X.Y")
+            from envguard.lock.render import lock_variants_cmd
+
+            lock_variants_cmd(spec, platforms or None, check=check, update=names, update_all=update_all, fmt=fmt)
+            return
     if check:
         from envguard.lock import check_fresh, check_whole, default_files
         from envguard.project import lock_for_spec

@@ -223,12 +223,18 @@ def lock(
     reporter: Reporter | None = None,
     update: Sequence[str] = (),
     update_all: bool = False,
+    together: Any = None,
+    metadata: dict[str, str] | None = None,
 ) -> LockResult:
     """Solve and write ``lockfile``; raise UserError (2) / BackendError (6), leaving any old lock untouched.
 
     An existing lock is the starting point (envguard.lock.relock): its records are kept wherever the spec
     still allows them, ``update`` names move to the newest the spec allows, ``update_all`` solves from
     scratch. ``LockResult.changes`` says what moved and why.
+
+    ``together`` (envguard.lock.together.Together): another variant's lock of the same project, whose records
+    this solve prefers wherever this variant does not force its own (locked together, docs/variants.md);
+    ``metadata``: more envguard keys for the lock's custom_metadata (the variant's).
     """
     from envguard.lock import changes as change_report
     from envguard.lock import relock
@@ -304,7 +310,9 @@ def lock(
     solved = solve_platforms(channels=real_channels, dependencies=deps, virtual_packages=vps,
                              on_platform=on_platform,
                              cuda_note=("no __cuda" if cuda_rec == "none" else f"__cuda={cuda_rec}")
-                             + f", {assumption.why}", preferred=plan.preferred(plats, cuda_rec),
+                             + f", {assumption.why}",
+                             preferred=together.preferred(plan, plats, cuda_rec) if together is not None
+                             else plan.preferred(plats, cuda_rec),
                              update=plan.is_updated if plan.update else None, where=SpecLines(spec))
 
     packages: list[Any] = []
@@ -348,6 +356,7 @@ def lock(
     custom.update(mirror_metadata(written))
     if assumption.source == cuda_assumption.FROM_FLAG:
         custom[META_CUDA_FROM] = cuda_assumption.FROM_FLAG
+    custom.update(metadata or {})
     lf = build_lockfile(
         packages=packages,
         lock_spec=lock_spec,

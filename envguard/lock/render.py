@@ -188,3 +188,77 @@ def show_why(result: Any, fmt: str) -> None:
         return
     for line in why_lines(result):
         render.print_plain(render.out, line)
+
+
+# ------------------------------------------------------------------ a project with variants (#37)
+
+
+def lock_variants_cmd(spec: Path, platforms: list[str] | None, *, check: bool, update: list[str],
+                      update_all: bool, fmt: str) -> None:
+    """``envguard lock`` (or ``--check``) where variants/*.yml declare variants: every variant's lock, the
+    differences between them; a stale one is a StaleLockError (exit 4) naming it."""
+    from envguard.errors import StaleLockError
+    from envguard.lock import check_whole
+    from envguard.lock.together import check_variants, lock_variants
+
+    if check:
+        verdicts = check_variants(spec, platforms)
+        for v, fresh in verdicts:
+            check_whole(v.lockfile, fresh=fresh.fresh)  # not whole: exit 3, as for one lock
+        stale = [(v, f) for v, f in verdicts if not f.fresh]
+        for v, f in verdicts:
+            if f.fresh:
+                render.print_plain(render.out, f"variant {v.name}: {f.message}")
+        if stale:
+            raise StaleLockError("; ".join(f"variant {v.name}: {f.reason}" for v, f in stale), fix=stale[0][1].fix,
+                                 command=stale[0][1].command)
+        return
+    def run(_files: Any, *, platforms: Any, cuda: Any, lockfile: Any, **options: Any) -> Any:
+        return lock_variants(spec, platforms=platforms, **options)
+
+    result: Any = lock_with_progress(run, None, platforms, None, None, update=update, update_all=update_all)
+    show_variants(result, fmt)
+
+
+def variant_lines(result: Any) -> list[str]:
+    """What differs between the variants (envguard.lock.together.VariantsLock.between), as plain lines."""
+    lines: list[str] = []
+    for d in result.between:
+        kinds: dict[str, int] = {}
+        for x in d.differences:
+            kinds[x.why] = kinds.get(x.why, 0) + 1
+        what = ", ".join(f"{n} {why}" for why, n in kinds.items() if why != "not forced")
+        if not d.differences:
+            lines.append(f"{d.variant} vs {d.against} on {d.platform}: the same {d.same} packages")
+            continue
+        lines.append(f"{d.variant} vs {d.against} on {d.platform}: {d.same} packages the same; "
+                     f"{len(d.differences) - len(d.unforced)} differ as the variant forces ({what or 'none'})"
+                     + (f"; {len(d.unforced)} differ although it does not force them:" if d.unforced else ""))
+        top = [x for x in d.differences if x.forced and x.why in ("torch family", "CUDA library")][:4]
+        for x in top:
+            lines.append(f"  {x.name}: {x.this or 'absent'} vs {x.default or 'absent'}")
+        for x in d.unforced:
+            lines.append(f"  ! {x.name}: {x.this or 'absent'} vs {x.default or 'absent'}")
+    return [escape_controls(line) for line in lines]
+
+
+def show_variants(result: Any, fmt: str) -> None:
+    if fmt == "json":
+        import json
+        import sys
+
+        if result.mirror:
+            render.print_plain(render.err, result.mirror)
+        for w in result.warnings:
+            render.warn(w)
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        return
+    for v, r in result.results:
+        render.print_plain(render.out, f"variant {v.name}{' (default)' if v.default else ''}:")
+        print_locked(r)
+    for name in result.skipped:
+        render.print_plain(render.out, f"variant {name}: not locked (none of its platforms is among --platform)")
+    if result.between:
+        render.print_plain(render.out, "between the variants:")
+        for line in variant_lines(result):
+            render.print_plain(render.out, line)
