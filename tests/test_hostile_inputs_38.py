@@ -342,6 +342,46 @@ def test_a_signal_to_smoke_leaves_no_pymp_directory_in_tmpdir(tmp_path: Path, co
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process semantics (/proc, sessions)")
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_the_probe_on_its_own_removes_its_temporary_directories_when_signalled(
+        tmp_path: Path, sig: signal.Signals, code: int) -> None:
+    """The probe run by path, as a scheduler or a user runs it with no envguard around it: a SIGTERM while its
+    DataLoader workers ran killed it outright and its pymp-* directory stayed in TMPDIR; a Ctrl-C was swallowed
+    as a failed check. Now it unwinds on either, its exit handlers remove what it made in TMPDIR, its workers end,
+    and it exits 128 + the signal."""
+    from envguard.procsession import session_members
+    from envguard.smoke import probe_path
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    events = tmp_path / "events.jsonl"
+    proc = subprocess.Popen([sys.executable, str(probe_path()), "--events", str(events)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(tmp)}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        # its forkserver's pymp-* directory exists, and a DataLoader worker has started
+        while time.monotonic() < deadline and proc.poll() is None and not (
+                _pymp(tmp) and events.is_file() and "worker_pid" in events.read_text()):
+            time.sleep(0.02)
+        assert proc.poll() is None and _pymp(tmp), "the probe ended or made no pymp-* directory before the signal"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == code, err.decode(errors="replace")[-3000:]
+        assert out == b"", "a stopped probe prints no document"
+        assert list(tmp.iterdir()) == [], sorted(map(str, tmp.rglob("*")))
+        deadline = time.monotonic() + 10  # its forkserver ends when it reads the probe's end
+        while session_members(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert session_members(proc.pid) == []
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of its session
+        except OSError:
+            pass
+
+
+@pytest.mark.slow
 def test_a_killed_downloads_folder_is_removed_by_the_next_create_that_changes_nothing(
         tmp_path: Path, built: tuple[Path, Path, dict[str, str]]) -> None:
     """A create SIGKILLed after its downloads left .envguard-downloads-<pid>/ in the package cache; only a

@@ -191,7 +191,9 @@ def test_probe_that_never_ends_times_out_exit_124_and_leaves_no_process() -> Non
 
 @linux_only
 def test_shm_files_left_by_killed_probe_are_removed_and_others_kept(tmp_path: Path) -> None:
-    """file_system strategy keeps batches in named /dev/shm files; killing the probe strands them."""
+    """file_system strategy keeps batches in named /dev/shm files; killing the probe strands them. The probe
+    unwinds on SIGTERM and frees its own files, so its shm-leak round ignores SIGTERM (its workers too): only the
+    runner's SIGKILL ends it, and the files are really left for the runner to remove."""
     holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     decoys = [Path(f"/dev/shm/torch_{holder.pid}_999_0"), Path(f"/dev/shm/envguard-test-{os.getpid()}")]
     try:
@@ -200,6 +202,7 @@ def test_shm_files_left_by_killed_probe_are_removed_and_others_kept(tmp_path: Pa
         r = _run("shm-leak", timeout=8)
         assert r.timed_out and r.exit_code == 124
         assert "stalled" in r.findings[0].message
+        assert r.returncode == -9  # SIGTERM was ignored, SIGKILL ended it: nothing of the probe freed its files
         # the kill really stranded batch files and the runner removed them (else the checks below are vacuous)
         assert r.shm_removed and all(Path(p).name.startswith("torch_") for p in r.shm_removed), r.shm_removed
         ours = [n for n in os.listdir("/dev/shm") if any(n.startswith(f"torch_{p}_") for p in r.pids)]

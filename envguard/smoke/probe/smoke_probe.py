@@ -18,6 +18,10 @@ the runner in envguard decides what each failure means.
 phase and per worker process, so a runner that has to kill a stuck probe still
 knows where it stopped and which processes were its own.
 
+SIGINT and SIGTERM unwind the probe (exit 130, 143; no document): its exit handlers remove what it made in
+TMPDIR (multiprocessing's ``pymp-*`` directory, its own temporary directories) and stop its DataLoader workers,
+also when it runs on its own, with no envguard around it to clean up after it.
+
 ``--inject`` (or ``ENVGUARD_PROBE_INJECT``, comma separated, honoured only
 together with ``ENVGUARD_TESTING=1``) is for envguard's own tests: it makes the
 real DataLoader and torch machinery fail in the way a broken environment does.
@@ -40,7 +44,7 @@ INJECTIONS = (
     "killed",       # a worker that SIGKILLs itself
     "shm-sigbus",   # a worker that sends itself SIGBUS (what a full /dev/shm does)
     "shm-big",      # 8 MiB batches (for a tiny /dev/shm)
-    "shm-leak",     # file_system strategy, live batches, then never finish
+    "shm-leak",     # file_system strategy, live batches, then never finish; only SIGKILL ends it
     "fd-limit",     # RLIMIT_NOFILE=128, file_descriptor strategy, many live batches
     "numpy-abi",    # torch initialised without numpy, numpy importable afterwards
     "cuda-fork",    # a worker that re-initialises CUDA in a bad fork
@@ -116,6 +120,11 @@ class ProbeDataset:
                 # parent that already initialised CUDA.
                 torch.cuda._is_in_bad_fork = lambda: True
                 torch.cuda._lazy_init()
+            if "shm-leak" in self.inject:
+                import signal
+
+                # torch's own SIGTERM handler in a worker ends it: only SIGKILL may end this one
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
             if "never-ends" in self.inject:
                 import signal
 
@@ -210,9 +219,11 @@ class Probe:
             entry["detail"] = detail
         self.doc["checks"].append(entry)
         event(check=name, status=status)
+        _stop_if_signalled()
         return entry
 
     def phase(self, name: str) -> None:
+        _stop_if_signalled()  # a check's `except BaseException` swallowed the signal's exit: stop at the next step
         self.doc["phase"] = name
         event(phase=name, t=round(time.perf_counter() - self.t0, 3))
 
@@ -581,10 +592,15 @@ class Probe:
 
     def shm_leak_round(self) -> None:
         """file_system strategy: batches live in named /dev/shm files; then stall for the runner to kill us."""
+        import signal
+
         torch = self.torch
         self.phase("dataloader-shm-leak")
+        # Only SIGKILL ends this round (its workers ignore SIGTERM too, see ProbeDataset): the probe cannot free
+        # its batch files then, so a test sees what a killed probe strands in /dev/shm and what the runner removes.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         torch.multiprocessing.set_sharing_strategy("file_system")
-        loader = torch.utils.data.DataLoader(ProbeDataset(8, 64 * 1024), batch_size=2, num_workers=2,
+        loader = torch.utils.data.DataLoader(ProbeDataset(8, 64 * 1024, ("shm-leak",)), batch_size=2, num_workers=2,
                                              worker_init_fn=worker_init, multiprocessing_context="fork",
                                              persistent_workers=True)
         keep = list(loader)
@@ -855,6 +871,33 @@ def _parse(argv: list[str]) -> dict:
             "backend": ns.backend}
 
 
+_STOPPED: list[int] = []  # the SIGINT/SIGTERM received, even where a check's `except BaseException` swallowed its exit
+_MAIN_PID: list[int] = []  # set by main(): spawn workers and ranks re-import this module and are not the probe
+
+
+def _stop_if_signalled() -> None:
+    if _STOPPED and os.getpid() in _MAIN_PID:
+        raise SystemExit(128 + _STOPPED[0])
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """SIGINT or SIGTERM to the probe: unwind with exit 128 + signum (130, 143), so that ``finally`` blocks and the
+    exit handlers run: multiprocessing's removes its pymp-* directory from TMPDIR (killed outright, it stayed),
+    the probe's own removes the directories it made, and the DataLoader workers still alive are stopped."""
+    import signal
+
+    if os.getpid() not in _MAIN_PID:  # a forked DataLoader worker inherited this: it ends as it did before
+        if signum == signal.SIGINT:
+            signal.default_int_handler(signum, frame)  # KeyboardInterrupt, which torch's worker loop ends on
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    if _STOPPED:  # a second signal while unwinding: let the exit handlers finish (SIGKILL still ends a stuck probe)
+        return
+    _STOPPED.append(signum)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     if args["events"]:
@@ -865,15 +908,22 @@ def main(argv: list[str] | None = None) -> int:
     real_stdout = os.dup(1)
     os.dup2(2, 1)
     event(probe_pid=os.getpid())
+    import signal
+
+    _MAIN_PID.append(os.getpid())
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _on_signal)
     probe = Probe(args)
     if not args["quick"] and not args["only_distributed"] and "forkserver" in probe.methods():
         _start_forkserver()
     try:
         doc = probe.run()
     except BaseException as e:  # noqa: BLE001 - a bug in the probe is still one JSON document
+        _stop_if_signalled()  # stopped by a signal: no document, the exit handlers clean up
         probe.check("probe", "fail", None, _err(e), traceback=traceback.format_exc()[-_MAX_ERROR:])
         doc = probe.doc
         doc["ok"] = False
+    _stop_if_signalled()
     sys.stdout.flush()
     data = (json.dumps(doc, default=str) + "\n").encode()
     while data:
