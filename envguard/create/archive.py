@@ -5,7 +5,10 @@ the bytes the installer extracts, and an archive that two readers could read dif
   download folder of this run (``<package cache>/.envguard-downloads-<pid>/``, mode 0700). The scan and the
   installer read that copy, never the channel path again: replacing or rewriting the channel's file after
   envguard hashed it changes nothing that is installed or cached.
-* :class:`EntryLedger`: every tar entry the scan streams (``info-*.tar.zst`` and ``pkg-*.tar.zst`` of a
+* :func:`check_tar_entries`: a ``.tar.bz2`` judged from its tar headers before anything extracts it (its
+  :class:`EntryLedger`); a ``.conda`` is judged from its zip directory instead (envguard.create.zipcheck:
+  hidden, duplicate or disagreeing members, declared sizes against ENVGUARD_MAX_EXTRACTED_BYTES).
+* :class:`EntryLedger`: every tar entry read (``info-*.tar.zst`` and ``pkg-*.tar.zst`` of a
   ``.conda``, the one tar of a ``.tar.bz2``) is recorded under its normalised name (``./a//b`` is ``a/b``, as
   the extractor writes it). A name twice (two ``info/paths.json``, two ``share/passwd`` with different link
   targets), an ``info/`` entry in the payload tar or a payload entry in the info tar of a ``.conda`` is refused
@@ -160,6 +163,33 @@ class EntryLedger:
             if path_type != "directory" and self.payload.get(key, "other") == "other":
                 raise self._refuse(f"lacks {shorten(key, 120)!r}, which {source} lists",
                                    "the installer would fail to link it")
+
+
+def check_tar_entries(art: Artifact, path: Path) -> None:
+    """A ``.tar.bz2`` judged from its tar headers before anything extracts it: a name twice (normalised), an
+    ``info/`` entry past METADATA_CAP, or entries declaring more than ENVGUARD_MAX_EXTRACTED_BYTES in all is
+    exit 3 naming the package and the entry (:class:`EntryLedger`). An extractor writes the last of two
+    entries of one name and a reader of the first would judge another file; a ``.tar.bz2`` has no directory to
+    hold the names, so the headers are read: the archive is decompressed once, the entries' data skipped,
+    nothing written, and the reading stops at the first refusal. A ``.conda`` is judged from its zip directory
+    (envguard.create.zipcheck), cheaply; its zstd tars are not read here."""
+    if not path.name.endswith(".tar.bz2"):
+        return
+    import tarfile
+
+    ledger = EntryLedger(art, path.name)
+    try:
+        with tarfile.open(path, "r|bz2") as tar:
+            for member in tar:
+                kind = ("symlink" if member.issym() else "hardlink" if member.islnk() else "file"
+                        if member.isreg() else "other")
+                key = normalised(member.name)
+                section = "info" if key == "info" or key.startswith("info/") else "pkg"
+                ledger.add(section, member.name, kind=kind, size=member.size if member.isreg() else 0)
+    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
+        raise IntegrityError(f"{art.name} {art.version}: the archive {shorten(path.name, 120)} cannot be read: "
+                             f"{shorten(' '.join(str(e).split()), 200)}",
+                             fix="restore the archive from the channel, or re-lock") from None
 
 
 class _Capped:
