@@ -3,15 +3,18 @@
 A command that takes a lock (``check``, ``fleet``, ``create``, ``lock --check``) and is given an
 environment file, a report or ``/etc/passwd`` must say what the file is and what to pass instead; read as
 a lock, an environment file is a lock with no packages, and every comparison with it is a false verdict.
-The kinds are envguard.sources' (:func:`envguard.sources.detect_kind`), so that diff, which reads any
-kind, names a file the same way.
+The kind of a file is decided here, once, for every command: :func:`detect_kind` (from the text and, when
+parsed, the document) and :func:`read_kind` (the text parsed the way its kind wants, then judged) are what
+diff's reader (envguard.sources), lint and :func:`kind_of` call, so that a new format is taught in one place.
+The kinds are envguard.sources.KINDS.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 from envguard.errors import UserError
 
@@ -33,13 +36,88 @@ _WHAT = {
 # conda-lock.yml and pixi.lock are told apart by their top-level keys: a text scan, no YAML parse (a lock of
 # a few thousand packages takes a noticeable part of check's time to parse, and it is parsed later anyway)
 _TOP_KEY = re.compile(r"^([A-Za-z_]+):", re.MULTILINE)
+_VERSION = re.compile(r"^version:[ \t]*(\d+)[ \t]*(?:#.*)?$", re.MULTILINE)
+
+
+def _kind_by_keys(text: str) -> str | None:
+    """A lock's kind from its top-level keys alone, where they leave no doubt (the same verdict the parsed
+    document gets below); None where only the parsed document can tell."""
+    keys = set(_TOP_KEY.findall(text))
+    if {"metadata", "package"} <= keys:
+        from envguard.sources.pixi import LEGACY
+
+        version = _VERSION.search(text)
+        if "version" not in keys or (version is not None and int(version.group(1)) not in LEGACY):
+            return "conda-lock"  # conda-lock's own `version: 1`; pixi's legacy v3 has the same layout
+        return None
+    if {"version", "environments", "packages"} <= keys:
+        return "pixi"
+    return None
+
+
+def detect_kind(text: str, data: Any = None) -> str | None:
+    """The kind of a file from its content, never its name: ``data`` is the parsed YAML/JSON/TOML document
+    when known; without it only what the text alone shows (an @EXPLICIT file, a conda-lock or pixi lock by
+    its top-level keys), else None."""
+    head = text.lstrip("\ufeff")
+    for line in head.splitlines():
+        if line.strip() == "@EXPLICIT":
+            return "explicit"
+    if data is None:
+        return _kind_by_keys(text)
+    if isinstance(data, dict):
+        from envguard.sources.pixi_manifest import is_manifest
+
+        if is_manifest(data):
+            return "pixi-manifest"
+        if isinstance(data.get("package"), list) and ("metadata" in data or "version" in data):
+            from envguard.sources.pixi import LEGACY
+
+            return "pixi" if data.get("version") in LEGACY else "conda-lock"
+        if "environments" in data and "version" in data:  # "packages" missing: the reader says so
+            return "pixi"
+        if isinstance(data.get("packages"), list) and ("schema" in data or "version" in data):
+            return "report"
+        if "package" in data and "metadata" in data:  # conda-lock's keys, the list missing: the reader says so
+            return "conda-lock"
+        if "dependencies" in data:
+            from envguard.sources.export import looks_like_export
+
+            return "export" if looks_like_export(data) else "environment"
+        from envguard.sources import ENVIRONMENT_KEYS
+
+        if "channels" in data and set(data) <= ENVIRONMENT_KEYS:  # conda reads it: an environment of nothing
+            return "environment"
+    return None
+
+
+def read_kind(path: str | Path, text: str, parse: Callable[[str, str], Any]) -> tuple[str | None, Any]:
+    """The kind of a file's ``text`` and its parsed document, for a reader that goes on to read it: an
+    @EXPLICIT file by its marker (not parsed: None); a TOML file (pixi.toml, a pyproject.toml with
+    [tool.pixi]) parsed as TOML, and refused in one line when it holds none of pixi's tables; anything
+    else parsed by ``parse(path, text)`` (YAML or JSON: the caller's loader), then :func:`detect_kind`.
+    A document that does not parse raises the loader's UserError (line and column)."""
+    if detect_kind(text) == "explicit":
+        return "explicit", None
+    from envguard.sources.toml_text import looks_like_toml
+
+    if looks_like_toml(text):  # `[workspace]` is a flow sequence to YAML, and then a syntax error
+        from envguard.sources.toml_text import parse_toml
+
+        data = parse_toml(text, str(path))
+        if detect_kind(text, data) != "pixi-manifest":
+            raise UserError("a TOML file without pixi's tables: no [workspace] (or [project]) with channels, and "
+                            "no [tool.pixi]", file=str(path), fix="pass a pixi.toml, or a pyproject.toml with "
+                                                                   "[tool.pixi]")
+        return "pixi-manifest", data
+    data = parse(str(path), text)
+    return detect_kind(text, data), data
 
 
 def kind_of(path: Path, key: str | None = None) -> str | None:
     """The kind of the file at ``path`` (a kind of envguard.sources.KINDS, or :data:`MALFORMED`), or None when
     it is none of them.
     Raises UserError when it cannot be read at all (missing, a directory, a device)."""
-    from envguard.sources import detect_kind
     from envguard.yamlio import load_fast, read_text, special_file
 
     if path.is_dir():
@@ -56,18 +134,13 @@ def kind_of(path: Path, key: str | None = None) -> str | None:
         error.command = None if special else make
         raise error
     text = read_text(path)
-    if detect_kind(text) == "explicit":
-        return "explicit"
-    keys = set(_TOP_KEY.findall(text))
-    if {"metadata", "package"} <= keys:
-        return "conda-lock"
-    if {"version", "environments", "packages"} <= keys:
-        return "pixi"
+    known = detect_kind(text)  # a lock told by its keys is not parsed here: its reader parses it once
+    if known is not None:
+        return known
     try:
-        data = load_fast(path, text)
+        return read_kind(path, text, load_fast)[0]
     except UserError:
         return MALFORMED
-    return detect_kind(text, data)
 
 
 def require_lock(path: Path, *, accept: Collection[str] = LOCK_KINDS, key: str = "--lockfile",
@@ -155,7 +228,6 @@ def _binary(path: Path) -> bool:
 def _what_else(path: Path, text: str) -> str:
     """What a file of no lock kind is, for the line that refuses to write a lock over it: names a user
     recognises (a Markdown document, a TOML file, a pip requirements file), not a parser's verdict."""
-    from envguard.sources import detect_kind
     from envguard.sources.toml_text import looks_like_toml, parse_toml
 
     if looks_like_toml(text):  # `numpy==1.26` looks like TOML's `key =` too: only what parses is TOML

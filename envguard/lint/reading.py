@@ -13,27 +13,19 @@ _PACKAGE_URL_LINE = re.compile(r"^\s*\S+://\S+\.(?:conda|tar\.bz2)(?:#\S*)?\s*$"
 
 
 def _kind(path: str, text: str) -> tuple[str, Any]:
-    from envguard.sources import detect_kind
-    from envguard.sources.toml_text import looks_like_toml, parse_toml
+    """The kind lint reads a file as (envguard.filekind decides; an export is linted as the environment file
+    it is), and the parsed document."""
+    from envguard.filekind import read_kind
     from envguard.yamlio import load_fast
 
-    if detect_kind(text) == "explicit":
-        return "explicit", None
-    if looks_like_toml(text):
-        data = parse_toml(text, path)
-        if detect_kind(text, data) == "pixi-manifest":
-            return "pixi-manifest", data
-        raise UserError("a TOML file without pixi's tables: no [workspace] (or [project]) with channels, and no "
-                        "[tool.pixi]", file=path, fix="pass a pixi.toml, or a pyproject.toml with [tool.pixi]")
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if lines and all(_PACKAGE_URL_LINE.match(ln) for ln in lines):
         raise UserError("package URLs without an @EXPLICIT line: conda and envguard read such a file only "
                         "after that marker", file=path, fix="add a line `@EXPLICIT` before the first URL")
-    data = load_fast(path, text)
-    kind = detect_kind(text, data)
+    kind, data = read_kind(path, text, load_fast)
     if kind in ("environment", "export"):
         return "environment", data
-    if kind in ("conda-lock", "pixi"):
+    if kind in ("explicit", "pixi-manifest", "conda-lock", "pixi"):
         return kind, data
     if isinstance(data, dict) and ("channels" in data or "name" in data):
         return "environment", data  # an environment file without dependencies: spec.validate says so

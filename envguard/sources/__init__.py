@@ -5,7 +5,8 @@ A description is an ``environment.yml``, a pixi manifest (``pixi.toml``, or a
 its format), an explicit ``@EXPLICIT`` file, a ``conda env export`` YAML, a
 ``pixi.lock`` (v3 to v7), a live prefix (a path, or ``name:NAME``) or an
 ``envguard check --format json`` report. :func:`load` detects the kind from
-the content, never from the file name, and returns a :class:`Description`.
+the content, never from the file name (envguard.filekind decides it, for every
+command), and returns a :class:`Description`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from envguard.envs import find_env
 from envguard.errors import UserError
+from envguard.filekind import detect_kind, read_kind  # the one decision of a file's kind (re-exported)
 from envguard.model import Manager, Package, canonical_name
 from envguard.redact import redact
 
@@ -118,38 +120,6 @@ def named_channels(packages: list[Package], names: dict[str, str]) -> list[Packa
     return [replace(p, channel=names[p.channel]) if p.channel in names else p for p in packages]
 
 
-def detect_kind(text: str, data: Any = None) -> str | None:
-    """The kind of a file from its content (``data`` is the parsed YAML/JSON when known)."""
-    head = text.lstrip("\ufeff")
-    for line in head.splitlines():
-        if line.strip() == "@EXPLICIT":
-            return "explicit"
-    if data is None:
-        return None
-    if isinstance(data, dict):
-        from envguard.sources.pixi_manifest import is_manifest
-
-        if is_manifest(data):
-            return "pixi-manifest"
-        if isinstance(data.get("package"), list) and ("metadata" in data or "version" in data):
-            from envguard.sources.pixi import LEGACY
-
-            return "pixi" if data.get("version") in LEGACY else "conda-lock"
-        if "environments" in data and "version" in data:  # "packages" missing: the reader says so
-            return "pixi"
-        if isinstance(data.get("packages"), list) and ("schema" in data or "version" in data):
-            return "report"
-        if "package" in data and "metadata" in data:  # conda-lock's keys, the list missing: the reader says so
-            return "conda-lock"
-        if "dependencies" in data:
-            from envguard.sources.export import looks_like_export
-
-            return "export" if looks_like_export(data) else "environment"
-        if "channels" in data and set(data) <= ENVIRONMENT_KEYS:  # conda reads it: an environment of nothing
-            return "environment"
-    return None
-
-
 # Parsed documents by (path, mtime, size): comparing two platforms or two environments
 # of one large lock parses it once. Readers never mutate the parsed data.
 _PARSED: dict[tuple[str, int, int], Any] = {}
@@ -222,18 +192,15 @@ def load(spec: str, *, kind: str | None = None, platform: str | None = None,
     text = read_text(path)
     if not text.strip():
         raise UserError("empty file", file=shown, fix="pass an environment file, lock, export, pixi.lock or report")
-    if kind == "explicit" or (kind is None and detect_kind(text) == "explicit"):
+    if kind is None:
+        found, data = read_kind(shown, text, lambda _shown, t: _parse(path, t))
+    else:
+        found, data = kind, (None if kind == "explicit" else _parse(path, text))
+    if found == "explicit":
         from envguard.sources.explicit import read_explicit
 
         return read_explicit(text, shown)
-    data = _parse(path, text)
-    found = kind or detect_kind(text, data)
     if found is None:
-        from envguard.sources.toml_text import looks_like_toml
-
-        if looks_like_toml(text):
-            raise UserError("a TOML file without pixi's tables: no [workspace] (or [project]) with channels, and "
-                            "no [tool.pixi]", file=shown, fix="pass a pixi.toml, or a pyproject.toml with [tool.pixi]")
         raise UserError("cannot tell what kind of environment description this is", file=shown,
                         fix=f"pass --kind ({', '.join(KINDS)})")
     if found == "conda-lock":
