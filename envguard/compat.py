@@ -102,10 +102,15 @@ class ArchRange:
     newest: str | None  # None when not recorded
     ptx: bool
     source: str = ""
+    # the build's own list (sm_XY / compute_XY) where a row records its TORCH_CUDA_ARCH_LIST: it decides
+    # as the probe's list does, so a gap in the list (sm_110 in 7.5;...;10.0;12.0) is not taken as covered
+    arches: tuple[str, ...] = ()
 
     def covers(self, capability: tuple[int, int]) -> bool:
         """Whether a GPU of ``capability`` runs this build: from the oldest architecture on (inclusive); past
         the newest only within its major (a cubin runs on higher minors of its major) or through PTX."""
+        if self.arches:
+            return arch_covers(capability, self.arches)
         if capability < _cap(self.oldest):
             return False
         if self.newest is None or self.ptx:
@@ -123,6 +128,16 @@ class ArchRange:
 def _cap(text: str) -> tuple[int, int]:
     rel = release_segments(text) + (0, 0)
     return rel[0], rel[1]
+
+
+_ARCH_LIST = re.compile(r"^\d+\.\d+(\+PTX)?(;\d+\.\d+(\+PTX)?)*$")
+
+
+def arch_list_names(text: str) -> tuple[str, ...]:
+    """A TORCH_CUDA_ARCH_LIST as torch.cuda.get_arch_list() names it: ``"3.7+PTX;9.0"`` -> sm_37, compute_37,
+    sm_90 (``X.Y+PTX`` builds the cubin and the PTX of X.Y)."""
+    digits = [(e.removesuffix("+PTX").replace(".", ""), e.endswith("+PTX")) for e in text.split(";")]
+    return tuple(n for d, ptx in digits for n in ((f"sm_{d}", f"compute_{d}") if ptx else (f"sm_{d}",)))
 
 
 @dataclass(frozen=True)
@@ -172,13 +187,17 @@ class Route:
                 seen.setdefault(p, None)
         return tuple(seen)
 
-    def arch(self, cuda: str, torch: str | None = None) -> ArchRange | None:
-        """The architectures of this route's CUDA ``cuda`` build of torch ``torch``, when recorded."""
+    def arch(self, cuda: str, torch: str | None = None, platform: str | None = None) -> ArchRange | None:
+        """The architectures of this route's CUDA ``cuda`` build of torch ``torch`` on ``platform``, when
+        recorded. A row for some platforms only (PyPI's cu118 wheels: PTX on Windows, none on Linux) answers
+        only for those; the first matching row wins."""
         from packaging.specifiers import SpecifierSet
 
         for row in self.arch_rows:
             if not _line_matches(str(row["cuda"]), cuda):
                 continue
+            if row.get("platforms") and platform not in row["platforms"]:
+                continue  # a row for some platforms only, and this is another one (or unknown)
             if row.get("torch") and torch:
                 version = pypi_version(torch.split("+")[0])
                 if version is None or version not in SpecifierSet(str(row["torch"])):
@@ -187,7 +206,7 @@ class Route:
                 continue  # a row for some releases only, and the release is unknown
             sm = row["sm"]
             return ArchRange(str(sm[0]), str(sm[1]) if sm[1] is not None else None, bool(row.get("ptx")),
-                             str(row.get("source", "")))
+                             str(row.get("source", "")), arch_list_names(str(row["list"])) if row.get("list") else ())
         return None
 
 
@@ -303,9 +322,9 @@ class Compat:
     def min_arch(self, cuda: str) -> str | None:
         return self.raw["min_arch"].get(cuda.split(".", maxsplit=1)[0])
 
-    def arch(self, route: str, cuda: str, torch: str | None = None) -> ArchRange | None:
+    def arch(self, route: str, cuda: str, torch: str | None = None, platform: str | None = None) -> ArchRange | None:
         r = self.routes.get(route)
-        return r.arch(cuda, torch) if r else None
+        return r.arch(cuda, torch, platform) if r else None
 
     # -- channels, packages --------------------------------------------------------------
     @property
@@ -490,6 +509,10 @@ def validate(raw: Any) -> list[str]:  # noqa: C901, PLR0912 - the data file's sc
             need(bool(re.match(r"^\d{4}-\d{2}-\d{2}$", str(route["as_of"]))), f"{where}.as_of", "must be YYYY-MM-DD")
         if route.get("toolkit_lines") is not None:
             lines_ok(f"{where}.toolkit_lines", route.get("toolkit_lines"))
+        if route.get("regenerated") is not None:  # what scripts/regen_compat.py last read
+            from envguard.channelfacts import regeneration_problems
+
+            out += [f"{where}.regenerated{p}" for p in regeneration_problems(route["regenerated"])]
         releases = route.get("releases")
         if not need(isinstance(releases, dict) and bool(releases), f"{where}.releases", "must be a mapping"):
             continue
@@ -552,4 +575,25 @@ def validate(raw: Any) -> list[str]:  # noqa: C901, PLR0912 - the data file's sc
                     SpecifierSet(str(arow["torch"]))
                 except InvalidSpecifier:
                     need(False, f"{aw}.torch", f"not a version range: {arow['torch']!r}")
+            need(set(arow) <= {"cuda", "torch", "platforms", "sm", "ptx", "list", "source"}, aw, "unknown keys")
+            plats = arow.get("platforms", ["linux-64"])
+            need(isinstance(plats, list) and bool(plats) and all(_PLATFORM.match(str(p)) for p in plats),
+                 f"{aw}.platforms", "must list conda platforms")
+            if arow.get("list") is not None:
+                _arch_list_agrees(need, aw, arow)
     return out
+
+
+def _arch_list_agrees(need: Any, where: str, row: Mapping[str, Any]) -> None:
+    """An arch row's ``list`` (the build's TORCH_CUDA_ARCH_LIST, as its source writes it) is well formed and
+    says what the row's ``sm`` and ``ptx`` say: its oldest and newest entries, and PTX when an entry has it."""
+    text = row["list"]
+    if not need(isinstance(text, str) and bool(_ARCH_LIST.match(text)), f"{where}.list",
+                "must be a TORCH_CUDA_ARCH_LIST such as 5.0;8.6;9.0+PTX"):
+        return
+    caps = sorted({_cap(e.removesuffix("+PTX")) for e in text.split(";")})
+    sm = row.get("sm")
+    if isinstance(sm, list) and len(sm) == 2 and isinstance(sm[0], str):
+        need(_cap(sm[0]) == caps[0] and (sm[1] is None or _cap(str(sm[1])) == caps[-1]), f"{where}.sm",
+             f"must be the list's oldest and newest entries ({caps[0][0]}.{caps[0][1]}, {caps[-1][0]}.{caps[-1][1]})")
+    need(row.get("ptx") == ("+PTX" in text), f"{where}.ptx", "must say whether the list has a +PTX entry")

@@ -43,7 +43,7 @@ def rule_cuda(inp: CheckInput) -> list[Finding]:
         out.append(Finding("EG551", E, f"NVIDIA driver {inp.gpu.driver_version} is older than {minimum}, the "
                            f"minimum for the CUDA {build.cuda} runtime of torch ({build.evidence})",
                            _fix("driver-old"), package="torch"))
-    arch_range = c.arch(build.route, build.cuda, build.version) if build.route else None
+    arch_range = c.arch(build.route, build.cuda, build.version, inp.platform) if build.route else None
     label = _build_label(build)
     if variant is not None:  # a tegra build is not a server GPU build: its own architectures decide
         arch_range, label = variant.arch or arch_range, f"{label} ({variant.name} variant)"
