@@ -37,6 +37,9 @@ class Fingerprint:
     #: the names of conda-meta/state's variables create wrote from the lock (envguard.variables): the next
     #: create replaces these, and keeps the ones someone else set there
     variables: tuple[str, ...] = ()
+    #: the declared variant it was built from (#37, docs/variants.md), None in a single-variant project; not
+    #: part of the digest: the packages say what the environment is, the variant names the lock it came from
+    variant: str | None = None
 
     def recorded_lock(self) -> Path | None:
         """The lock this environment was built from, when this fingerprint records it as an absolute path
@@ -70,6 +73,7 @@ class Fingerprint:
             "envguard_version": self.envguard_version,
             "packages": {"conda": dict(sorted(self.conda.items())), "pip": dict(sorted(self.pip.items()))},
             **({"variables": list(self.variables)} if self.variables else {}),
+            **({"variant": self.variant} if self.variant else {}),
         }
 
     @classmethod
@@ -86,6 +90,7 @@ class Fingerprint:
             envguard_version=data.get("envguard_version"),
             variables=tuple(v for v in data["variables"] if isinstance(v, str))
             if isinstance(data.get("variables"), list) else (),
+            variant=data["variant"] if isinstance(data.get("variant"), str) else None,
         )
 
 

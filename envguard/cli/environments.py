@@ -54,6 +54,9 @@ def create_cmd(
     offline: Annotated[bool, flag("--offline",
         help="No network: packages from the package cache and local channels only; names what is missing "
              "(exit 6).")] = False,
+    variant: Annotated[str | None, option("--variant", metavar="NAME",
+        help="In a project with variants (variants/*.yml): build this one (default: the one this machine runs; "
+             "docs/variants.md).")] = None,
 ) -> None:
     """Make an environment exactly the lock: create it, rebuild it if it drifted, atomic, every hash verified."""
     from envguard.errors import Interrupted
@@ -69,7 +72,8 @@ def create_cmd(
         reporter = CreateRenderer(quiet=quiet, live=not quiet and is_terminal(render.out))
         result = create_and_check(CreateOptions(prefix=prefix, name=name, lockfile=lockfile, env_files=files or (),
                                                 force=force, locked=locked, frozen=frozen, backend=backend,
-                                                timeout=timeout, reporter=reporter, offline=offline),
+                                                timeout=timeout, reporter=reporter, offline=offline,
+                                                variant=variant),
                                   check=not no_check)
     except KeyboardInterrupt as e:  # typer would turn it into a silent exit 130; say what the target holds
         run_state["interrupt_reported"] = True

@@ -78,6 +78,15 @@ def create(options: CreateOptions) -> CreateResult:
     here = Path(cwd) if cwd else Path.cwd()
     specs = spec_files_for(files, Path(lockfile) if lockfile is not None else None, here)
     target = resolve_target(prefix, name, existing=False, cwd=here, spec_files=specs)
+    from envguard.create.variant import choose_variant
+
+    chosen = choose_variant(o.variant, specs, lockfile=Path(lockfile) if lockfile is not None else None,
+                            env_files=files, platform=platform or host_platform(), locked=locked, frozen=frozen)
+    if chosen is not None:  # a project with variants: the chosen variant's lock, judged against its own files
+        rep.note(chosen.line)
+        if chosen.warning:
+            rep.warning(chosen.warning)
+        lockfile, files = chosen.variant.lockfile, chosen.files
     if timeout is not None and timeout < 0:
         raise UserError(f"must be 0 or more seconds, got {timeout:g}", key="--timeout",
                         fix="pass how long to wait for another create of this prefix, e.g. --timeout 600")
@@ -108,6 +117,10 @@ def create(options: CreateOptions) -> CreateResult:
         checked = [] if frozen else checked_spec_files(plan, files)
         plan.request = read_request(checked or specs, platform, checked=bool(checked))
         expected = plan.fingerprint(be.name)
+        if chosen is not None:
+            from dataclasses import replace
+
+            expected = replace(expected, variant=chosen.variant.name)
         return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, o, rep=rep, started=started,
                               found=found)
     except Interrupted:

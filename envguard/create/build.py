@@ -101,9 +101,9 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
                 if foreign is None and write_state(target, plan.variables or {}, plan.kept_variables):
                     rep.note(f"{target}/conda-meta/state: the lock's variables set")
                 if foreign is None and (current is None or (current.digest, current.lockfile, current.lock_sha256,
-                                                            current.variables)
+                                                            current.variables, current.variant)
                                         != (expected.digest, expected.lockfile, expected.lock_sha256,
-                                            expected.variables)):
+                                            expected.variables, expected.variant)):
                     write_fingerprint(target, expected)  # the same packages: record them (and this lock) for check
                 return CreateResult(prefix=target, status="unchanged", backend=be.name, lockfile=lock_path,
                                     fingerprint=expected, conda_count=len(plan.conda), pip_count=len(plan.pip),

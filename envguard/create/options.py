@@ -20,7 +20,8 @@ class CreateOptions:
     (default), micromamba, mamba or conda. ``timeout``: seconds to wait for another create of this prefix.
     ``cache_dir``: the package cache (default: envguard.settings.package_cache_dir). ``platform``: default
     the host's. ``offline``: no network, only the package cache and local channels (envguard.create.offline;
-    a re-lock then solves offline too, envguard.settings.set_offline)."""
+    a re-lock then solves offline too, envguard.settings.set_offline). ``variant``: the declared variant to
+    build in a project with variants (default: the one this machine runs, envguard.create.variant)."""
 
     prefix: str | os.PathLike[str] | None = None
     name: str | None = None
@@ -36,3 +37,4 @@ class CreateOptions:
     cwd: str | os.PathLike[str] | None = None
     platform: str | None = None
     offline: bool = False
+    variant: str | None = None

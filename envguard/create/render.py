@@ -44,6 +44,9 @@ class CreateRenderer(CreateReporter):
         if not self.quiet:
             render.err.print(f"envguard: {text}", markup=False)
 
+    def warning(self, text: str) -> None:
+        render.warn(text)  # --quiet silences everything but warnings, errors and the summary
+
     def waiting(self, holder_pid: int | None, waited_s: float) -> None:
         if self.quiet:
             return

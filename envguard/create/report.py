@@ -51,6 +51,11 @@ class CreateReporter:
     def note(self, text: str) -> None:
         """Something envguard did besides the create itself (cleaning up after an interrupted run)."""
 
+    def warning(self, text: str) -> None:
+        """Something the user should know about what is built (a variant that cannot run here); said even
+        under --quiet. By default a note."""
+        self.note(f"warning: {text}")
+
 
 class _Progress:
     """InstallProgress for backends: forwards to the reporter and runs the fault hook ``link:<n>``
