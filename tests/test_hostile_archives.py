@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bz2
 import io
+import json
 import os
 import struct
 import tarfile
@@ -28,7 +29,7 @@ from support import channels
 from support.channels import _tar_bytes, _zstd_stored
 from support.create_fixtures import envguard_run, make_lock, siblings, tree_state, write_env
 
-from envguard.create.archive import check_tar_entries
+from envguard.create.archive import check_before_extraction, check_tar_entries
 from envguard.create.integrity import Artifact
 from envguard.create.zipcheck import ZipBudgetError, ZipLayoutError, check_layout
 from envguard.errors import IntegrityError
@@ -104,6 +105,21 @@ def _package(chan: Path, scratch: Path, name: str, payload: list[tuple[tarfile.T
         return _write(chan, name, fmt, _zip(_conda_members(name, info, _zstd_stored(_tar(payload)))))
     info_entries = [_entry(p, data=d or b"") for p, d, _t, _m in info]
     return _write(chan, name, fmt, bz2.compress(_tar(info_entries + payload)))
+
+
+def _lying_sizes(chan: Path, scratch: Path, name: str, _outside: Path) -> None:
+    """paths.json declares 1 TiB for a file of 2 bytes: refused before extraction (the declared sizes against
+    the budget) or after it (the file's size against paths.json), never installed."""
+    info = _info_members(scratch, name, A, {})
+    patched = []
+    for path, data, target, mode in info:
+        if path == "info/paths.json" and data is not None:
+            doc = json.loads(data)
+            doc["paths"][0]["size_in_bytes"] = 1 << 40
+            data = json.dumps(doc).encode()
+        patched.append((path, data, target, mode))
+    pkg_zst = _zstd_stored(_tar([_entry("share/a.txt", data=b"a\n")]))
+    _write(chan, name, "conda", _zip(_conda_members(name, patched, pkg_zst)))
 
 
 def _zstd_rle(head: bytes, zeros: int, *, declare: bool) -> bytes:
@@ -254,6 +270,7 @@ CASES: dict[str, Case] = {
                                    lambda n, _o: ["share/extra.txt", "does not list"]),
     "listed-file-missing": Case(_payload(lambda _o: [_entry("share/a.txt", data=b"a\n")],
                                          {**A, "share/gone.txt": "g\n"}), lambda n, _o: ["share/gone.txt"]),
+    "paths-json-declares-a-terabyte": Case(_lying_sizes, lambda n, _o: ["share/a.txt"]),
     "zstd-bomb-declared-size": Case(lambda c, s, n, _o: _bomb(c, s, n, declare=True),
                                     lambda n, _o: [f"'pkg-{_stem(n)}.tar.zst'", "ENVGUARD_MAX_EXTRACTED_BYTES"],
                                     {"ENVGUARD_MAX_EXTRACTED_BYTES": str(BOMB_BUDGET)}),
@@ -475,3 +492,47 @@ def test_a_tar_bz2_is_judged_from_its_headers_before_extraction(tmp_path: Path, 
         check_tar_entries(_artifact(path), path)
     words = {"over-budget": "ENVGUARD_MAX_EXTRACTED_BYTES", "metadata-over-cap": "the metadata entry 'info/"}
     assert "egbz 1.0" in str(err.value) and words.get(case, "'share/passwd' twice") in str(err.value)
+
+
+# --------------------------------------------------------------------------- everything before extraction, at once
+
+
+@pytest.mark.parametrize("case", ["clean", "clean-tar-bz2", "hidden-zip-members", "unexpected-member",
+                                  "zstd-bomb-declared-size", "paths-json-declares-a-terabyte",
+                                  "duplicate-benign-last-tar-bz2"])
+def test_what_is_judged_before_extraction_names_the_package_and_the_member(tmp_path: Path, case: str) -> None:
+    """envguard.create.archive.check_before_extraction, the one call before an archive is handed to the
+    extractor: the zip layout, the members, the declared sizes (zip directory, zstd frame, paths.json), a
+    .tar.bz2's headers. Nothing is extracted: the test's folder holds only what it built."""
+    chan, scratch, outside = tmp_path / "chan", tmp_path / "scratch", tmp_path / "outside"
+    name = "egpre"
+    fmt = "tar.bz2" if case.endswith("tar-bz2") else "conda"
+    if case in ("clean", "clean-tar-bz2"):
+        _package(chan, scratch, name, [_entry("share/a.txt", data=b"a\n")], files=A, fmt=fmt)
+    elif case == "unexpected-member":
+        info = _info_members(scratch, name, A, {})
+        members = _conda_members(name, info, _zstd_stored(_tar([_entry("share/a.txt", data=b"a\n")])))
+        _write(chan, name, fmt, _zip([*members, ("pkg-other.tar.zst", b"x")]))
+    elif case == "duplicate-benign-last-tar-bz2":
+        _twice_benign_last(chan, scratch, name, outside)
+    else:
+        CASES[case].build(chan, scratch, name, outside)
+    path = chan / "noarch" / f"{_stem(name)}.{fmt}"
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    env = {"ENVGUARD_MAX_EXTRACTED_BYTES": str(BOMB_BUDGET)}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        if case.startswith("clean"):
+            check_before_extraction(_artifact(path), path)
+            return
+        with pytest.raises(IntegrityError) as err:
+            check_before_extraction(_artifact(path), path)
+    words = {"hidden-zip-members": "hidden there", "unexpected-member": "unexpected members pkg-other.tar.zst",
+             "zstd-bomb-declared-size": f"'pkg-{_stem(name)}.tar.zst'",
+             "paths-json-declares-a-terabyte": "'share/a.txt'",
+             "duplicate-benign-last-tar-bz2": "'share/passwd' twice"}[case]
+    assert f"{name} {VERSION}" in str(err.value) and words in str(err.value), str(err.value)
+    if "bomb" in case or "terabyte" in case:
+        assert "ENVGUARD_MAX_EXTRACTED_BYTES" in str(err.value)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

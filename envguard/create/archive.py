@@ -165,6 +165,88 @@ class EntryLedger:
                                    "the installer would fail to link it")
 
 
+def check_before_extraction(art: Artifact, path: Path) -> None:
+    """Everything judged of an archive before anything inflates it (exit 3 naming the package, and the member
+    or the entry). A ``.conda``: its zip layout (envguard.create.zipcheck: members hidden from the directory,
+    listed twice, overlapping, disagreeing local headers, data after the directory), its members (exactly
+    ``metadata.json``, ``info-<stem>.tar.zst``, ``pkg-<stem>.tar.zst``), what they declare they inflate to (the
+    directory's sizes, the zstd frames' content sizes), then its small info section: each entry at most
+    METADATA_CAP, no name twice, and the sizes ``info/paths.json`` declares, in all, at most
+    ENVGUARD_MAX_EXTRACTED_BYTES. A ``.tar.bz2``: its tar headers (:func:`check_tar_entries`). The extraction
+    itself is bounded too (envguard.create.unpack); this refuses a declared bomb before a byte is written."""
+    if path.name.endswith(".tar.bz2"):
+        check_tar_entries(art, path)
+        return
+    if not path.name.endswith(".conda"):
+        return
+    import zipfile
+
+    from envguard.create.zipcheck import ZipBudgetError, ZipLayoutError, check_layout
+
+    where = f"{art.name} {art.version}: the .conda archive {shorten(path.name, 120)}"
+    fix = "use the channel's original archive, or re-lock"
+    try:
+        with open(path, "rb") as fh:
+            check_layout(fh)
+            with zipfile.ZipFile(fh) as zf:
+                names = zf.namelist()
+    except ZipBudgetError as e:
+        raise IntegrityError(f"{where} {e}; a decompression bomb would fill the disk", fix=fix) from None
+    except ZipLayoutError as e:
+        raise IntegrityError(f"{where} {e}; the installer could extract members that envguard never checked",
+                             fix=fix) from None
+    except (zipfile.BadZipFile, OSError) as e:
+        raise IntegrityError(f"{art.name} {art.version}: not a readable .conda archive ({e})",
+                             fix="restore the package archive the lock names, or re-lock") from None
+    stem = path.name[:-len(".conda")]
+    unexpected = sorted(set(names) - {"metadata.json", f"info-{stem}.tar.zst", f"pkg-{stem}.tar.zst"})
+    if unexpected:
+        raise IntegrityError(f"{where} has unexpected members {', '.join(shorten(n, 80) for n in unexpected[:3])}; "
+                             "the installer could read other members than envguard checked", fix=fix)
+    _check_declared_sizes(art, path)
+
+
+def _check_declared_sizes(art: Artifact, path: Path) -> None:
+    """The info section of a ``.conda`` (a few KB: rattler's reader inflates that member alone): each entry
+    through an :class:`EntryLedger`, then the sum of paths.json's ``size_in_bytes`` against the budget."""
+    from envguard.create.backends.rattler_backend import run_coroutine
+    from envguard.create.entryfiles import paths_entries
+
+    ledger = EntryLedger(art, path.name)
+
+    async def read() -> bytes | None:
+        from rattler.package_streaming import PackageArchive
+
+        found = None
+        archive = await PackageArchive.from_path(path)
+        async for entry in archive.stream("info"):
+            kind = ("symlink" if entry.is_symlink else "hardlink" if entry.is_hardlink else "file"
+                    if entry.is_file else "other")
+            ledger.add("info", entry.name, kind=kind, size=entry.size)  # METADATA_CAP before it is read
+            if normalised(entry.name) == "info/paths.json" and entry.is_file:
+                found = await entry.read()
+        return found
+
+    try:
+        paths_json = run_coroutine(read())
+        entries, _declared = paths_entries(paths_json, None)
+    except IntegrityError:
+        raise
+    except Exception as e:  # noqa: BLE001 - rattler's reader raises its own types; a bad paths.json is ValueError
+        raise IntegrityError(f"{art.name} {art.version}: the archive {shorten(path.name, 120)} cannot be read: "
+                             f"{shorten(' '.join(str(e).split()), 200)}",
+                             fix="restore the archive from the channel, or re-lock") from None
+    sizes = [(e["size_in_bytes"], str(e["_path"])) for e in entries
+             if isinstance(e.get("size_in_bytes"), int) and not isinstance(e.get("size_in_bytes"), bool)
+             and e.get("path_type") != "softlink"]  # a symlink's size is its target's, already counted
+    total = sum(max(size, 0) for size, _p in sizes)
+    if total > ledger.budget:
+        largest = max(sizes)[1]
+        raise ledger._refuse(f"declares {total} bytes of files in info/paths.json (the largest "
+                             f"{shorten(largest, 120)!r}), more than {ledger.budget}",
+                             "a decompression bomb would fill the disk (ENVGUARD_MAX_EXTRACTED_BYTES)")
+
+
 def check_tar_entries(art: Artifact, path: Path) -> None:
     """A ``.tar.bz2`` judged from its tar headers before anything extracts it: a name twice (normalised), an
     ``info/`` entry past METADATA_CAP, or entries declaring more than ENVGUARD_MAX_EXTRACTED_BYTES in all is
