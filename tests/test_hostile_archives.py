@@ -352,7 +352,7 @@ def _patched(data: bytes, member: str, offset: int, fmt: str, value: int, *, cen
     return bytes(out)
 
 
-def _data_descriptor_zip() -> bytes:
+def _data_descriptor_zip(compression: int = zipfile.ZIP_DEFLATED) -> bytes:
     """A zip written to an unseekable stream: each member's sizes follow its data (flag bit 3)."""
     class Unseekable(io.RawIOBase):
         def __init__(self) -> None:
@@ -366,7 +366,7 @@ def _data_descriptor_zip() -> bytes:
             return len(b)
 
     sink = Unseekable()
-    with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_STORED) as zf:
+    with zipfile.ZipFile(sink, "w", compression=compression) as zf:
         for name, data in (("metadata.json", b"{}"), ("pkg-x.tar.zst", _zstd_stored(b"p" * 300))):
             with zf.open(name, "w") as fh:
                 fh.write(data)
@@ -418,6 +418,7 @@ def _refused() -> dict[str, tuple[bytes, str]]:
         "local-crc": (_patched(clean, "pkg-x.tar.zst", 14, "<I", 1), "CRC"),
         "local-flags": (_patched(clean, "pkg-x.tar.zst", 6, "<H", 0x08), "flags"),
         "local-name": (_patched(clean, "pkg-x.tar.zst", 30, "<B", ord("q")), "another member's header"),
+        "stored-with-descriptor": (_data_descriptor_zip(zipfile.ZIP_STORED), "a data descriptor"),
         "descriptor-sizes": (_patched(_data_descriptor_zip(), "pkg-x.tar.zst", 24, "<I", 5, central=True),
                              "other sizes"),
     }

@@ -14,6 +14,8 @@ So a ``.conda`` is accepted only when, read from its directory:
 * each local header agrees with its directory entry on the name, the flags that change how it is read, the
   compression method, the CRC and both sizes (a data descriptor, where the flags announce one, on the CRC and
   the sizes): a streaming reader takes the sizes from the local header, so other sizes there are other bytes;
+  a stored member whose sizes come only after its data is refused (a streaming reader would have to search
+  for the descriptor's signature in the data, and a member's data can hold that signature);
 * nothing follows the directory but the (zip64) end records and the end record's own comment, and that
   comment holds no second end record (which of two a reader takes is not guessed).
 
@@ -178,6 +180,8 @@ def _local_disagreement(fh: BinaryIO, member: _Member, end: int) -> tuple[str | 
         return f"other flags ({flags:#06x}, {member.flags:#06x} in its directory)", end
     if method != member.method:
         return f"another compression method ({method}, {member.method} in its directory)", end
+    if member.flags & 0x08 and member.method == 0:  # stored: only a search for the descriptor finds its end
+        return "its sizes only after its stored data (a data descriptor)", end
     if member.flags & 0x08:  # the sizes follow the data (APPNOTE 4.3.9); the local header's are zero
         signed = _read_at(fh, end, 4) == _DESCRIPTOR
         width = 8 if member.zip64 else 4
