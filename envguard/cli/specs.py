@@ -246,9 +246,10 @@ def init_cmd(
         help="Python release: 3.11 (default) or 3.10 (legacy).")] = None,
     torch: Annotated[str | None, option("--torch", metavar="X.Y",
         help="PyTorch release (default: the newest released one in the data for the channel).")] = None,
-    cuda: Annotated[str | None, option("--cuda", metavar="X.Y|X|cpu",
+    cuda: Annotated[list[str] | None, option("--cuda", metavar="X.Y|X|cpu",
         help="CUDA line such as 12.9 or 13.0, a major line such as 12 (the newest every platform's build accepts), "
-             "or cpu (default: cpu).")] = None,
+             "or cpu (default: cpu). Repeat it for a project with variants (docs/variants.md): environment.yml "
+             "is the first one's, variants/<name>.yml each one's.")] = None,
     channel: Annotated[str | None, option("--channel",
         help="conda-forge (default) or pytorch (legacy, torch <= 2.5).")] = None,
     platforms: Annotated[list[str] | None, platforms_option(
@@ -263,8 +264,27 @@ def init_cmd(
     from envguard.init import init
 
     no_prefix_here("init", misused_p)
-    result = init(python=python, torch=torch, cuda=cuda, channel=channel, platforms=platforms or None, name=name,
-                  output=output, force=force)
+    if cuda and len(cuda) > 1:
+        from envguard.init import init_variants
+
+        made = init_variants(cuda, python=python, torch=torch, channel=channel, platforms=platforms or None,
+                             name=name, output=output, force=force)
+        for w in dict.fromkeys(w for _n, _p, r in made.variants for w in r.warnings):
+            warn(w)
+        s = made.spec
+        render.out.print(f"wrote {s.path}: the {made.variants[0][0]} variant (the default), Python {s.python}, "
+                         f"torch {s.torch} from {s.channel}", markup=False)
+        for n, path, r in made.variants:
+            build = "CPU" if r.cuda == "cpu" else f"CUDA {r.cuda}"
+            render.out.print(f"wrote {path}: variant {n} ({build}) for {', '.join(r.platforms)}", markup=False)
+        if s.evidence:
+            render.out.print(s.evidence, markup=False)
+        if s.stale:
+            warn(s.stale)
+        render.out.print("next: envguard lock (every variant, together: docs/variants.md)", markup=False)
+        return
+    result = init(python=python, torch=torch, cuda=cuda[0] if cuda else None, channel=channel,
+                  platforms=platforms or None, name=name, output=output, force=force)
     for w in result.warnings:
         warn(w)
     build = "CPU" if result.cuda == "cpu" else f"CUDA {result.cuda}"

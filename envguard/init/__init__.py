@@ -299,7 +299,7 @@ def resolve(python: str | None = None, torch: str | None = None, cuda: str | Non
     return python, torch, cuda, channel, plats
 
 
-def _default_name(out: Path) -> str:
+def default_name(out: Path) -> str:
     name = re.sub(r"[^a-z0-9_.-]+", "-", out.resolve().parent.name.lower()).strip("-.")
     return name or "pytorch-env"
 
@@ -371,14 +371,14 @@ def _yaml_scalar(text: str) -> str:
     return text if isinstance(yaml.safe_load(text), str) else f'"{text}"'
 
 
-def _command_line(python: str, torch: str, cuda: str, channel: str, platforms: list[str], name: str) -> str:
+def command_line(python: str, torch: str, cuda: str, channel: str, platforms: list[str], name: str) -> str:
     parts = ["envguard init", f"--python {python}", f"--torch {torch}", f"--cuda {cuda}", f"--channel {channel}"]
     parts += [f"--platform {p}" for p in platforms]
     parts.append(f"--name {name}")
     return " ".join(parts)
 
 
-def _records_route(channel: str, platforms: list[str] | None,
+def records_route(channel: str, platforms: list[str] | None,
                    channel_url: str | None) -> tuple[compat.Route, str, list[str], Any]:
     """(the route to check against, what the report says about it, warnings): the channel's records when it
     answers, else the table with its date (and a warning past 90 days)."""
@@ -466,34 +466,12 @@ def _solved_elsewhere(plats: list[str], failed: str) -> str:
             + ", or another --torch or --cuda")
 
 
-def init(python: str | None = None, torch: str | None = None, cuda: str | None = None,
-         channel: str | None = None, platforms: list[str] | None = None, name: str | None = None,
-         output: str | Path = "environment.yml", force: bool = False, channel_url: str | None = None) -> InitResult:
-    """Write an environment.yml (``output`` "-": return its text, written nowhere); see the module docstring
-    for the rules. ``channel_url``: where the channel's records are read (default: the channel's name as
-    envguard.condaconfig.resolve_channel points it: .condarc, pixi's mirrors, $ENVGUARD_CHANNEL_ALIAS);
-    offline ($ENVGUARD_OFFLINE=1) or unreachable, the table answers."""
-    to_stdout = str(output) == "-"
-    out = Path("environment.yml" if to_stdout else output)
-    route, evidence, notes, records = _records_route(channel or DEFAULT_CHANNEL, platforms, channel_url)
-    python, torch, cuda, channel, plats = resolve(python, torch, cuda, channel, platforms, route)
-    if not to_stdout:
-        if out.is_dir():
-            raise UserError("is a directory", file=str(out), fix="give a file path with -o")
-        if any(p.exists() and not p.is_dir() for p in out.parents):
-            raise UserError("a parent of the output is not a directory", file=str(out), key="--output",
-                            fix="give a path inside an existing directory with -o")
-        if out.exists() and not force:
-            raise UserError("already exists; envguard init never overwrites a file", file=str(out),
-                            fix="pass --force to replace it, -o to write elsewhere, or -o - to print it")
-    name = name or _default_name(out)
-    if not re.match(r"^[A-Za-z0-9_.-]+$", name):
-        raise UserError(f"environment name {name!r} has characters conda does not accept; "
-                        "use letters, digits, '-', '_' and '.'")
-    command = _command_line(python, torch, cuda, channel, plats, name)
+def checked_text(python: str, torch: str, cuda: str, channel: str, plats: list[str], name: str, command: str,
+                 route: compat.Route, records: Any, out: Path) -> tuple[str, str, list[str], str]:
+    """(template, text, warnings, what the solve adds to the evidence) of a resolved combination: rendered,
+    solved on each platform against the channel's records when they answered, and linted."""
     template, text = render(python, torch, cuda, channel, plats, name, command, route)
-    if route.records_of:
-        evidence += _prove(route, records, text, cuda, plats, torch, python)
+    proved = _prove(route, records, text, cuda, plats, torch, python) if route.records_of else ""
 
     # Lint before writing: a template that fails our own rules is a bug, never the user's file.
     from envguard import channelfacts
@@ -508,6 +486,37 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
                            f"{errors[0].message}); this is a bug in envguard")
     # EG102's note on a newer Python is information to lint, and init says the same to whoever chose it
     warnings = [f"{f.code}: {f.message}" for f in findings if f.severity is Severity.WARNING or f.code == "EG102"]
+    return template, text, warnings, proved
+
+
+def init(python: str | None = None, torch: str | None = None, cuda: str | None = None,
+         channel: str | None = None, platforms: list[str] | None = None, name: str | None = None,
+         output: str | Path = "environment.yml", force: bool = False, channel_url: str | None = None) -> InitResult:
+    """Write an environment.yml (``output`` "-": return its text, written nowhere); see the module docstring
+    for the rules. ``channel_url``: where the channel's records are read (default: the channel's name as
+    envguard.condaconfig.resolve_channel points it: .condarc, pixi's mirrors, $ENVGUARD_CHANNEL_ALIAS);
+    offline ($ENVGUARD_OFFLINE=1) or unreachable, the table answers."""
+    to_stdout = str(output) == "-"
+    out = Path("environment.yml" if to_stdout else output)
+    route, evidence, notes, records = records_route(channel or DEFAULT_CHANNEL, platforms, channel_url)
+    python, torch, cuda, channel, plats = resolve(python, torch, cuda, channel, platforms, route)
+    if not to_stdout:
+        if out.is_dir():
+            raise UserError("is a directory", file=str(out), fix="give a file path with -o")
+        if any(p.exists() and not p.is_dir() for p in out.parents):
+            raise UserError("a parent of the output is not a directory", file=str(out), key="--output",
+                            fix="give a path inside an existing directory with -o")
+        if out.exists() and not force:
+            raise UserError("already exists; envguard init never overwrites a file", file=str(out),
+                            fix="pass --force to replace it, -o to write elsewhere, or -o - to print it")
+    name = name or default_name(out)
+    if not re.match(r"^[A-Za-z0-9_.-]+$", name):
+        raise UserError(f"environment name {name!r} has characters conda does not accept; "
+                        "use letters, digits, '-', '_' and '.'")
+    command = command_line(python, torch, cuda, channel, plats, name)
+    template, text, warnings, proved = checked_text(python, torch, cuda, channel, plats, name, command, route,
+                                                   records, out)
+    evidence += proved
     stale = notes[0] if notes else None
     if to_stdout:
         return InitResult(None, text, python, torch, cuda, channel, plats, template, warnings, evidence, stale)
@@ -521,6 +530,15 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
 
     publish(out, text.encode("utf-8"), before_replace=still_free)  # a full disk: one line naming the file
     return InitResult(out, text, python, torch, cuda, channel, plats, template, warnings, evidence, stale)
+
+
+def __getattr__(name: str) -> Any:
+    # several --cuda values: a project with variants (variants.py), imported on first use
+    if name in ("init_variants", "VariantsInit"):
+        import importlib
+
+        return getattr(importlib.import_module("envguard.init.variants"), name)
+    raise AttributeError(f"module 'envguard.init' has no attribute {name!r}")
 
 
 __all__ = ["CPU", "InitResult", "init", "render", "resolve", "template_names"]
