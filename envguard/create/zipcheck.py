@@ -215,6 +215,22 @@ def _frame_content_size(head: bytes) -> int | None:
     return int.from_bytes(head[at:at + width], "little") + (256 if width == 2 else 0)
 
 
+def _declared_content(fh: BinaryIO, at: int, size: int) -> int:
+    """The content size declared by the first zstd frame of the ``size`` bytes at ``at``, past any skippable
+    frames before it (RFC 8878 3.1.2: they hold no content; a bomb could put one first to hide the size); 0
+    where none is declared."""
+    end = at + size
+    for _ in range(16):
+        head = _read_at(fh, at, min(_ZSTD_HEADER_MAX, end - at))
+        if len(head) >= 8 and struct.unpack_from("<I", head)[0] & 0xFFFFFFF0 == 0x184D2A50:
+            at += 8 + struct.unpack_from("<I", head, 4)[0]
+            if at >= end:
+                return 0
+            continue
+        return _frame_content_size(head) or 0
+    return 0
+
+
 def _hidden(fh: BinaryIO, at: int, end: int) -> str:
     """`` (a member 'NAME' hidden there)`` when a local header starts at ``at``: the name a streaming reader
     would extract; else nothing."""
@@ -260,8 +276,7 @@ def check_layout(fh: BinaryIO, budget: int | None = None) -> int:
             raise ZipLayoutError(f"has a local header for {shown!r} with {differs}")
         inflated = member.usize
         if member.method == 0 and member.name.endswith(b".tar.zst"):
-            inflated = _frame_content_size(_read_at(fh, data_at, min(_ZSTD_HEADER_MAX, member.csize))) or 0
-            inflated = max(inflated, member.usize)
+            inflated = max(_declared_content(fh, data_at, member.csize), member.usize)
         declared += inflated
         if declared > budget:
             raise ZipBudgetError(f"declares {declared} bytes once inflated (at its member {shown!r}), more than "
