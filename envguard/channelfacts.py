@@ -101,6 +101,8 @@ class ChannelRecords:
     torch: tuple[TorchRecord, ...]
     cuda_versions: tuple[str, ...]  # X.Y lines of the channel's cuda-version packages, oldest first
     pythons: tuple[tuple[str, tuple[str, ...]], ...]  # platform -> X.Y lines of its python packages
+    count: int = 0  # records read (every name of RECORD_NAMES, every subdir asked)
+    digest: str = ""  # records_digest() of them: which record set the rows came from
 
     def rows(self) -> dict[str, dict[str, Any]]:
         """The release rows these records give, in compat.yaml's shape (line -> row), oldest first."""
@@ -177,7 +179,8 @@ def fetch(channel: str, platforms: Sequence[str], url: str | None = None) -> Cha
     torch: list[TorchRecord] = []
     cuda_versions: set[str] = set()
     pythons: dict[str, set[str]] = {}
-    for rec in (r for per_channel in answer for r in per_channel):
+    read = [r for per_channel in answer for r in per_channel]
+    for rec in read:
         name = rec.name.normalized
         subdir = str(rec.subdir)
         if name == "pytorch" and subdir in platforms:
@@ -192,7 +195,44 @@ def fetch(channel: str, platforms: Sequence[str], url: str | None = None) -> Cha
                 pythons.setdefault(subdir, set()).add(line)
     return ChannelRecords(channel, real, tuple(platforms), tuple(torch),
                           tuple(sorted(cuda_versions, key=line_key)),
-                          tuple((p, tuple(sorted(v, key=line_key))) for p, v in sorted(pythons.items())))
+                          tuple((p, tuple(sorted(v, key=line_key))) for p, v in sorted(pythons.items())),
+                          len(read), records_digest((str(r.subdir), str(r.file_name), (r.sha256 or b"").hex())
+                                                    for r in read))
+
+
+def records_digest(records: Iterable[tuple[str, str, str]]) -> str:
+    """``sha256:<hex>`` of a record set given as (subdir, file name, sha256 hex or "") per record: the SHA-256 of
+    one UTF-8 line ``<subdir>/<file name>\t<sha256>\n`` per record, the lines sorted. It names the record set
+    scripts/regen_compat.py read (compat.yaml's ``regenerated.digest``): the same records give the same digest
+    whatever channel, mirror or order served them, and a rebuilt package (same name, another hash) another."""
+    import hashlib
+
+    lines = sorted(f"{subdir}/{name}\t{sha}\n" for subdir, name, sha in set(records))
+    return "sha256:" + hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+_REGENERATED = {"channel", "records", "date", "count", "digest", "sample"}
+
+
+def regeneration_problems(block: Any) -> list[str]:
+    """What is wrong with a route's ``regenerated`` block (compat.yaml, written by scripts/regen_compat.py), as
+    ``.key: problem`` lines; compat.validate reports them under the route."""
+    if not isinstance(block, Mapping):
+        return [": must be a mapping (channel, records, date, count, digest, sample)"]
+    out = [f": unknown keys {sorted(set(block) - _REGENERATED)}"] if set(block) - _REGENERATED else []
+    out += [f".{k}: missing" for k in sorted(_REGENERATED - set(block))]
+    for key in ("channel", "records"):
+        if key in block and not (isinstance(block[key], str) and block[key]):
+            out.append(f".{key}: must be a non-empty string")
+    if "date" in block and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(block["date"])):
+        out.append(".date: must be YYYY-MM-DD")
+    if "count" in block and not (type(block["count"]) is int and block["count"] > 0):
+        out.append(".count: must be the number of records read")
+    if "digest" in block and not re.fullmatch(r"sha256:[0-9a-f]{64}", str(block["digest"])):
+        out.append(".digest: must be sha256:<64 hex digits> (channelfacts.records_digest)")
+    if "sample" in block and not isinstance(block["sample"], bool):
+        out.append(".sample: must be true or false")
+    return out
 
 
 def _unreachable_errors() -> tuple[type[BaseException], ...]:

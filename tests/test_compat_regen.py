@@ -9,6 +9,7 @@ and print no difference).
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import subprocess
 import sys
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.slow  # every test starts the script in its own interpr
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "regen_compat.py"
+DATA = REPO / "envguard" / "data" / "compat.yaml"
 CF = compat.CONDA_FORGE
 
 
@@ -75,6 +77,74 @@ def test_over_the_real_records_every_row_it_covers_is_reproduced_or_a_part_of_it
         assert f"{line}.cuda" not in changes  # linux-64 12.9, linux-aarch64 12.9, win-64 12.8
         assert f"{line}.variants" not in changes and f"{line}.glibc" not in changes
     assert "2.1.versions" in changes and changes["2.1.versions"][1] == ["2.1.2"]  # the sample's only 2.1
+
+
+def _regenerate_sample(channel_url: str, target: Path) -> subprocess.CompletedProcess[str]:
+    """The last regeneration again, as compat.yaml's ``regenerated`` block records it, writing ``target``."""
+    block = compat.load_all()["routes"][CF]["regenerated"]
+    return _run("--url", channel_url, "--sample", "--write", "--data", str(target), "--date", block["date"],
+                "--records", block["records"])
+
+
+def test_the_recorded_sample_gives_the_committed_rows_and_the_recorded_digest(realdata_channel,
+                                                                               tmp_path: Path) -> None:
+    """compat.yaml records what its last regeneration read (#39 point 11): the conda-forge records of
+    ../shared/realworld, a sample. Run again over the metadata channel of those records, the script reads a
+    record set of the recorded size and digest and writes a copy of compat.yaml back exactly as committed: the
+    release rows it covers, the toolkit lines and the block itself."""
+    block = compat.load_all()["routes"][CF]["regenerated"]
+    assert block["channel"] == CF and block["sample"] is True and "../shared/realworld" in block["records"]
+    committed = DATA.read_text(encoding="utf-8")
+    target = tmp_path / "compat.yaml"
+    target.write_text(committed, encoding="utf-8")
+    proc = _regenerate_sample(realdata_channel.url, target)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the sample shows no build the rows lack
+    assert f"# {block['count']} records read (a sample), digest {block['digest']}" in proc.stdout.splitlines(), \
+        proc.stdout  # the same records: a changed corpus or reader is a new record set, to be recorded
+    covered = proc.stdout.splitlines()[0]
+    assert "9 release lines" in covered, covered  # 2.1, 2.4, 2.6-2.12: the rows it covers
+    assert target.read_text(encoding="utf-8") == committed
+
+
+def test_over_the_sample_a_row_missing_what_the_records_show_gets_it_back(realdata_channel, tmp_path: Path) -> None:
+    """The sample's records are evidence: a row that lost a version, a Python line or a CUDA platform they show
+    is printed as a difference, and --write puts it back, to the byte."""
+    committed = DATA.read_text(encoding="utf-8")
+    at21, at29 = committed.index('      "2.1":\n'), committed.index('      "2.9":\n')
+    edited = committed[:at21] + committed[at21:].replace('versions: ["2.1.0", "2.1.2"]', 'versions: ["2.1.0"]', 1)
+    edited = edited[:at29] + edited[at29:].replace('python: ["3.10", "3.11", "3.12", "3.13"]',
+                                                   'python: ["3.10", "3.11", "3.13"]', 1)
+    assert edited.count("\n") == committed.count("\n") and edited != committed
+    target = tmp_path / "compat.yaml"
+    target.write_text(edited, encoding="utf-8")
+    proc = _regenerate_sample(realdata_channel.url, target)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    changed = {ln.split(":")[0] for ln in proc.stdout.splitlines() if not ln.startswith(("#", "wrote"))}
+    assert changed == {"2.1.versions", "2.9.python"}, proc.stdout
+    assert target.read_text(encoding="utf-8") == committed
+
+
+def test_the_records_digest_is_defined_by_the_sorted_records() -> None:
+    """sha256 over one line "<subdir>/<file name>\\t<sha256>\\n" per record, sorted: the order the channel answers
+    in does not matter, a rebuilt package (same file name, another hash) does."""
+    from envguard.channelfacts import records_digest
+
+    a = ("linux-64", "pytorch-2.9.1-cuda129_py312_h0_300.conda", "ab" * 32)
+    b = ("noarch", "cuda-version-12.9-h4f385c5_3.conda", "")
+    expected = hashlib.sha256(f"linux-64/{a[1]}\t{a[2]}\nnoarch/{b[1]}\t\n".encode()).hexdigest()
+    assert records_digest([b, a]) == records_digest([a, b]) == f"sha256:{expected}"
+    assert records_digest([(a[0], a[1], "cd" * 32), b]) != records_digest([a, b])
+
+
+def test_a_malformed_regenerated_block_is_named_by_validate() -> None:
+    raw = copy.deepcopy(compat.load_all())  # the loaded data is shared: change a copy
+    assert compat.validate(raw) == []
+    block = raw["routes"][CF]["regenerated"]
+    block.update(digest="md5:00", date="04.12.2026", count=0, sample="yes", extra=1)
+    del block["records"]
+    problems = [p for p in compat.validate(raw) if p.startswith(f"routes.{CF}.regenerated")]
+    assert {p.split(":")[0] for p in problems} == {f"routes.{CF}.regenerated" + k for k in (
+        "", ".records", ".date", ".count", ".digest", ".sample")}, problems
 
 
 def _record(subdir: str, version: str, build: str, depends: list[str]) -> tuple[str, dict[str, Any]]:
