@@ -29,7 +29,7 @@ from support import channels
 from support.channels import _tar_bytes, _zstd_stored
 from support.create_fixtures import envguard_run, make_lock, siblings, tree_state, write_env
 
-from envguard.create.archive import check_before_extraction, check_tar_entries
+from envguard.create.archive import check_all_before_extraction, check_before_extraction, check_tar_entries
 from envguard.create.integrity import Artifact
 from envguard.create.zipcheck import ZipBudgetError, ZipLayoutError, check_layout
 from envguard.errors import IntegrityError
@@ -539,3 +539,24 @@ def test_what_is_judged_before_extraction_names_the_package_and_the_member(tmp_p
     if "bomb" in case or "terabyte" in case:
         assert "ENVGUARD_MAX_EXTRACTED_BYTES" in str(err.value)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_many_archives_are_judged_together_and_the_first_refusal_in_order_is_named(tmp_path: Path) -> None:
+    """The info sections are read concurrently; the refusal is the first failing archive in lock order."""
+    chan, scratch, outside = tmp_path / "chan", tmp_path / "scratch", tmp_path / "outside"
+    items = []
+    for name, build in (("egok", None), ("eglying", _lying_sizes), ("eghidden", _hidden_members),
+                        ("egok2", None)):
+        if build is None:
+            _package(chan, scratch, name, [_entry("share/a.txt", data=b"a\n")], files=A)
+        else:
+            build(chan, scratch, name, outside)
+        path = chan / "noarch" / f"{_stem(name)}.conda"
+        items.append((_artifact(path), path))
+    check_all_before_extraction([items[0], items[3]])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVGUARD_MAX_EXTRACTED_BYTES", str(BOMB_BUDGET))
+        with pytest.raises(IntegrityError, match=r"eghidden 1\.0"):  # its zip headers: before any info is read
+            check_all_before_extraction(items)
+        with pytest.raises(IntegrityError, match=r"eglying 1\.0.*'share/a\.txt'"):
+            check_all_before_extraction([items[0], items[1], items[3]])

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -166,19 +167,35 @@ class EntryLedger:
 
 
 def check_before_extraction(art: Artifact, path: Path) -> None:
-    """Everything judged of an archive before anything inflates it (exit 3 naming the package, and the member
-    or the entry). A ``.conda``: its zip layout (envguard.create.zipcheck: members hidden from the directory,
-    listed twice, overlapping, disagreeing local headers, data after the directory), its members (exactly
-    ``metadata.json``, ``info-<stem>.tar.zst``, ``pkg-<stem>.tar.zst``), what they declare they inflate to (the
-    directory's sizes, the zstd frames' content sizes), then its small info section: each entry at most
-    METADATA_CAP, no name twice, and the sizes ``info/paths.json`` declares, in all, at most
-    ENVGUARD_MAX_EXTRACTED_BYTES. A ``.tar.bz2``: its tar headers (:func:`check_tar_entries`). The extraction
-    itself is bounded too (envguard.create.unpack); this refuses a declared bomb before a byte is written."""
-    if path.name.endswith(".tar.bz2"):
-        check_tar_entries(art, path)
-        return
-    if not path.name.endswith(".conda"):
-        return
+    """:func:`check_all_before_extraction` of one archive."""
+    check_all_before_extraction([(art, path)])
+
+
+def check_all_before_extraction(items: Sequence[tuple[Artifact, Path]]) -> None:
+    """Everything judged of each archive before anything inflates it (exit 3 naming the package, and the
+    member or the entry; the first archive in ``items`` order that fails). A ``.conda``: its zip layout
+    (envguard.create.zipcheck: members hidden from the directory, listed twice, overlapping, disagreeing local
+    headers, data after the directory), its members (exactly ``metadata.json``, ``info-<stem>.tar.zst``,
+    ``pkg-<stem>.tar.zst``), what they declare they inflate to (the directory's sizes, the zstd frames' content
+    sizes), then its small info section: each entry at most METADATA_CAP, no name twice, and the sizes
+    ``info/paths.json`` declares, in all, at most ENVGUARD_MAX_EXTRACTED_BYTES (the info sections of all the
+    archives read concurrently, in one event loop: ~2 ms an archive, ~15 ms for one of 2,000 files). A
+    ``.tar.bz2``: its tar headers (:func:`check_tar_entries`; that decompresses it once). The extraction itself
+    is bounded too (envguard.create.unpack); this refuses a declared bomb before a byte is written."""
+    condas: list[tuple[Artifact, Path]] = []
+    for art, path in items:
+        if path.name.endswith(".tar.bz2"):
+            check_tar_entries(art, path)
+        elif path.name.endswith(".conda"):
+            _conda_headers(art, path)
+            condas.append((art, path))
+    if condas:
+        from envguard.create.backends.rattler_backend import run_coroutine
+
+        run_coroutine(_all_info_sizes(condas))
+
+
+def _conda_headers(art: Artifact, path: Path) -> None:
     import zipfile
 
     from envguard.create.zipcheck import ZipBudgetError, ZipLayoutError, check_layout
@@ -203,32 +220,39 @@ def check_before_extraction(art: Artifact, path: Path) -> None:
     if unexpected:
         raise IntegrityError(f"{where} has unexpected members {', '.join(shorten(n, 80) for n in unexpected[:3])}; "
                              "the installer could read other members than envguard checked", fix=fix)
-    _check_declared_sizes(art, path)
 
 
-def _check_declared_sizes(art: Artifact, path: Path) -> None:
+async def _all_info_sizes(condas: list[tuple[Artifact, Path]]) -> None:
+    import asyncio
+
+    gate = asyncio.Semaphore(8)
+
+    async def one(art: Artifact, path: Path) -> None:
+        async with gate:
+            await _info_sizes(art, path)
+
+    for outcome in await asyncio.gather(*(one(a, p) for a, p in condas), return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
+async def _info_sizes(art: Artifact, path: Path) -> None:
     """The info section of a ``.conda`` (a few KB: rattler's reader inflates that member alone): each entry
     through an :class:`EntryLedger`, then the sum of paths.json's ``size_in_bytes`` against the budget."""
-    from envguard.create.backends.rattler_backend import run_coroutine
+    from rattler.package_streaming import PackageArchive
+
     from envguard.create.entryfiles import paths_entries
 
     ledger = EntryLedger(art, path.name)
-
-    async def read() -> bytes | None:
-        from rattler.package_streaming import PackageArchive
-
-        found = None
+    paths_json = None
+    try:
         archive = await PackageArchive.from_path(path)
         async for entry in archive.stream("info"):
             kind = ("symlink" if entry.is_symlink else "hardlink" if entry.is_hardlink else "file"
                     if entry.is_file else "other")
             ledger.add("info", entry.name, kind=kind, size=entry.size)  # METADATA_CAP before it is read
             if normalised(entry.name) == "info/paths.json" and entry.is_file:
-                found = await entry.read()
-        return found
-
-    try:
-        paths_json = run_coroutine(read())
+                paths_json = await entry.read()
         entries, _declared = paths_entries(paths_json, None)
     except IntegrityError:
         raise
@@ -236,14 +260,15 @@ def _check_declared_sizes(art: Artifact, path: Path) -> None:
         raise IntegrityError(f"{art.name} {art.version}: the archive {shorten(path.name, 120)} cannot be read: "
                              f"{shorten(' '.join(str(e).split()), 200)}",
                              fix="restore the archive from the channel, or re-lock") from None
-    sizes = [(e["size_in_bytes"], str(e["_path"])) for e in entries
-             if isinstance(e.get("size_in_bytes"), int) and not isinstance(e.get("size_in_bytes"), bool)
-             and e.get("path_type") != "softlink"]  # a symlink's size is its target's, already counted
-    total = sum(max(size, 0) for size, _p in sizes)
+    total, largest = 0, (0, "")
+    for item in entries:
+        size = item.get("size_in_bytes")
+        if type(size) is int and size > 0 and item.get("path_type") != "softlink":  # a link's: its target's
+            total += size
+            largest = max(largest, (size, str(item.get("_path"))))
     if total > ledger.budget:
-        largest = max(sizes)[1]
         raise ledger._refuse(f"declares {total} bytes of files in info/paths.json (the largest "
-                             f"{shorten(largest, 120)!r}), more than {ledger.budget}",
+                             f"{shorten(largest[1], 120)!r}), more than {ledger.budget}",
                              "a decompression bomb would fill the disk (ENVGUARD_MAX_EXTRACTED_BYTES)")
 
 
