@@ -25,6 +25,7 @@ from typing import Any
 from envguard.errors import UserError
 from envguard.fleet import identity
 from envguard.fleet.hosts import compress
+from envguard.fleet.variants import variant_fact
 from envguard.model import canonical_name
 
 SCHEMA = "envguard.fleet/1"
@@ -32,7 +33,7 @@ MAX_REPORT_BYTES = 64 << 20
 # check's pip-over-conda codes. Only warnings and errors count: an info EG520 is a torch stack taken from pip
 # alone on conda's Python (a supported layout), an info EG523 only says where an import resolves.
 PIP_OVER_CONDA = frozenset({"EG520", "EG521", "EG522", "EG523", "EG524"})
-_FACTS = ("platform", "lock", "torch", "driver", "gpus", "pip_over_conda", "smoke", "distributed")
+_FACTS = ("platform", "lock", "torch", "driver", "gpus", "pip_over_conda", "smoke", "distributed", "variant")
 
 
 @dataclass
@@ -113,6 +114,9 @@ class FleetResult:
         if failed:
             text += f"; {plural(failed, 'node')} failed {'its' if failed == 1 else 'their'} own check"
         dup = sum(1 for p in self.identity if p["problem"] == "duplicate")
+        wrong = sum(len(g.nodes) for g in self.groups if (g.facts.get("variant") or {}).get("wrong"))
+        if wrong:
+            text += f"; {plural(wrong, 'node')} on the wrong variant"
         if dup:
             text += f"; {plural(dup, 'node')} reported twice or more"
         if any(p["problem"] == "world-size" for p in self.identity):
@@ -247,6 +251,7 @@ def _facts(rep: dict[str, Any]) -> dict[str, Any]:
         "smoke": ({"exit_code": smoke.get("exit_code"), "timed_out": bool(smoke.get("timed_out"))} if smoke else None),
         "distributed": ({"ok": bool(dist.get("ok")), "backend": _s(dist.get("backend")),
                          "world_size": dist.get("world_size"), "case": _s(dist.get("case"))} if dist else None),
+        "variant": variant_fact(rep),  # envguard.fleet.variants: each variant is compared within itself
     }
 
 
@@ -338,32 +343,52 @@ def _compare(groups: list[Group], unreadable: list[tuple[str, str]], lockfile: P
     is never compared with linux-64 builds. Packages are compared with the lock (or that reference), facts
     and findings with the platform's reference group (the first reference when its platform has none)."""
     from envguard.diff import diff_packages
+    from envguard.fleet import variants as fv
 
     pkgs = {id(g): _packages(g) for g in groups}
-    expected: dict[str | None, list[Any]] = {}
-    refs: dict[str | None, Group] = {}
+    # keyed by (platform, variant): a project's variants run different locks by design (envguard.fleet.variants)
+    expected: dict[tuple[str | None, str | None], list[Any]] = {}
+    refs: dict[tuple[str | None, str | None], Group] = {}
+    desc = None
     if lockfile is None:
         reference = "majority"
-        for g in groups:  # largest first: the first group of each platform is its majority
-            refs.setdefault(g.facts["platform"], g)
-        expected = {plat: pkgs[id(g)] for plat, g in refs.items()}
+        for g in groups:  # largest first: the first group of each platform and variant is its majority
+            if not fv.wrong(g.facts):
+                refs.setdefault(fv.ref_key(g.facts), g)
+        expected = {key: pkgs[id(g)] for key, g in refs.items()}
     else:
         reference = f"lock {lockfile}"
         desc, lock_sha = _lock_description(lockfile)
+        from envguard.variants import lock_variant
+
+        variant = lock_variant(desc.custom_metadata)
         for g in groups:
-            plat = g.facts["platform"]
-            if plat not in expected:
-                expected[plat] = desc.packages_for(plat)
-            if plat not in refs and g.facts["lock"] in (None, lock_sha) \
-                    and not diff_packages(expected[plat], pkgs[id(g)]):
-                refs[plat] = g
+            key, plat = fv.ref_key(g.facts), g.facts["platform"]
+            if fv.wrong(g.facts):
+                continue
+            if variant is not None and fv.name(g.facts) not in (None, variant):  # another variant's nodes
+                if key not in refs:
+                    refs[key], expected[key] = g, pkgs[id(g)]
+                continue
+            if key not in expected:
+                expected[key] = desc.packages_for(plat)
+            if key not in refs and g.facts["lock"] in (None, lock_sha) \
+                    and not diff_packages(expected[key], pkgs[id(g)]):
+                refs[key] = g
     first_ref = next((g for g in groups if g in refs.values()), None)
     for g in groups:
-        g.reference = refs.get(g.facts["platform"]) is g
+        key = fv.ref_key(g.facts)
+        g.reference = refs.get(key) is g
         if g.reference:
             continue
-        ref_group = refs.get(g.facts["platform"]) or first_ref
-        g.changes = diff_packages(expected[g.facts["platform"]], pkgs[id(g)])
+        if fv.wrong(g.facts) and fv.should_key(g.facts) in refs:  # compared with the variant it should run
+            key = fv.should_key(g.facts)
+        ref_group = refs.get(key) or first_ref
+        base = expected.get(key)
+        if base is None:
+            base = desc.packages_for(g.facts["platform"]) if desc is not None else \
+                pkgs[id(ref_group)] if ref_group is not None else []
+        g.changes = diff_packages(base, pkgs[id(g)])
         g.fact_changes = fact_changes((ref_group or groups[0]).facts, g.facts)
         if ref_group is not None:
             g.fact_changes += _finding_changes(ref_group.findings, g.findings)
@@ -389,7 +414,7 @@ def describe_fact(name: str, value: Any) -> str:
     """A fact as a reviewer reads it."""
     if value is None or value == []:
         return {"lock": "no lock", "torch": "no torch", "driver": "no driver", "smoke": "not run",
-                "distributed": "not run", "pip_over_conda": "none"}.get(name, "none")
+                "distributed": "not run", "pip_over_conda": "none", "variant": "none"}.get(name, "none")
     if name == "torch":
         build = "CPU" if value["cpu"] else (f"CUDA {value['cuda']}" if value["cuda"] else "build unknown")
         return f"{value['version']} ({build})"
@@ -406,6 +431,10 @@ def describe_fact(name: str, value: Any) -> str:
     if name == "smoke":
         return "timed out" if value["timed_out"] else ("passed" if value["exit_code"] == 0
                                                        else f"failed (exit {value['exit_code']})")
+    if name == "variant":
+        from envguard.fleet.variants import describe
+
+        return describe(value)
     if name == "distributed":
         state = "ok" if value["ok"] else f"failed ({value['case'] or 'error'})"
         return f"{state}, {value['backend'] or '?'}, world {value['world_size']}"
