@@ -210,6 +210,7 @@ def test_init_and_lock_three_variants_together_on_real_records(realdata_channel,
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["schema"] == "envguard.lock-variants/1" and [v["name"] for v in doc["variants"]] == list(locks)
+    _documented(doc)
     for v in doc["variants"]:
         changes = v["changes"]["platforms"][0]["changes"]
         assert {c["change"] for c in changes} == {"added"}, changes
@@ -270,3 +271,14 @@ def _conda_lock_reads(path: Path) -> None:
     proc = subprocess.run([str(CONDA_LOCK_PY), "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "envguard.variant" in proc.stdout
+
+
+def _documented(doc: dict) -> None:
+    """The document's fields and counts are the ones docs/json.md lists for envguard.lock-variants/1."""
+    import re
+
+    text = (REPO / "docs" / "json.md").read_text(encoding="utf-8").split("## `envguard.lock-variants/1`", 1)[1]
+    section = text.split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| [a-z ]+ \| (.*) \|$", section, re.M))
+    assert sorted(rows) == sorted(doc)
+    assert sorted(re.findall(r"`(\w+)`", rows["counts"].split("(")[0])) == sorted(doc["counts"])
