@@ -93,12 +93,19 @@ def detect_kind(text: str, data: Any = None) -> str | None:
 
 def read_kind(path: str | Path, text: str, parse: Callable[[str, str], Any]) -> tuple[str | None, Any]:
     """The kind of a file's ``text`` and its parsed document, for a reader that goes on to read it: an
-    @EXPLICIT file by its marker (not parsed: None); a TOML file (pixi.toml, a pyproject.toml with
-    [tool.pixi]) parsed as TOML, and refused in one line when it holds none of pixi's tables; anything
-    else parsed by ``parse(path, text)`` (YAML or JSON: the caller's loader), then :func:`detect_kind`.
-    A document that does not parse raises the loader's UserError (line and column)."""
-    if detect_kind(text) == "explicit":
+    @EXPLICIT file by its marker (not parsed: None); a conda-lock file by its keys, parsed by the one
+    conda-lock reader (envguard.sources.lockscan: fast on conda-lock's own layout, else ``parse``); a TOML
+    file (pixi.toml, a pyproject.toml with [tool.pixi]) parsed as TOML, and refused in one line when it
+    holds none of pixi's tables; anything else parsed by ``parse(path, text)`` (YAML or JSON: the caller's
+    loader), then :func:`detect_kind`. A document that does not parse raises the loader's UserError."""
+    known = detect_kind(text)
+    if known == "explicit":
         return "explicit", None
+    if known == "conda-lock":
+        from envguard.sources.lockscan import load_lock
+
+        data = load_lock(path, text, fallback=parse)
+        return detect_kind(text, data), data
     from envguard.sources.toml_text import looks_like_toml
 
     if looks_like_toml(text):  # `[workspace]` is a flow sequence to YAML, and then a syntax error

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import yaml
 
 # PyYAML is imported on first use (it costs ~13 ms): `envguard create` reads conda-lock's own layout
-# without it (envguard.lock.lockscan).
+# without it (envguard.sources.lockscan).
 
 
 @lru_cache(maxsize=1)

@@ -1,4 +1,4 @@
-"""envguard.lock.lockscan: the fast conda-lock reader must give exactly what PyYAML gives, or step aside.
+"""envguard.sources.lockscan: the fast conda-lock reader must give exactly what PyYAML gives, or step aside.
 
 Its contract: ``load_lock(path, text) == yamlio.load_fast(path, text)`` and ``load_subset`` likewise, for
 every input (errors included). The fast path must also actually be taken for conda-lock's own layout.
@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from envguard.errors import UserError
-from envguard.lock import lockscan
-from envguard.lock.lockscan import load_lock, load_subset
+from envguard.sources import lockscan
+from envguard.sources.lockscan import load_lock, load_subset
 from envguard.yamlio import load_fast
 
 

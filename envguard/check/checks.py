@@ -7,7 +7,8 @@ severity, a message and a fix.
 
 The rules live by family: integrity_rules.py (records, files, lock, fingerprint), pip_rules.py (pip over
 conda, import origins), cuda_rules.py (torch's CUDA build, driver, GPU), policy_rules.py (Python, channels,
-environment variables, what was skipped); the facts they judge in facts.py, fix wording in fixes.py.
+environment variables, what was skipped), mixing_rules.py (channels, OpenMP, CUDA lines, torch twice, after
+the others); the facts they judge in facts.py (gathered by gather.py and probes.py), fix wording in fixes.py.
 """
 
 from __future__ import annotations
@@ -33,20 +34,25 @@ from envguard.check.integrity_rules import (
     rule_fingerprint,
     rule_integrity,
     rule_lock,
+    rule_lock_file,
+    rule_recorded_lock,
     rule_stale_lock,
 )
+from envguard.check.mixing_rules import rule_mixing
 from envguard.check.pip_rules import rule_import_origins, rule_pip_over_conda
 from envguard.check.policy_rules import rule_channels, rule_environment, rule_python, rule_skipped
 from envguard.findings import Finding
 
-RULES = (rule_integrity, rule_files, rule_lock, rule_stale_lock, rule_fingerprint, rule_pip_over_conda,
-         rule_import_origins, rule_python, rule_channels, rule_cuda, rule_environment, rule_skipped)
+RULES = (rule_recorded_lock, rule_lock_file, rule_integrity, rule_files, rule_lock, rule_stale_lock,
+         rule_fingerprint, rule_pip_over_conda, rule_import_origins, rule_python, rule_channels, rule_cuda,
+         rule_environment, rule_skipped)
 
 
 def evaluate(inp: CheckInput) -> list[Finding]:
     out: list[Finding] = []
     for rule in RULES:
         out.extend(rule(inp))
+    out += rule_mixing(inp, out)  # after the others: torch twice is theirs when pip-over-conda named it
     from envguard.catalog import aim_findings  # every envguard command in a fix names the checked environment
 
     return aim_findings(out, inp.info.prefix)
@@ -56,6 +62,6 @@ __all__ = [
     "DEFAULT_CORE", "INTEGRITY_CODES", "MAX_FILES_PER_FINDING", "RULES", "CheckInput", "GpuFacts", "TorchBuild",
     "arch_supported", "create_command", "cuda_from_build", "cuda_from_packages", "cuda_from_spec", "evaluate",
     "gpu_facts", "is_core", "rule_channels", "rule_cuda", "rule_environment", "rule_files", "rule_fingerprint",
-    "rule_import_origins", "rule_integrity", "rule_lock", "rule_pip_over_conda", "rule_python", "rule_skipped",
-    "rule_stale_lock", "torch_build",
+    "rule_import_origins", "rule_integrity", "rule_lock", "rule_lock_file", "rule_mixing", "rule_pip_over_conda",
+    "rule_python", "rule_recorded_lock", "rule_skipped", "rule_stale_lock", "torch_build",
 ]

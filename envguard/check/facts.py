@@ -74,6 +74,16 @@ class CheckInput:
     stale_lock_fix: str = ""
     # the lock is not stale but another spec's: the environment was built from it with --frozen
     lock_not_from_spec: bool = False
+    installed: list[Package] | None = None  # info.packages(platform), read once (None: read when needed)
+    # The lock envguard built the environment from changed since or is gone (envguard.envs.LockChoice.problem,
+    # EG517): that lock, and whether it still judges the environment.
+    recorded_lock_problem: str = ""
+    recorded_lock: str | None = None
+    recorded_lock_kept: bool = False
+    lock_not_for_platform: str | None = None  # the lock has no records for this platform (EG513), and the fix
+    lock_relock_fix: str = ""
+    lock_holes: str | None = None  # the lock is not whole (envguard.lockwhole.summary, EG518)
+    no_interpreter: str | None = None  # the probes were asked for but the prefix has no interpreter here (EG504)
 
 
 def gpu_facts(driver_info: Any) -> GpuFacts | None:

@@ -1,6 +1,7 @@
-"""Rules on the prefix against its own records, its lock and what create recorded: half-built prefixes and
-unreadable records (EG533, EG534), changed files (EG530-EG532, EG535-EG539), lock differences (EG510-EG514),
-changes since create (EG515), a stale lock (EG516)."""
+"""Rules on the prefix against its own records, its lock and what create recorded: half-built or moved-aside
+prefixes and unreadable records (EG533, EG534), changed files (EG530-EG532, EG535-EG539), lock differences
+(EG510-EG514), a lock without this platform or not whole (EG513, EG518), changes since create (EG515), a stale
+lock (EG516), the lock create built from changed or gone (EG517)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from envguard.check.facts import CheckInput
-from envguard.check.fixes import E, W, create_command
+from envguard.check.fixes import E, I, W, create_command
 from envguard.findings import Finding
 from envguard.model import Package
 from envguard.prefix import FileProblem
@@ -33,6 +34,13 @@ def rule_integrity(inp: CheckInput) -> list[Finding]:
                            f"rebuild the environment: `{create_command(inp.info.prefix, inp.lock_file)}`; the "
                            "record cannot be trusted", file=f"conda-meta/{name}"))
     return out
+
+
+def moved_aside(target: Path, lock_file: str | None, reason: str) -> Finding:
+    """EG534 for an environment missing at ``target``: an interrupted `create --force` moved it aside."""
+    return Finding("EG534", E, f"no environment at {target}: {reason}",
+                   f"run `{create_command(target, lock_file)}` again: it puts the previous environment back",
+                   file=str(target))
 
 
 def rule_files(inp: CheckInput) -> list[Finding]:
@@ -117,6 +125,32 @@ def rule_lock(inp: CheckInput) -> list[Finding]:
                                f"({', '.join(kinds)}{': ' + detail if detail else ''})",
                                fix_sync, file=inp.lock_file, package=new.name))
     return out
+
+
+def rule_lock_file(inp: CheckInput) -> list[Finding]:
+    """The lock itself: no records for this platform (EG513), or not whole (EG518, lint's EG159, exit 3)."""
+    if inp.lock_not_for_platform:
+        return [Finding("EG513", E, inp.lock_not_for_platform, inp.lock_relock_fix, file=inp.lock_file)]
+    if inp.lock_holes:
+        from envguard import lockwhole
+
+        return [Finding("EG518", E, f"the lock is not whole: {inp.lock_holes}", lockwhole.FIX, file=inp.lock_file)]
+    return []
+
+
+def rule_recorded_lock(inp: CheckInput) -> list[Finding]:
+    """EG517: the lock envguard built the environment from changed since (info: it still judges the
+    environment, as it is now) or is gone (warning: the fingerprint alone judges it; no other lock does)."""
+    if not inp.recorded_lock_problem:
+        return []
+    if inp.recorded_lock_kept:
+        return [Finding("EG517", I, inp.recorded_lock_problem,
+                        f"`{create_command(inp.info.prefix, inp.recorded_lock)}` rebuilds it from that lock where it "
+                        "differs and records the lock as it is now", file=inp.recorded_lock)]
+    return [Finding("EG517", W, inp.recorded_lock_problem,
+                    "restore that lock, or name the lock to judge the environment by with --lockfile (and "
+                    "rebuild it from that one with envguard create and the same --lockfile)",
+                    file=inp.recorded_lock)]
 
 
 def _desc(p: Package) -> str:

@@ -1,6 +1,6 @@
 """Rules on policy and the host: the Python release (EG540, EG541), the frozen pytorch channel and legacy
 packages (EG542, EG543, EG545), environment variables that change what loads (EG560, EG561), and what was
-skipped (EG501, EG502)."""
+skipped (EG501-EG504)."""
 
 from __future__ import annotations
 
@@ -81,4 +81,9 @@ def rule_skipped(inp: CheckInput) -> list[Finding]:
         out.append(Finding("EG502", I, "no lock file: lock comparison skipped",
                            "pass the environment's lock with --lockfile (a project's conda-lock.yml applies by itself "
                            "only to the environment its environment.yml names, or one inside the project)"))
+    if inp.files_mode != "none" and not inp.info.is_conda:
+        out.append(Finding("EG503", I, "no conda-meta: --files/--deep have no records to verify against", ""))
+    if inp.no_interpreter:
+        out.append(Finding("EG504", W, f"no interpreter at {inp.no_interpreter}: smoke test and import checks "
+                           "skipped", "check the prefix, or pass --no-smoke"))
     return out

@@ -4,7 +4,7 @@ request), the spec's name, its pip section and pip repositories, and the pip pac
 
 The specs are recorded only when the lock was checked against the spec (the freshness check ran and
 passed, or re-locked it): under ``--frozen`` the spec was never read, and a lock's packages are not what
-anyone asked for. The spec is read without PyYAML where its layout allows (envguard.lock.load_subset), so
+anyone asked for. The spec is read without PyYAML where its layout allows (envguard.sources.lockscan.load_subset), so
 that a quiet create stays as cheap as it is.
 """
 
@@ -49,6 +49,7 @@ def _items(data: dict[str, Any]) -> tuple[list[str], list[str]]:
 def read_request(files: Sequence[Path], platform: str, *, checked: bool) -> Request:
     """The spec's name, and (``checked``: the lock was verified against these files) its specs."""
     from envguard import lock as lock_wing
+    from envguard.sources.lockscan import load_subset
     from envguard.yamlio import read_text
 
     request = Request()
@@ -69,7 +70,7 @@ def read_request(files: Sequence[Path], platform: str, *, checked: bool) -> Requ
         conda, pip, repos = [], [], []
         for f, text in texts:
             try:
-                data = lock_wing.load_subset(f, text)
+                data = load_subset(f, text)
             except EnvguardError:
                 return request
             if not isinstance(data, dict):

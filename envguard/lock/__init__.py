@@ -31,7 +31,6 @@ from envguard.lock.lockfile import (
     fast_path_possible,
     fingerprint,
     input_digest,
-    read_metadata,
 )
 from envguard.lock.lockfile import (  # a lock is whole (envguard.lockwhole): lock --check and create ask
     check_whole as check_whole,
@@ -50,6 +49,7 @@ from envguard.lock.lockfile import (
 )
 from envguard.project import lock_for_spec
 from envguard.redact import redact
+from envguard.sources.lockscan import read_metadata  # the metadata block alone (public: lock --check, run, check)
 from envguard.yamlio import load_fast, read_bytes
 
 # The wing's public API beyond the command itself: what other wings may use (docs/architecture.md).
@@ -60,8 +60,6 @@ _LAZY = {"read_spec": "spec", "validate": "spec", "SpecIssue": "spec", "EnvSpec"
 _LAZY.update({"write_adopted": "adopted", "AdoptedPackage": "adopted", "AdoptedLock": "adopted"})
 # `envguard why`: dependency paths read from a lock (the command's function, for cli.py)
 _LAZY.update({"why_locked": "why", "WhyResult": "why"})
-# create reads the spec it records in conda-meta/history without PyYAML where the layout allows
-_LAZY.update({"load_subset": "lockscan"})
 
 
 def __getattr__(name: str) -> Any:

@@ -3,7 +3,7 @@
 Writing uses conda-lock's own ``LockedDependency``/``Lockfile``/``LockMeta``,
 ``apply_categories``, ``compute_content_hashes`` and ``write_conda_lock_file``
 (conda-lock is the authority on its format). Reading for ``create``, ``diff``
-and ``lock --check`` uses envguard.lock.lockscan (a reader for conda-lock's own
+and ``lock --check`` uses envguard.sources.lockscan (a reader for conda-lock's own
 layout that gives what PyYAML gives, and PyYAML's C loader for anything else)
 into small dataclasses, because importing conda-lock costs ~0.4 s.
 
@@ -45,9 +45,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envguard.errors import UserError
-from envguard.lock.lockscan import load_lock, load_subset
 from envguard.redact import redact
-from envguard.yamlio import read_text
+from envguard.sources.lockscan import load_lock  # the one reader of a conda-lock document, its fast path inside
 
 FINGERPRINT_TAG = "envguard-lock-fingerprint/1"
 META_CUDA = "envguard.cuda"
@@ -182,7 +181,7 @@ def _kind(value: Any) -> str:
 def read_lock(path: str | Path) -> Lock:
     """Read a conda-lock.yml (format version 1, or the older files without a version key)."""
     path = Path(path)
-    data = load_lock(path, read_text(path))  # == load_fast, several times faster on conda-lock's layout
+    data = load_lock(path)  # == load_fast, several times faster on conda-lock's layout
     if not isinstance(data, dict) or "metadata" not in data or "package" not in data:
         raise _bad_lock(path, "(file)", "not a conda-lock file (needs `metadata:` and `package:`)")
     version = data.get("version")
@@ -275,30 +274,6 @@ def check_whole(path: Path, *, fresh: bool) -> None:
             raise
         return
     require_whole(lock)
-
-
-_TOP_KEY = re.compile(r"^[^\s#][^:]*:", re.M)
-
-
-def read_metadata(path: str | Path) -> dict[str, Any] | None:
-    """Only the ``metadata:`` block of a lock, parsed without the (large) package list.
-
-    None when the file has no readable metadata block.
-    """
-    path = Path(path)
-    text = read_text(path)
-    m = re.search(r"^metadata:[ \t]*$", text, re.M)
-    if m is None:
-        return None
-    start = m.start()
-    nxt = _TOP_KEY.search(text, m.end())
-    block = text[start: nxt.start() if nxt else len(text)]
-    try:
-        data = load_subset(path, block)  # == load_fast, without importing PyYAML for conda-lock's layout
-    except UserError:
-        return None
-    meta = data.get("metadata") if isinstance(data, dict) else None
-    return meta if isinstance(meta, dict) else None
 
 
 # ------------------------------------------------------------------ fingerprint

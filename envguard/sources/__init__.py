@@ -12,6 +12,7 @@ command), and returns a :class:`Description`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,10 +121,10 @@ def named_channels(packages: list[Package], names: dict[str, str]) -> list[Packa
     return [replace(p, channel=names[p.channel]) if p.channel in names else p for p in packages]
 
 
-# Parsed documents by (path, mtime, size): comparing two platforms or two environments
+# Parsed documents (and their kinds) by (path, mtime, size): comparing two platforms or two environments
 # of one large lock parses it once. Readers never mutate the parsed data.
-_PARSED: dict[tuple[str, int, int], Any] = {}
-_PARSED_MAX = 4
+_PARSED: dict[tuple[Any, ...], Any] = {}
+_PARSED_MAX = 8
 
 
 def _stat_key(path: Path) -> tuple[str, int, int] | None:
@@ -134,16 +135,22 @@ def _stat_key(path: Path) -> tuple[str, int, int] | None:
     return (str(path.resolve()), st.st_mtime_ns, st.st_size)
 
 
-def _parse(path: Path, text: str) -> Any:
-    key = _stat_key(path)
-    if key is not None and key in _PARSED:
+def _cached(path: Path, what: str, make: Callable[[], Any]) -> Any:
+    stat = _stat_key(path)
+    if stat is None:
+        return make()
+    key = (*stat, what)
+    if key in _PARSED:
         return _PARSED[key]
-    data = _parse_text(path, text)
-    if key is not None:
-        if len(_PARSED) >= _PARSED_MAX:
-            _PARSED.pop(next(iter(_PARSED)))
-        _PARSED[key] = data
-    return data
+    value = make()
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[key] = value
+    return value
+
+
+def _parse(path: Path, text: str) -> Any:
+    return _cached(path, "document", lambda: _parse_text(path, text))
 
 
 def _parse_text(path: Path, text: str) -> Any:
@@ -193,7 +200,8 @@ def load(spec: str, *, kind: str | None = None, platform: str | None = None,
     if not text.strip():
         raise UserError("empty file", file=shown, fix="pass an environment file, lock, export, pixi.lock or report")
     if kind is None:
-        found, data = read_kind(shown, text, lambda _shown, t: _parse(path, t))
+        # the kind and the document, decided and parsed once (a conda-lock file by its one reader)
+        found, data = _cached(path, "kind", lambda: read_kind(shown, text, lambda _shown, t: _parse_text(path, t)))
     else:
         found, data = kind, (None if kind == "explicit" else _parse(path, text))
     if found == "explicit":

@@ -1,4 +1,7 @@
-"""Read a conda-lock file fast, without PyYAML, when it has the layout conda-lock's own writer gives it.
+"""The one reader of a conda-lock file's document: fast, without PyYAML, when it has the layout conda-lock's
+own writer gives it; else YAML. Every command reads a conda-lock file through it (the lock wing's read_lock,
+create's plan, lock --check's :func:`read_metadata`, and diff, check and lint through envguard.filekind's
+read_kind), so the fast path is a detail of this module, not a second reader.
 
 PyYAML's C loader parses in C but still builds every node and scalar in Python: about 45 ms for a
 500-package lock, and importing PyYAML costs another 13 ms; together the largest part of a warm
@@ -36,6 +39,7 @@ not fully understand is parsed, and its errors reported, by PyYAML alone).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,17 +80,49 @@ class _Unsure(Exception):
     """The text leaves the layout this reader knows: PyYAML must decide."""
 
 
-def load_lock(path: str | Path, text: str) -> Any:
-    """The parsed lock file, equal to ``load_fast(path, text)``; fast for conda-lock's own layout."""
+def load_lock(path: str | Path, text: str | None = None,
+              fallback: Callable[[str, str], Any] | None = None) -> Any:
+    """The parsed lock file, equal to ``load_fast(path, text)``; fast for conda-lock's own layout. ``text``:
+    the file's, when already read (else read here, size-limited); ``fallback(path, text)``: the caller's YAML
+    loader for a file of another layout (default: yamlio.load_fast)."""
+    from envguard.yamlio import load_fast, read_text
+
+    if text is None:
+        text = read_text(path)
     try:
         data = _load_fast_layout(text)
     except _Unsure:
         data = None
     if data is None:
-        from envguard.yamlio import load_fast
-
-        return load_fast(path, text)
+        return (fallback or load_fast)(str(path), text)
     return data
+
+
+_TOP_KEY = re.compile(r"^[^\s#][^:]*:", re.M)
+
+
+def read_metadata(path: str | Path, text: str | None = None) -> dict[str, Any] | None:
+    """Only the ``metadata:`` block of a lock, parsed without the (large) package list.
+
+    None when the file has no readable metadata block.
+    """
+    from envguard.errors import UserError
+    from envguard.yamlio import read_text
+
+    if text is None:
+        text = read_text(path)
+    m = re.search(r"^metadata:[ \t]*$", text, re.M)
+    if m is None:
+        return None
+    start = m.start()
+    nxt = _TOP_KEY.search(text, m.end())
+    block = text[start: nxt.start() if nxt else len(text)]
+    try:
+        data = load_subset(path, block)  # == load_fast, without importing PyYAML for conda-lock's layout
+    except UserError:
+        return None
+    meta = data.get("metadata") if isinstance(data, dict) else None
+    return meta if isinstance(meta, dict) else None
 
 
 def load_subset(path: str | Path, text: str) -> Any:
