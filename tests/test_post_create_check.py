@@ -1,4 +1,4 @@
-"""envguard.workflow.create_and_check: create, then `envguard check` on what it built (fast: no install here,
+"""envguard.cli.workflow.create_and_check: create, then `envguard check` on what it built (fast: no install here,
 create's own tests build real environments; this is the sequence and what a Ctrl-C in the check says)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import envguard.check
-from envguard import workflow
 from envguard.check import CheckOptions
+from envguard.cli import workflow
 from envguard.create import CreateOptions, CreateReporter, CreateResult
 from envguard.errors import Interrupted
 from envguard.fingerprint import Fingerprint

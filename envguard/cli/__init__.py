@@ -6,7 +6,8 @@ result, renders that result and maps it onto an exit code. Errors derived from
 else is a bug, shown in full only with ``--verbose``.
 
 The package: app.py (the group, shared options, --verbose/--version), one module per family of commands
-(specs.py, environments.py, measure.py) and entry.py (argv to exit code). The commands are registered here,
+(specs.py, environments.py, measure.py, live.py), workflow.py (a command that runs two wings: create, then
+check) and entry.py (argv to exit code). The commands are registered here,
 in one list, so --help lists them in this order.
 """
 

@@ -64,9 +64,9 @@ def create_cmd(
     reporter = None
     try:
         # the imports too (a few tenths of a second): a Ctrl-C or SIGTERM there is one before the create began
+        from envguard.cli.workflow import create_and_check
         from envguard.create import CreateOptions
         from envguard.create.render import CreateRenderer, print_created
-        from envguard.workflow import create_and_check
 
         settings.set_offline(offline)  # a (re-)lock create makes solves offline too
         reporter = CreateRenderer(quiet=quiet, live=not quiet and is_terminal(render.out))

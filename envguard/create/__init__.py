@@ -55,7 +55,7 @@ def create(options: CreateOptions) -> CreateResult:
     envguard.create.drift), one that matches is left alone unless ``force``. A stale default lock of the spec
     is re-locked first, one named with ``lockfile`` is refused (exit 4); ``locked`` refuses any stale lock,
     ``frozen`` installs the lock without reading the spec. See the module doc. The
-    new environment is not checked here: the command layer does that (envguard.workflow.create_and_check).
+    new environment is not checked here: the command layer does that (envguard.cli.workflow.create_and_check).
 
     Raises EnvguardError subclasses: UserError (2: bad input, target is not an environment), IntegrityError
     (3), StaleLockError (4: lock missing, stale under --locked, or without this platform), BusyError (5),

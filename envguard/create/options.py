@@ -1,5 +1,5 @@
 """What one ``envguard create`` is asked to do: every option of :func:`envguard.create.create`, with its
-default, in one frozen value that the command layer (envguard/cli/), workflow.py and the tests build."""
+default, in one frozen value that the command layer (envguard/cli/, workflow.py among it) and the tests build."""
 
 from __future__ import annotations
 

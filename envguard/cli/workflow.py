@@ -1,7 +1,8 @@
 """One command that runs another: `envguard create` checks the environment it built.
 
 create and check are wings of their own and neither imports the other (docs/architecture.md: the wing
-graph has no cycle). The command layer (envguard/cli/) runs them in sequence through this module.
+graph has no cycle). This module of the command layer runs them in sequence; it renders nothing (the
+command in environments.py does).
 """
 
 from __future__ import annotations
