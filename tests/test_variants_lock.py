@@ -252,6 +252,10 @@ def test_lock_cuda_flag_is_refused_in_a_variant_project(tmp_path: Path) -> None:
     (tmp_path / "variants" / "cpu.yml").write_text("dependencies:\n  - pytorch=2.7.*=cpu*\n")
     proc = envguard(["lock", "--cuda", "12.6"], cwd=tmp_path)
     assert proc.returncode == 2 and "each variant names its own CUDA line" in proc.stderr, proc.stderr
+    proc = envguard(["lock", "--check", "--platform", "linux-aarch64"], cwd=tmp_path)
+    assert proc.returncode == 2 and "no variant is locked for linux-aarch64" in proc.stderr, proc.stderr
+    proc = envguard(["lock", "--check"], cwd=tmp_path)
+    assert proc.returncode == 4 and "variant cpu: conda-lock.cpu.yml is missing" in proc.stderr, proc.stderr
     (tmp_path / "variants" / "notes.yml").write_text("just a note\n")
     proc = envguard(["lock", "--check"], cwd=tmp_path)
     assert proc.returncode == 2 and "notes.yml" in proc.stderr and "not a variant overlay" in proc.stderr

@@ -228,13 +228,22 @@ def _names_for(variant: Variant, update: Sequence[str], known: Mapping[str, set[
             or not any(canonical(n) in names for names in known.values())]
 
 
+def _declared(spec: Path, platforms: Sequence[str] | None) -> list[Variant]:
+    variants = declared_variants(spec)
+    if platforms and not any(p in v.platforms for v in variants for p in platforms):
+        raise UserError(f"no variant is locked for {', '.join(platforms)} (their platforms: "
+                        f"{', '.join(sorted({p for v in variants for p in v.platforms}))})", key="--platform",
+                        fix="name a platform of environment.yml or variants/*.yml")
+    return variants
+
+
 def lock_variants(spec: Path, *, platforms: Sequence[str] | None = None, reporter: Callable[..., None] | None = None,
                   update: Sequence[str] = (), update_all: bool = False) -> VariantsLock:
     """Lock every variant declared beside ``spec`` (the default first), each into its own lock."""
     from envguard.lock import lock
 
     started = time.perf_counter()
-    variants = declared_variants(spec)
+    variants = _declared(spec, platforms)
     before = {v.name: _entries(v.lockfile) for v in variants}
     known = {name: {canonical(e.name) for e in entries} for name, entries in before.items()}
     results: list[tuple[Variant, Any]] = []
@@ -265,7 +274,7 @@ def check_variants(spec: Path, platforms: Sequence[str] | None = None) -> list[t
     from envguard.lock import check_fresh
 
     out: list[tuple[Variant, Any]] = []
-    for v in declared_variants(spec):
+    for v in _declared(spec, platforms):
         plats = [p for p in v.platforms if not platforms or p in platforms]
         if plats:
             fresh = check_fresh(variant_files(spec, v), v.lockfile, platforms=plats)
