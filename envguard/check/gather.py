@@ -90,7 +90,7 @@ def facts(o: CheckOptions, target: Path, info: PrefixInfo, choice: Any, platform
     smoke probe). The probes' facts (import origins, the probe's torch) are added once they ran."""
     from envguard.check.facts import cuda_from_packages, gpu_facts, torch_build
     from envguard.prefix import verify_files
-    from envguard.project import project_dir
+    from envguard.project import SPEC_NAMES, project_dir, spec_for_lock
 
     lock_path = choice.path
     installed = info.packages(platform)
@@ -108,7 +108,7 @@ def facts(o: CheckOptions, target: Path, info: PrefixInfo, choice: Any, platform
             inp.lock_changes = diff_packages(inp.lock_packages, installed)
 
     wants, wants_src = cuda_from_packages(inp.lock_packages or [])
-    spec_file = (lock_path.parent if lock_path else project_dir(cwd)) / "environment.yml"
+    spec_file = spec_for_lock(lock_path) if lock_path else project_dir(cwd) / SPEC_NAMES[0]
     if wants:
         wants_src = f"the lock ({wants_src})"
     elif spec_file.is_file():
@@ -163,13 +163,12 @@ def stale_lock(lock_path: Path, platform: str, target: Path) -> tuple[str | None
     ever made from the environment file beside it."""
     from envguard.errors import EnvguardError
     from envguard.lock import check_fresh, read_lock
+    from envguard.project import lock_for_spec, lock_sources
 
     try:
-        sources = [lock_path.parent / s for s in read_lock(lock_path).sources]
+        sources = lock_sources(lock_path, read_lock(lock_path).sources)
     except EnvguardError:
         return None, "", False  # a lock this broken gives its own findings
-    if not sources:
-        sources = [lock_path.parent / "environment.yml"]
     if not all(s.is_file() for s in sources):
         return None, "", False
     try:
@@ -192,7 +191,7 @@ def stale_lock(lock_path: Path, platform: str, target: Path) -> tuple[str | None
                 f"keep that lock beside the environment file it was made from; to build this project's spec "
                 f"instead: `{own_spec}`", True)
 
-    if os.path.abspath(sources[0].parent / "conda-lock.yml") == os.path.abspath(lock_path):
+    if os.path.abspath(lock_for_spec(sources[0])) == os.path.abspath(lock_path):
         # the spec's own default lock: create re-locks it when it is read through -f (never a --lockfile one)
         fix = f"`{own_spec}` re-locks it, then rebuilds the environment; or only re-lock: `{relock}`"
     else:
@@ -224,7 +223,9 @@ def relock_for(lockfile: Path, platform: str) -> str:
 
         relock = shlex.join(["envguard", "lock", "--platform", platform, "--lockfile", str(lockfile)])
         return f"re-lock for {platform}: `{relock}`"
-    sources = [lockfile.parent / s for s in lock.sources] or [lockfile.parent / "environment.yml"]
+    from envguard.project import lock_sources
+
+    sources = lock_sources(lockfile, lock.sources)
     cmd = fix_command(sources, lockfile, [*[p for p in lock.platforms if p != platform], platform])
     return f"re-lock for {platform} as well (and add it to `platforms:` of the environment file if it has one): `{cmd}`"
 
