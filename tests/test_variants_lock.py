@@ -259,6 +259,8 @@ def test_lock_cuda_flag_is_refused_in_a_variant_project(tmp_path: Path) -> None:
     (tmp_path / "variants" / "notes.yml").write_text("just a note\n")
     proc = envguard(["lock", "--check"], cwd=tmp_path)
     assert proc.returncode == 2 and "notes.yml" in proc.stderr and "not a variant overlay" in proc.stderr
+    proc = envguard(["lint"], cwd=tmp_path)  # lint names it too, as a file that is neither kind
+    assert proc.returncode == 2 and "variants/notes.yml: neither an environment file" in proc.stderr, proc.stderr
 
 
 def _env() -> dict[str, str]:

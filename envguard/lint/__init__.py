@@ -116,7 +116,8 @@ def lint_file(path: str | Path) -> list[Finding]:
 
 
 def default_targets(directory: str | Path = ".") -> list[Path]:
-    """environment.yml (and conda-lock.yml when present) in ``directory``."""
+    """environment.yml (and conda-lock.yml when present, or in a project with variants each variant's
+    conda-lock.<name>.yml) in ``directory``."""
     d = Path(directory)
     if Path(directory) == Path("."):  # the project's, from a subdirectory too (envguard.project), shown from here
         from envguard.project import project_dir
@@ -127,9 +128,14 @@ def default_targets(directory: str | Path = ".") -> list[Path]:
     if env is None:
         raise UserError(f"no environment.yml in {d.resolve()}", fix="pass the files to lint, or run `envguard init`")
     from envguard.project import lock_for_spec
+    from envguard.variants import declared_variants
 
-    lock = lock_for_spec(env)
-    return [env, lock] if lock.is_file() else [env]
+    try:  # a project with variants (docs/variants.md): each variant's lock
+        variant_locks = [v.lockfile for v in declared_variants(env)]
+    except UserError as e:  # a file in variants/ that is no overlay: linted, so that its problem is reported
+        return [env, Path(e.file)] if e.file else [env]
+    locks = variant_locks or [lock_for_spec(env)]
+    return [env, *(lock for lock in locks if lock.is_file())]
 
 
 def lint_paths(paths: Iterable[str | Path]) -> LintResult:
