@@ -70,6 +70,7 @@ class DiffResult:
     notes: list[str] = field(default_factory=list)
     spec_changes: list[str] = field(default_factory=list)  # channels, platforms, name of two environment files
     exit_code: int | None = None  # what the run exits with (--exit-zero); None: 1 when the sides differ, else 0
+    variants: dict[str, Any] | None = None  # two variants' locks: what is forced (envguard.diff.variantdiff)
 
     @property
     def equal(self) -> bool:
@@ -124,7 +125,8 @@ class DiffResult:
             parts.append(f"platforms only in B: {', '.join(self.only_in_b)}")
         if not parts:
             return "no differences"
-        return ("no package differences; " if not n and not self.spec_reports else "") + "; ".join(parts)
+        text = ("no package differences; " if not n and not self.spec_reports else "") + "; ".join(parts)
+        return f"{self.variants['summary']}; {text}" if self.variants and n else text
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -135,6 +137,7 @@ class DiffResult:
             "spec_side": self.spec_side, "spec_reports": [r.to_dict() for r in self.spec_reports],
             "only_in_a": self.only_in_a, "only_in_b": self.only_in_b, "notes": [redact(n) for n in self.notes],
             "spec_changes": [redact(c) for c in self.spec_changes],
+            "variants": self.variants,
         }
 
     @classmethod
@@ -146,4 +149,5 @@ class DiffResult:
                    spec_reports=[SpecReport.from_dict(r) for r in d.get("spec_reports", [])],
                    spec_side=d.get("spec_side"), only_in_a=list(d.get("only_in_a", [])),
                    only_in_b=list(d.get("only_in_b", [])), notes=list(d.get("notes", [])),
-                   spec_changes=list(d.get("spec_changes", [])))
+                   spec_changes=list(d.get("spec_changes", [])),
+                   variants=d.get("variants") if isinstance(d.get("variants"), dict) else None)

@@ -229,6 +229,10 @@ def compare(a: SideArgs, b: SideArgs, *, platform: str | None = None, all_platfo
         from envguard.diff.specmeta import spec_changes
 
         result.spec_changes = spec_changes(a.spec, b.spec)
+    if da.kind == "conda-lock" and db.kind == "conda-lock":  # two variants' locks: forced differences or not
+        from envguard.diff.variantdiff import verdict
+
+        result.variants = verdict(da.custom_metadata, db.custom_metadata, result.platforms)
     va, vb = _variables(da, a), _variables(db, b)
     if va is not None and vb is not None:  # variables: (CEP 24) of a spec, an envguard lock, an environment
         from envguard.variables import changes
