@@ -560,3 +560,23 @@ def test_many_archives_are_judged_together_and_the_first_refusal_in_order_is_nam
             check_all_before_extraction(items)
         with pytest.raises(IntegrityError, match=r"eglying 1\.0.*'share/a\.txt'"):
             check_all_before_extraction([items[0], items[1], items[3]])
+
+
+def test_a_conda_written_by_conda_forges_own_writer_passes_and_its_frame_sizes_are_read(tmp_path: Path) -> None:
+    """conda-package-streaming's transmute (the writer of conda-package-handling, which builds conda-forge's
+    .conda files) from a .tar.bz2: the layout passes, and its zstd frames declare their content sizes, which
+    are what the budget counts (more than the members' stored sizes)."""
+    from conda_package_streaming.transmute import transmute
+
+    bz2_pkg = channels.build_package(tmp_path / "chan", "egreal", VERSION, BUILD, noarch="generic", fmt="tar.bz2",
+                                     files={f"lib/f{i}": "x" * i for i in range(300)}, symlinks={"lib/l": "f1"})
+    (tmp_path / "out").mkdir()
+    conda = Path(transmute(str(bz2_pkg), str(tmp_path / "out")))
+    with zipfile.ZipFile(conda) as zf:
+        stored = sum(i.file_size for i in zf.infolist())
+    with open(conda, "rb") as fh:
+        declared = check_layout(fh, budget=1 << 30)
+    assert declared > stored + 300 * 299 // 2  # the inflated tars hold at least the files' bytes
+    check_before_extraction(_artifact(conda), conda)
+    with open(conda, "rb") as fh, pytest.raises(ZipBudgetError):
+        check_layout(fh, budget=declared - 1)
