@@ -4,19 +4,21 @@ For each locked conda artifact, in lock order:
 
 1. **Warm**: rattler's package cache holds it extracted (``<cache>/<stem>/``, recorded for the locked
    sha256). It is checked against what its verified archive held: the digest of the ``info/`` files the
-   installer reads (``paths.json``, ``index.json``, ``link.json``, ...), recorded when envguard scanned the
-   archive, its tree (every declared path's type, symlink target and mode bits against the tree recorded
-   when it was extracted from that archive: :mod:`envguard.create.cachetree`), then every file ``paths.json``
+   installer reads (``paths.json``, ``index.json``, ``link.json``, ...), recorded when envguard judged the
+   tree extracted from it (step 2), its tree (every declared path's type, symlink target and mode bits
+   against the tree recorded then: :mod:`envguard.create.cachetree`), then every file ``paths.json``
    lists, by size and sha256. The identities of those files (size, mtime, inode, device, mode; not the
    ctime, which every hard link made or removed changes: :func:`envguard.create.cachetree.scan_entry`),
    recorded after a full verification, spare the hashing on the next create while none of them changed.
    Any difference (a file edited, truncated or deleted in the cache, or edited in an environment it is
-   hard-linked into, an edited ``paths.json``) removes the entry: the installer extracts it again.
-2. **Cold** (no entry, or one just removed): the verified archive is scanned. That is the ``file://``
-   artifact itself (hashed against the lock by verify_local_artifacts) or, over http(s), a copy envguard
-   downloads and hashes first, so that a flipped or truncated download is an integrity failure (exit 3)
-   naming the package; the installer then extracts that very copy. Every entry name, link target and
-   ``paths.json`` path is collected. An entry that must be re-extracted but whose archive is gone is exit 3.
+   hard-linked into, an edited ``paths.json``) removes the entry: it is extracted again (step 2).
+2. **Cold** (no entry, or one just removed): rattler extracts the archive into a private staging folder
+   (envguard.create.unpack: the ``file://`` artifact itself, or, over http(s), a copy envguard downloads and
+   hashes first, so that a flipped or truncated download is an integrity failure, exit 3, naming the package),
+   several at once, and reports the sha256 of the bytes it read, which must be the lock's (exit 3). The tree on
+   disk is then judged against its own ``info/paths.json`` (envguard.create.stagedtree), and, once every
+   package passed step 3, moved into the package cache as the entry rattler links from: the bytes checked are
+   the bytes linked. An entry that must be re-extracted but whose archive is gone is exit 3.
 3. All packages' paths and symlinks are checked together with :mod:`envguard.pathsafety` (relative,
    normalised, inside the prefix, symlinks included): exit 3 naming the package and the path.
 
@@ -36,12 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envguard import settings
 from envguard.auth import Credentials
-from envguard.create import cachetree, pathchecks
-from envguard.create.archive import EntryLedger, bounded_download, private_copy
+from envguard.create import cachetree, pathchecks, stagedtree, unpack
+from envguard.create.archive import bounded_download, private_copy
 from envguard.create.cachetree import TreeRecords
 from envguard.create.entryfiles import (
-    INFO_FILES,
     entry_is_directory,
     info_digest,
     info_present,
@@ -62,6 +64,7 @@ from envguard.create.integrity import (
     verify_local_artifacts,
 )
 from envguard.create.pathchecks import PathChecks
+from envguard.create.stagedtree import StagedTree
 from envguard.errors import BackendError, IntegrityError
 from envguard.leftovers import remove_dead_owners
 from envguard.pathsafety import Unsafe, allow_list, allowed, check_package, path_problem
@@ -85,7 +88,6 @@ class _Package:
     present: list[str] | None = None  # the INFO_FILES its extracted entry has, when the warm check listed them
     scan: cachetree.EntryScan | None = None  # the warm check's scan of its extracted entry
     vouched: bool = False  # that scan's identities were the stamped ones: nothing was hashed
-    ledger: EntryLedger | None = None  # a cold scan's entries: judged against what declares them (paths.json)
     declared_by: str | None = None  # info/paths.json, else info/files, else None
 
 
@@ -97,6 +99,7 @@ class Prepared:
     client: Any = None
     verified_local: int = 0
     download_dir: Path | None = None
+    staging_dir: Path | None = None  # envguard.create.unpack: where rattler extracted the cold archives
     cache_dir: Path | None = None
     packages: list[_Package] = field(default_factory=list)  # verified, to be stamped after linking
 
@@ -141,9 +144,10 @@ class Prepared:
 
     def cleanup(self) -> None:
         """Remove the downloaded copies (the installer has extracted them into the package cache)."""
-        if self.download_dir is not None:
-            shutil.rmtree(self.download_dir, ignore_errors=True)
-            self.download_dir = None
+        for folder in (self.download_dir, self.staging_dir):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+        self.download_dir = self.staging_dir = None
 
 
 def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lockfile: Path | None = None,
@@ -201,20 +205,31 @@ def prepare(artifacts: Sequence[Artifact], cache_dir: Path, *, platform: str, lo
     client = creds.client(config.mirror_map())  # downloads go to the configured mirrors
     prepared = Prepared(tuple(arts), client, verified, cache_dir=cache_dir if use_cache else None)
     try:
+        staged: list[tuple[_Package, StagedTree, str]] = []
         if cold:
             reading(len(cold))
-            scanned = _run(_obtain_all(cold, cache_dir, client, missing, prepared, lockfile, stage, stamps, read))
-            for (i, _art, _why), (local, pkg) in zip(cold, scanned, strict=False):
-                if local is not None:
-                    arts[i] = dataclasses.replace(arts[i], local=local)
-                stamps.record_package(pkg.art.key, pkg.info, None)
+            sources = _run(_obtain_all(cold, cache_dir, client, missing, prepared, lockfile, stage, stamps,
+                                       copy=not use_cache))
+            prepared.staging_dir = unpack.staging_root(cache_dir)
+            shutil.rmtree(prepared.staging_dir, ignore_errors=True)
+            remove_dead_owners(cache_dir, unpack.UNPACK_TAG)  # what killed runs left half-extracted: never trusted
+            prepared.staging_dir.mkdir(mode=0o700)
+            staged = _extract_all([a for _i, a, _w in cold], sources, prepared.staging_dir, lockfile, stamps, read,
+                                  platform.startswith("win"))
+            for (i, art, _why), src, (pkg, _tree, _sha) in zip(cold, sources, staged, strict=True):
+                if not is_file_url(art.url) or not use_cache:
+                    arts[i] = dataclasses.replace(arts[i], local=src)
                 pkg.cold = True
                 ready.append(pkg)
         prepared.artifacts = tuple(arts)
         _check_paths(ready, platform, cache_dir if use_cache else None)
-        for pkg in ready:  # the payload of each archive is what its paths.json declares, no more, no less
-            if pkg.ledger is not None:
-                pkg.ledger.check_declared(pkg.entries, pkg.declared_by)
+        if use_cache:  # every tree judged and every path checked: only now is anything put where rattler links from
+            for pkg, tree, sha in staged:
+                assert prepared.staging_dir is not None
+                stagedtree.move_into_cache(cache_dir, pkg.art.stem, str(prepared.staging_dir / pkg.art.stem), sha,
+                                           tree, str(prepared.staging_dir / f"replaced-{pkg.art.stem}"))
+                trees.record(pkg.art.key, tree.scan)
+                stamps.record_package(pkg.art.key, pkg.info, None)
         prepared.packages = ready
     except BaseException:
         prepared.cleanup()
@@ -332,10 +347,11 @@ def _run(coro: Any) -> Any:
 
 async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: Path, client: Any,
                       missing: set[str], prepared: Prepared, lockfile: Path | None,
-                      stage: Callable[[str], None], stamps: VerifiedStamps,
-                      read: Callable[[str], None]) -> list[tuple[Path | None, _Package]]:
+                      stage: Callable[[str], None], stamps: VerifiedStamps, copy: bool) -> list[Path]:
+    """The archive each cold artifact is extracted from: a ``file://`` artifact's own file (rattler's extraction
+    hashes what it reads), or, downloaded over http(s) (or with ``copy``: for an external installer, which reads
+    the archive itself), a private copy, hashed against the lock before anything reads it."""
     remote = [art for _i, art, _w in cold if not is_file_url(art.url)]
-    # every cold archive is read once, into this private folder: hashed, scanned and extracted from there
     prepared.download_dir = cache_dir / f"{DOWNLOAD_TAG}{os.getpid()}"
     shutil.rmtree(prepared.download_dir, ignore_errors=True)
     remove_dead_owners(cache_dir, DOWNLOAD_TAG)  # what runs killed mid-download left
@@ -344,29 +360,26 @@ async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: P
         stage(f"downloading {len(remote)} packages")
     gate = asyncio.Semaphore(_CONCURRENCY)
 
-    async def one(art: Artifact, altered: str | None) -> tuple[Path | None, _Package]:
-        local, pkg = await obtain(art, altered)
-        read(art.name)
-        return local, pkg
-
-    async def obtain(art: Artifact, altered: str | None) -> tuple[Path | None, _Package]:
-        async with gate:
-            assert prepared.download_dir is not None
-            if is_file_url(art.url):
-                path = file_url_path(art.url)
-                if path is None or art.stem in missing:
-                    raise _gone(art, altered) if altered else BackendError(
-                        f"{art.name} {art.version}: artifact not found: {redact(art.url)}",
-                        fix="restore the channel, or re-lock against a channel that has it")
-                local = prepared.download_dir / art.filename
-                await asyncio.to_thread(private_copy, art, path, local, cache_dir, lockfile=lockfile,
-                                        stamps=stamps)
-                return local, await _scan(art, local)
+    async def obtain(art: Artifact, altered: str | None) -> Path:
+        assert prepared.download_dir is not None
+        if is_file_url(art.url):
+            path = file_url_path(art.url)
+            if path is None or art.stem in missing:
+                raise _gone(art, altered) if altered else BackendError(
+                    f"{art.name} {art.version}: artifact not found: {redact(art.url)}",
+                    fix="restore the channel, or re-lock against a channel that has it")
+            if not copy:
+                return path
             local = prepared.download_dir / art.filename
+            async with gate:
+                await asyncio.to_thread(private_copy, art, path, local, cache_dir, lockfile=lockfile, stamps=stamps)
+            return local
+        local = prepared.download_dir / art.filename
+        async with gate:
             await _download(art, local, client, cache_dir, lockfile, altered)
-            return local, await _scan(art, local)
+        return local
 
-    tasks = [asyncio.ensure_future(one(art, why)) for _i, art, why in cold]
+    tasks = [asyncio.ensure_future(obtain(art, why)) for _i, art, why in cold]
     try:
         return list(await asyncio.gather(*tasks))
     except BaseException:
@@ -374,6 +387,84 @@ async def _obtain_all(cold: list[tuple[int, Artifact, str | None]], cache_dir: P
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def _extract_all(arts: list[Artifact], sources: list[Path], staging: Path, lockfile: Path | None,
+                 stamps: VerifiedStamps, read: Callable[[str], None], windows: bool
+                 ) -> list[tuple[_Package, StagedTree, str]]:
+    """rattler extracts every archive into ``staging`` (envguard.create.unpack); each tree is judged as soon as
+    it is there (envguard.create.stagedtree), while the next ones are extracted. (package, tree, sha256 of the
+    bytes rattler read) per artifact, in order."""
+    for art, src in zip(arts, sources, strict=True):
+        _refuse_ambiguous_members(art, src)  # before anything inflates it
+    before = {i: _identity(src) for i, (art, src) in enumerate(zip(arts, sources, strict=True))
+              if is_file_url(art.url)}
+    jobs = [(src, staging / art.stem) for art, src in zip(arts, sources, strict=True)]
+    budget = settings.max_extracted_bytes()
+    out: list[tuple[_Package, StagedTree, str] | None] = [None] * len(arts)
+    try:
+        for done in unpack.extract_all(jobs, budget=budget, concurrency=_CONCURRENCY):
+            art = arts[done.index]
+            if done.error and "os error 27" in done.error:  # EFBIG: a file crossed RLIMIT_FSIZE (unpack's doc)
+                entry = done.error.split("`")[1] if done.error.count("`") >= 2 else ""
+                raise unpack.OverBudget(done.index, entry, budget)
+            if done.error:
+                raise _unreadable(art, done.error)
+            algorithm, expected = ("sha256", art.sha256) if art.sha256 else ("md5", art.md5)
+            actual = done.sha256 if algorithm == "sha256" else done.md5
+            if not expected or actual != expected.lower():
+                purge_cache_entry(staging.parent, art.stem)
+                raise mismatch_error(art.name, art.version, art.locked_url or art.url, expected or "<none>",
+                                     actual, algorithm, lockfile=lockfile)
+            st = before.get(done.index)
+            if st is not None and _same(st, _identity(sources[done.index])):  # the file rattler read, unchanged
+                stamps.record(sources[done.index], st, f"{algorithm}:{actual}")
+            stagedtree.check_names(art, done.pkg_names, done.info_names, done.names_error)
+            tree = stagedtree.verify(art, str(staging / art.stem), paths_first=lambda paths, a=art: _forms(a, paths,
+                                                                                                        windows))
+            pkg = _Package(art, entries=tree.entries, paths=tree.paths, symlinks=tree.symlinks,
+                           inner_links=tree.inner_links, info=tree.info, declared_by=tree.declared_by)
+            out[done.index] = (pkg, tree, done.sha256)
+            read(art.name)
+    except unpack.OverBudget as e:
+        art = arts[e.index]
+        raise IntegrityError(f"{art.name} {art.version}: the archive {shorten(art.filename, 120)} inflates to more "
+                             f"than {budget} bytes (entry {shorten(e.entry, 160)!r}); extraction was stopped and "
+                             "nothing was installed (ENVGUARD_MAX_EXTRACTED_BYTES)",
+                             fix="use the channel's original archive, or raise ENVGUARD_MAX_EXTRACTED_BYTES for a "
+                             "package that big") from None
+    except unpack.ChildFailed as e:
+        raise BackendError(f"rattler's extraction failed: {shorten(redact(str(e)), 300)}") from None
+    return [x for x in out if x is not None]
+
+
+def _forms(art: Artifact, paths: list[str], windows: bool) -> None:
+    """The declared paths' own form (relative, normalised, no ``..``): exit 3 naming the first that is not."""
+    unsafe = [Unsafe(art.name, p, problem) for p in paths if (problem := path_problem(p, windows=windows))]
+    if unsafe:
+        raise _refusal(unsafe)
+
+
+def _identity(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+def _same(a: os.stat_result, b: os.stat_result | None) -> bool:
+    return b is not None and (a.st_size, a.st_mtime_ns, a.st_ctime_ns, a.st_ino, a.st_dev) == (
+        b.st_size, b.st_mtime_ns, b.st_ctime_ns, b.st_ino, b.st_dev)
+
+
+def _unreadable(art: Artifact, detail: str) -> BackendError | IntegrityError:
+    lower = detail.lower()
+    if "no space left" in lower or "permission denied" in lower or "disk quota" in lower:
+        return BackendError(f"{art.name} {art.version}: cannot extract into the package cache: "
+                            f"{shorten(redact(detail), 300)}", fix="check permissions and free space of your cache "
+                            "directory")
+    return IntegrityError(f"{art.name} {art.version}: the archive {shorten(art.filename, 120)} cannot be extracted: "
+                          f"{shorten(redact(detail), 200)}", fix="restore the archive from the channel, or re-lock")
 
 
 def _gone(art: Artifact, altered: str) -> IntegrityError:
@@ -443,61 +534,6 @@ def _refuse_ambiguous_members(art: Artifact, path: Path) -> None:
         raise IntegrityError(f"{art.name} {art.version}: the .conda archive has {what}; the installer could read "
                              "other members than envguard checked",
                              fix="use the channel's original archive, or re-lock")
-
-
-async def _scan(art: Artifact, path: Path) -> _Package:
-    """Every entry of the archive (names, symlink and hard-link targets) and its info files."""
-    from rattler.package_streaming import PackageArchive
-
-    pkg = _Package(art)
-    _refuse_ambiguous_members(art, path)
-    ledger = EntryLedger(art, path.name)
-    infos: dict[str, bytes] = {}
-    names: list[str] = []
-    unsafe: list[Unsafe] = []
-    try:
-        archive = await PackageArchive.from_path(path)
-        for section in ("info", "pkg"):
-            async for entry in archive.stream(section):
-                name = entry.name
-                kind = ("symlink" if entry.is_symlink else "hardlink" if entry.is_hardlink else "file"
-                        if entry.is_file else "other")
-                ledger.add(section, name, kind=kind, size=entry.size)
-                if not (entry.is_file or entry.is_link):  # a directory entry ("share/x/"): its name only
-                    name = name.rstrip("/")
-                    if not name:
-                        continue
-                names.append(name)
-                if entry.is_symlink:
-                    pkg.inner_links[name] = entry.link_target or ""
-                elif entry.is_hardlink:
-                    problem = path_problem(entry.link_target or "")
-                    if problem:
-                        target = shorten(entry.link_target or "", 120)
-                        unsafe.append(Unsafe(art.name, name, f"is a hard link to {target}, which {problem}"))
-                elif section == "info" and name in INFO_FILES and entry.is_file:
-                    infos[name] = await entry.read()
-    except IntegrityError:
-        raise
-    except Exception as e:  # noqa: BLE001 - rattler's archive reader raises its own types
-        raise IntegrityError(f"{art.name} {art.version}: the archive {path.name} cannot be read: "
-                             f"{shorten(' '.join(str(e).split()), 200)}",
-                             fix="restore the archive from the channel, or re-lock") from None
-    pkg.info = info_digest(infos.get)
-    try:
-        _entries, pkg.entries = paths_entries(infos.get("info/paths.json"), infos.get("info/files"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
-        raise IntegrityError(f"{art.name} {art.version}: {shorten(str(e), 200)} in {path.name}",
-                             fix="re-lock against a channel with an intact build") from None
-    declared = [p for p, _t in pkg.entries]
-    known = set(declared)
-    pkg.paths = declared + [n for n in names if n not in known]
-    pkg.symlinks = {p: pkg.inner_links[p] for p in declared if p in pkg.inner_links}
-    if unsafe:
-        raise _refusal(unsafe)
-    pkg.ledger = ledger  # judged after the path rules of every package (_check_paths), which name more
-    pkg.declared_by = next((f for f in ("info/paths.json", "info/files") if f in infos), None)
-    return pkg
 
 
 # --------------------------------------------------------------------------- every path, together
