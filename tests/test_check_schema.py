@@ -22,6 +22,7 @@ TOP = {
     "findings": list, "files": dict, "torch": (dict, type(None)), "gpu": (dict, type(None)),
     "import_origins": (dict, type(None)), "smoke": (dict, type(None)), "packages": list,
     "host": str, "lock_sha256": (str, type(None)), "distributed": (dict, type(None)), "node": dict,
+    "variant": (dict, type(None)),
 }
 NODE = {"slurm_node": (str, type(None)), "job_id": (str, type(None)), "rank": (int, type(None))}
 FINDING = {"code": str, "severity": str, "message": str, "fix": str, "file": (str, type(None)),

@@ -53,6 +53,7 @@ class CheckReport:
     distributed: dict[str, Any] | None = None  # this rank's multi-node smoke result (check --distributed)
     lock_why: str = ""  # why this lock judges this environment (envguard.envs.lock_for)
     node: dict[str, Any] | None = None  # Slurm node, job and rank (envguard.check.node); with host: fleet's identity
+    variant: dict[str, Any] | None = None  # the declared variant it was built from (variant_rules.VariantFacts)
 
     @property
     def exit_code(self) -> int:
@@ -113,6 +114,7 @@ class CheckReport:
             "lock_sha256": self.lock_sha256,
             "distributed": self.distributed,
             "node": self.node,
+            "variant": self.variant,
             "packages": [_redacted(p.to_dict()) for p in self.packages],
         }
 
@@ -158,6 +160,10 @@ def run_check(options: CheckOptions) -> CheckReport:
                             fix="pass an existing prefix with -p or a name with -n, or build it with `envguard create`")
     info = gather.inspect(target)
     inp, driver_raw = gather.facts(o, target, info, choice, platform, env, cwd)
+    from envguard.check.variant_rules import variant_facts
+
+    inp.variant = variant_facts(target, lock_path, driver_raw, inp.driver_checked,
+                                o.driver_info_fn or gather.default_driver_info, env)
     ran = probes.run(o, inp, driver_raw)
     inp.library_path_libs = gather.library_path_libs(
         ran.act.env if ran.act is not None and ran.act.env is not None else env, target)
@@ -175,7 +181,7 @@ def run_check(options: CheckOptions) -> CheckReport:
         import_origins=dict(inp.import_origins) if inp.import_origins is not None else None, smoke=ran.summary,
         smoke_exit=ran.exit, strict=o.strict, target_why=target.why, host=gather.hostname(),
         lock_sha256=gather.sha256_of(lock_path) if lock_path else None, distributed=ran.distributed,
-        lock_why=choice.why, node=node_identity(),
+        lock_why=choice.why, node=node_identity(), variant=inp.variant.to_dict() if inp.variant else None,
     )
 
 

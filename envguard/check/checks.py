@@ -41,11 +41,12 @@ from envguard.check.integrity_rules import (
 from envguard.check.mixing_rules import rule_mixing
 from envguard.check.pip_rules import rule_import_origins, rule_pip_over_conda
 from envguard.check.policy_rules import rule_channels, rule_environment, rule_python, rule_skipped
+from envguard.check.variant_rules import rule_variant
 from envguard.findings import Finding
 
 RULES = (rule_recorded_lock, rule_lock_file, rule_integrity, rule_files, rule_lock, rule_stale_lock,
          rule_fingerprint, rule_pip_over_conda, rule_import_origins, rule_python, rule_channels, rule_cuda,
-         rule_environment, rule_skipped)
+         rule_environment, rule_skipped, rule_variant)
 
 
 def evaluate(inp: CheckInput) -> list[Finding]:

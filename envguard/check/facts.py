@@ -84,6 +84,7 @@ class CheckInput:
     lock_relock_fix: str = ""
     lock_holes: str | None = None  # the lock is not whole (envguard.lockwhole.summary, EG518)
     no_interpreter: str | None = None  # the probes were asked for but the prefix has no interpreter here (EG504)
+    variant: Any = None  # the declared variant it was built from (envguard.check.variant_rules.VariantFacts)
 
 
 def gpu_facts(driver_info: Any) -> GpuFacts | None:

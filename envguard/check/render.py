@@ -17,6 +17,9 @@ def check_title(report: CheckReport) -> str:
     if r.torch is not None and r.torch.source != "none":
         build = f"CUDA {r.torch.cuda}" if r.torch.cuda else ("CPU" if r.torch.cpu else "build unknown")
         parts.append(f"torch {r.torch.version} ({build})")
+    variant = getattr(r, "variant", None)
+    if variant:
+        parts.append(f"variant {variant['name']}")
     lock_why = f" ({r.lock_why})" if getattr(r, "lock_why", "") else ""
     parts.append(f"lock {redact(r.lock_file)}{lock_why}" if r.lock_file else f"no lock{redact(lock_why)}")
     return " · ".join(parts)

@@ -32,7 +32,7 @@ def print_fleet(result: FleetResult, max_changes: int = 30, details: bool = Fals
         torch = describe_fact("torch", f["torch"])
         facts = " · ".join(([f"variant {describe_fact('variant', f['variant'])}"] if f.get("variant") else [])
                            + [torch if not f["torch"] else f"torch {torch}",
-                            f"{describe_fact('driver', f['driver'])}, GPUs: {describe_fact('gpus', f['gpus'])}",
+                              f"{describe_fact('driver', f['driver'])}, GPUs: {describe_fact('gpus', f['gpus'])}",
                               f"smoke {describe_fact('smoke', f['smoke'])}", count_text(g)])
         line = f"{redact(g.ranges)} ({plural(len(g.nodes), 'node')}) · {facts}"
         _say(Text.assemble((f"{mark[0]:<4}", mark[1]), line))
