@@ -215,6 +215,15 @@ def _twice(fmt: str) -> Callable[[Path, Path, str, Path], object]:
     return build
 
 
+def _twice_benign_last(chan: Path, scratch: Path, name: str, outside: Path) -> None:
+    """Two `share/passwd`: the first to the sentinel outside, the last the declared `-> ok.txt`. An extractor
+    keeps the last (harmless), a reader of the first judges the other one: refused all the same."""
+    _package(chan, scratch, name, [_entry("share/ok.txt", data=b"ok\n"),
+                                   _entry("share/passwd", tarfile.SYMTYPE, link=str(outside / "sentinel")),
+                                   _entry("./share//passwd", tarfile.SYMTYPE, link="ok.txt")],
+             files={"share/ok.txt": "ok\n"}, symlinks={"share/passwd": "ok.txt"}, fmt="tar.bz2")
+
+
 def _declared(files: dict[str, str], symlinks: dict[str, str]) -> list[tuple[tarfile.TarInfo, bytes]]:
     return ([_entry(p, data=d.encode()) for p, d in files.items()]
             + [_entry(p, tarfile.SYMTYPE, link=t) for p, t in symlinks.items()])
@@ -248,6 +257,9 @@ CASES: dict[str, Case] = {
     # rules of the extracted tree) names share/passwd
     "duplicate-tar-entries-conda": Case(_twice("conda"), lambda n, _o: ["share/passwd"]),
     "duplicate-tar-entries-tar-bz2": Case(_twice("tar.bz2"), lambda n, _o: ["share/passwd"]),
+    # the last of the two is the declared, harmless one: only a rule on the names themselves refuses it
+    "duplicate-tar-entries-tar-bz2-benign-last": Case(_twice_benign_last,
+                                                      lambda n, _o: ["share/passwd", "twice"]),
     "dotdot-path": Case(_consistent(lambda o: {**A, _DEEP + str(o / "dotdot.txt").lstrip("/"): "x\n"}),
                         lambda n, _o: ["../../"]),
     "absolute-path": Case(_consistent(lambda o: {**A, str(o / "absolute.txt"): "x\n"}),
@@ -455,15 +467,6 @@ def test_declared_sizes_are_held_to_the_budget_before_anything_is_inflated() -> 
 
 
 # --------------------------------------------------------------------------- a .tar.bz2's headers, on their own
-
-
-def _twice_benign_last(chan: Path, scratch: Path, name: str, outside: Path) -> None:
-    """Two `share/passwd`: the first to the sentinel outside, the last the declared `-> ok.txt`. An extractor
-    keeps the last (harmless), a reader of the first judges the other one: refused all the same."""
-    _package(chan, scratch, name, [_entry("share/ok.txt", data=b"ok\n"),
-                                   _entry("share/passwd", tarfile.SYMTYPE, link=str(outside / "sentinel")),
-                                   _entry("./share//passwd", tarfile.SYMTYPE, link="ok.txt")],
-             files={"share/ok.txt": "ok\n"}, symlinks={"share/passwd": "ok.txt"}, fmt="tar.bz2")
 
 
 def _artifact(path: Path) -> Artifact:
