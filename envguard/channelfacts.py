@@ -14,7 +14,6 @@ say so (:func:`table_note`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import dataclasses
@@ -172,6 +171,8 @@ def fetch(channel: str, platforms: Sequence[str], url: str | None = None) -> Cha
         subdirs = [Subdir(p) for p in (*platforms, "noarch")]
         return await gateway.query([Channel(clean)], subdirs, list(RECORD_NAMES), recursive=False)
 
+    import asyncio  # lazily: check and lint read the table's verdict without asking a channel
+
     try:
         answer = asyncio.run(run())
     except _unreachable_errors() as e:
@@ -285,6 +286,8 @@ def solve(urls: Sequence[str], specs: Sequence[str], platform: str, cuda: str | 
                                    [MatchSpec(s, strict=False) for s in specs], gateway=gateway,
                                    platforms=[Subdir(platform), Subdir("noarch")], virtual_packages=vps,
                                    channel_priority=ChannelPriority.Strict, strategy="highest")
+
+    import asyncio  # lazily, as above: only a records-only solve needs an event loop
 
     from rattler.exceptions import SolverError
 

@@ -8,7 +8,6 @@ are always passed explicitly.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -235,5 +234,7 @@ def solve_platforms(
                                    fix="check the channel URLs and that they are reachable; without a network "
                                    "use --offline with cached repodata or a local channel (docs/offline.md)") from None
         return out
+
+    import asyncio  # lazily: why and check import this module (Preferred) and solve nothing
 
     return asyncio.run(run())
