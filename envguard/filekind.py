@@ -121,11 +121,26 @@ def read_kind(path: str | Path, text: str, parse: Callable[[str, str], Any]) -> 
     return detect_kind(text, data), data
 
 
-def kind_of(path: Path, key: str | None = None) -> str | None:
+def kind_of(path: Path, key: str | None = None, *, text: str | None = None) -> str | None:
     """The kind of the file at ``path`` (a kind of envguard.sources.KINDS, or :data:`MALFORMED`), or None when
-    it is none of them.
+    it is none of them. ``text``: the file's, when the caller read it already (it is not read again).
     Raises UserError when it cannot be read at all (missing, a directory, a device)."""
-    from envguard.yamlio import load_fast, read_text, special_file
+    from envguard.yamlio import load_fast
+
+    if text is None:
+        text = _lock_text(path, key)
+    known = detect_kind(text)  # a lock told by its keys is not parsed here: its reader parses it once
+    if known is not None:
+        return known
+    try:
+        return read_kind(path, text, load_fast)[0]
+    except UserError:
+        return MALFORMED
+
+
+def _lock_text(path: Path, key: str | None) -> str:
+    """The text of a file handed over as a lock; one line that says why when it cannot be one."""
+    from envguard.yamlio import read_text, special_file
 
     if path.is_dir():
         raise UserError("is a directory, expected a lock file", file=str(path), key=key,
@@ -140,22 +155,15 @@ def kind_of(path: Path, key: str | None = None) -> str | None:
                           if special else f"check the path, or make that lock on purpose with `{make}`")
         error.command = None if special else make
         raise error
-    text = read_text(path)
-    known = detect_kind(text)  # a lock told by its keys is not parsed here: its reader parses it once
-    if known is not None:
-        return known
-    try:
-        return read_kind(path, text, load_fast)[0]
-    except UserError:
-        return MALFORMED
+    return read_text(path)
 
 
 def require_lock(path: Path, *, accept: Collection[str] = LOCK_KINDS, key: str = "--lockfile",
-                 unknown_ok: bool = False) -> str | None:
+                 unknown_ok: bool = False, text: str | None = None) -> str | None:
     """The kind of ``path`` when it is one of ``accept``; else a UserError (exit 2) that says what the file
     is and what to pass instead. ``unknown_ok``: a file of no known kind is left to the caller's reader
-    (`lock --check` calls a lock it cannot read stale, exit 4)."""
-    kind = kind_of(path, key)
+    (`lock --check` calls a lock it cannot read stale, exit 4). ``text``: the file's, already read."""
+    kind = kind_of(path, key, text=text)
     if kind == MALFORMED or (kind in accept if kind is not None else unknown_ok):
         return kind
     import shlex

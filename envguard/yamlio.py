@@ -211,7 +211,12 @@ def read_bytes(path: str | Path, *, limit: int | None = None) -> bytes:
 
 def read_text(path: str | Path) -> str:
     """A UTF-8 text file through :func:`read_bytes`, newlines translated as ``open()`` does."""
-    data = read_bytes(path)
+    return decode_text(read_bytes(path), path)
+
+
+def decode_text(data: bytes, path: str | Path) -> str:
+    """The bytes of ``path`` (read once, by :func:`read_bytes`) as :func:`read_text` gives them: for a reader
+    that also needs the bytes themselves (create hashes the lock it parses, from the same read)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -259,3 +259,32 @@ def test_every_reader_of_a_conda_lock_file_reads_it_without_pyyaml(tmp_path: Pat
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+@pytest.mark.slow
+def test_create_reads_the_lock_it_is_given_once(tmp_path: Path, channel_url: str) -> None:
+    """`create --lockfile X` opens X once: its kind is checked, it is parsed, hashed for the fingerprint and
+    judged fresh against its spec from that one read (the bytes hashed are the bytes parsed)."""
+    import json
+    import subprocess
+    import sys
+
+    from support.create_fixtures import BASE_DEPS, make_lock, write_env
+
+    lock = make_lock(write_env(tmp_path / "proj", channel_url, BASE_DEPS))
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import json, os, sys\n"
+        f"lock = os.path.realpath({str(lock)!r})\n"
+        "opened = []\n"
+        "def hook(event, args):\n"
+        "    if event == 'open' and isinstance(args[0], (str, bytes, os.PathLike)) \\\n"
+        "            and os.path.realpath(os.fsdecode(args[0])) == lock:\n"
+        "        opened.append(event)\n"
+        "sys.addaudithook(hook)\n"
+        "from envguard.cli import run\n"
+        f"rc = run(['create', '-p', {str(tmp_path / 'env')!r}, '--lockfile', lock, '--no-check', '--quiet'])\n"
+        "print(json.dumps({'rc': rc, 'opened': len(opened)}))\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"rc": 0, "opened": 1}

@@ -100,10 +100,10 @@ def create(options: CreateOptions) -> CreateResult:
     found: dict[str, tuple[int, int] | None] = {}  # what stood at the target before this run built anything
     expected: Fingerprint | None = None
     try:
-        lock_path = ensure_lock(Path(lockfile) if lockfile is not None else None, files, locked=locked,
-                                frozen=frozen, reporter=rep, cwd=here, spec_files=specs)
+        lock_path, lock_bytes = ensure_lock(Path(lockfile) if lockfile is not None else None, files,
+                                            locked=locked, frozen=frozen, reporter=rep, cwd=here, spec_files=specs)
         platform = platform or host_platform()
-        plan = read_plan(lock_path, platform)
+        plan = read_plan(lock_path, platform, data=lock_bytes)  # the bytes whose kind was checked: read once
         pkgs = Path(cache_dir) if cache_dir is not None else settings.package_cache_dir()
         as_is = shlex.join(["envguard", "create", "-p", str(target), "--lockfile", str(lock_path), "--frozen",
                             *(["--force"] if o.force else [])])

@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     from envguard.lock import Freshness
 
 
-def _freshness(files: Sequence[Path], lockfile: Path, platform: str) -> Freshness:
-    """`envguard lock --check`'s verdict, for this platform only."""
+def _freshness(plan: LockPlan, files: Sequence[Path]) -> Freshness:
+    """`envguard lock --check`'s verdict, for this platform only, on the lock's text as the plan read it."""
     from envguard.lock import check_fresh
 
-    return check_fresh(list(files), lockfile, platforms=[platform])
+    return check_fresh(list(files), plan.lockfile, platforms=[plan.platform], lock_text=plan.text)
 
 
 def spec_files_for(env_files: Sequence[Path], lockfile: Path | None, cwd: Path) -> list[Path]:
@@ -36,9 +36,11 @@ def spec_files_for(env_files: Sequence[Path], lockfile: Path | None, cwd: Path) 
 
 def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: bool,
                 reporter: CreateReporter, cwd: Path, frozen: bool = False,
-                spec_files: Sequence[Path] | None = None) -> Path:
+                spec_files: Sequence[Path] | None = None) -> tuple[Path, bytes | None]:
     """The lock to install from: given, default, or the default made now from the spec (neither --locked nor
-    --frozen). A lock named with --lockfile that does not exist is exit 4: nothing is solved, written or built."""
+    --frozen), with the bytes its kind was checked on (read once: envguard.create.plan.read_plan parses the
+    same bytes; None for a lock made now). A lock named with --lockfile that does not exist is exit 4:
+    nothing is solved, written or built."""
     from envguard.yamlio import special_file
 
     files = [Path(f) for f in env_files]
@@ -66,9 +68,12 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
                         file=str(lockfile), key="--lockfile", fix="pass the path of conda-lock.yml")
     if lockfile.is_file():
         from envguard.filekind import require_lock
+        from envguard.yamlio import decode_text, read_bytes
 
-        require_lock(lockfile, accept={"conda-lock"})  # an environment file here is a lock of nothing
-        return lockfile
+        data = read_bytes(lockfile)
+        # an environment file here is a lock of nothing
+        require_lock(lockfile, accept={"conda-lock"}, text=decode_text(data, lockfile))
+        return lockfile, data
     if named:  # a mistyped path must not become a fresh, unreviewed solve: only the implicit lock is made here
         from envguard.lock import fix_command
 
@@ -87,7 +92,7 @@ def ensure_lock(lockfile: Path | None, env_files: Sequence[Path], *, locked: boo
     from envguard.lock import lock as do_lock
 
     do_lock(specs, lockfile=lockfile)
-    return lockfile
+    return lockfile, None
 
 
 def checked_spec_files(plan: LockPlan, env_files: Sequence[Path]) -> list[Path]:
@@ -119,7 +124,7 @@ def check_lock_fresh(plan: LockPlan, env_files: Sequence[Path], *, locked: bool,
     files = checked_spec_files(plan, env_files)
     if not files:
         return plan, []
-    verdict = _freshness(files, plan.lockfile, plan.platform)  # conda-lock's content hash decides
+    verdict = _freshness(plan, files)  # conda-lock's content hash decides
     if verdict.fresh:
         return plan, []
     from envguard.lock import relock_command

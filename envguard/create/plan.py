@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ class LockPlan:
     variables: dict[str, str] | None = None
     #: conda-meta/state variables of the environment replaced that envguard did not write: carried over
     kept_variables: dict[str, str] | None = None
+    #: the lock's text as parsed: its freshness is judged from it (envguard.create.freshness), not a second read
+    text: str | None = field(default=None, repr=False, compare=False)
 
     def fingerprint(self, backend: str) -> Fingerprint:
         return Fingerprint(
@@ -147,15 +149,20 @@ def _conda_artifact(f: dict[str, Any], url: str, lockfile: Path) -> Artifact:
                     subdir=subdir, depends=f["depends"], locked_url=f["url"] if f["url"] != url else None)
 
 
-def read_plan(lockfile: Path, platform: str) -> LockPlan:
-    """The host platform's conda artifacts and pip packages from a conda-lock file."""
+def read_plan(lockfile: Path, platform: str, *, data: bytes | None = None) -> LockPlan:
+    """The host platform's conda artifacts and pip packages from a conda-lock file; ``data``: its bytes, when
+    the caller read them already (create's ensure_lock, which checked their kind)."""
     import hashlib
 
     from envguard.lock import host_records, pip_records, read_lock, require_whole
+    from envguard.yamlio import decode_text, read_bytes
 
-    lock = read_lock(lockfile)  # size-limited, regular files only: then the hash of the same file
+    if data is None:
+        data = read_bytes(lockfile)  # size-limited, regular files only
+    text = decode_text(data, lockfile)
+    lock = read_lock(lockfile, text=text)
     require_whole(lock)  # every platform's records need only what the lock holds: else exit 3, nothing fetched
-    digest = hashlib.sha256(lockfile.read_bytes()).hexdigest()  # the lock's identity, for the fingerprint
+    digest = hashlib.sha256(data).hexdigest()  # the lock's identity, for the fingerprint: the bytes parsed
     if platform not in lock.platforms:
         raise StaleLockError(f"{lockfile}: the lock has no packages for this machine's platform {platform} "
                              f"(it covers {', '.join(lock.platforms) or 'none'})",
@@ -176,4 +183,4 @@ def read_plan(lockfile: Path, platform: str) -> LockPlan:
     from envguard.variables import from_metadata
 
     return LockPlan(lockfile, platform, lock.content_hash.get(platform), conda, pip, sources,
-                    lock_sha256=digest, variables=from_metadata(lock.custom_metadata))
+                    lock_sha256=digest, variables=from_metadata(lock.custom_metadata), text=text)

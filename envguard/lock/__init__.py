@@ -425,8 +425,10 @@ def check_fresh(
     *,
     platforms: list[str] | None = None,
     cuda: CudaArg = None,
+    lock_text: str | None = None,
 ) -> Freshness:
     """Is ``lockfile`` fresh for ``files``? Read-only: no solve, no network, no writes to the project.
+    ``lock_text``: the lock's text, when the caller read it already (create: it is not read again).
 
     The verdict is conda-lock's ``lock --check-input-hash`` verdict for the same
     files, platforms and CUDA assumption (by default the one recorded in the lock).
@@ -455,15 +457,15 @@ def check_fresh(
     plats = command_platforms(platforms, _file_platforms(files, texts))
     cmd = fix_command(files, lockfile, list(platforms) if platforms else None)
 
-    if not lockfile.exists():
+    if lock_text is None and not lockfile.exists():
         return Freshness(False, True, plats, f"{lockfile} is missing", cmd)
-    meta = read_metadata(lockfile)
+    meta = read_metadata(lockfile, lock_text)
     if meta is None:
         where, why = str(lockfile), "has no readable `metadata:` block"
         try:  # only on this error path: parse it all to say where it breaks
             from envguard.yamlio import load_fast
 
-            load_fast(lockfile)
+            load_fast(lockfile, lock_text)
         except UserError as e:
             where = f"{lockfile}:{e.line}:{e.column}" if e.line is not None else where
             why = "is not valid YAML"

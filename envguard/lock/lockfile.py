@@ -178,10 +178,11 @@ def _kind(value: Any) -> str:
     return "null" if value is None else f"{type(value).__name__} {shorten(repr(value), 60)}"
 
 
-def read_lock(path: str | Path) -> Lock:
-    """Read a conda-lock.yml (format version 1, or the older files without a version key)."""
+def read_lock(path: str | Path, *, text: str | None = None) -> Lock:
+    """Read a conda-lock.yml (format version 1, or the older files without a version key); ``text``: the
+    file's, when the caller read it already (it is not read again)."""
     path = Path(path)
-    data = load_lock(path)  # == load_fast, several times faster on conda-lock's layout
+    data = load_lock(path, text)  # == load_fast, several times faster on conda-lock's layout
     if not isinstance(data, dict) or "metadata" not in data or "package" not in data:
         raise _bad_lock(path, "(file)", "not a conda-lock file (needs `metadata:` and `package:`)")
     version = data.get("version")
