@@ -198,19 +198,26 @@ def measure(root: Path, env: dict[str, str], plat: str, peer_script: Path, lockf
         return both if r % 2 == 0 else both[::-1]  # alternating which goes first
 
     rows: dict[str, list[float]] = collections.defaultdict(list)
+    cpu: dict[str, list[float]] = collections.defaultdict(list)  # user CPU of the processes (children)
+
+    def timed(key: str, run: Callable[[Path, Path], float], pkgs: Path, target: Path) -> None:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+        rows[key].append(run(pkgs, target))
+        cpu[key].append(resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before)
+
     load_before = os.getloadavg()
     for r in range(args.rounds):
         eg_pkgs, pr_pkgs = root / f"rt-pkgs{r}", root / f"rt-peer-pkgs{r}"
-        rows["prepare, cold (archives copied and scanned)"].append(prepare_time(root / f"rt-prep{r}"))
+        rows["prepare, cold (extracted into staging, judged, moved in)"].append(prepare_time(root / f"rt-prep{r}"))
         shutil.rmtree(root / f"rt-prep{r}")
         for key, run, pkgs, target in pairs("cold", r, eg_pkgs, pr_pkgs):
-            rows[key].append(run(pkgs, target))
+            timed(key, run, pkgs, target)
         rows["prepare, warm, identities stamped"].append(prepare_time(eg_pkgs))
         runs.forget_identities(eg_pkgs)
         rows["prepare, warm, every file hashed"].append(prepare_time(eg_pkgs))
         create(eg_pkgs, root / f"rt-eg-restamp{r}")  # hashes the files again and stamps their identities
         for key, run, pkgs, target in pairs("warm", r, eg_pkgs, pr_pkgs):
-            rows[key].append(run(pkgs, target))
+            timed(key, run, pkgs, target)
         if r < args.rounds - 1 or not args.keep:  # 2.6 GB of caches a round: not kept for the next
             for path in root.glob(f"rt-*{r}"):
                 shutil.rmtree(path, ignore_errors=True)
@@ -218,12 +225,55 @@ def measure(root: Path, env: dict[str, str], plat: str, peer_script: Path, lockf
     for k, v in med.items():
         print(f"  {k:<45} median {v:.3f} s  ({', '.join(f'{x:.3f}' for x in rows[k])})")
     for state in ("cold", "warm"):
-        eg = med[f"envguard create, {state} (process)"]
-        pr = med[f"peer rattler.install, {state} (process)"]
-        print(f"  {state} ratio envguard / peer: {eg / pr:.2f} (envguard {eg - pr:+.3f} s)")
+        eg_key, pr_key = f"envguard create, {state} (process)", f"peer rattler.install, {state} (process)"
+        eg, pr = med[eg_key], med[pr_key]
+        eg_cpu, pr_cpu = statistics.median(cpu[eg_key]), statistics.median(cpu[pr_key])
+        print(f"  {state} ratio envguard / peer: {eg / pr:.2f} (envguard {eg - pr:+.3f} s); fastest rounds "
+              f"{min(rows[eg_key]) / min(rows[pr_key]):.2f}; user CPU (median, child processes included) "
+              f"envguard {eg_cpu:.2f} s, peer {pr_cpu:.2f} s")
+    cold_split(root, plan)
     hashed = med["prepare, warm, every file hashed"]
     stamped = med["prepare, warm, identities stamped"]
     print(f"  hashing the extracted files: {total / 1e6 / hashed:.0f} MB/s; with the stamps: "
           f"{n_files / max(stamped, 1e-9):.0f} files/s checked by stat")
     print("  load average before / after: " + " / ".join(", ".join(f"{x:.2f}" for x in la)
                                                          for la in (load_before, os.getloadavg())))
+
+
+def cold_split(root: Path, plan: Any) -> None:
+    """Where a cold create's own work goes (#42), in this process, one run: rattler's extraction of every archive
+    into staging with the names listed (envguard.create.unpack's child, 4 in flight: wall and its CPU), the
+    judging of each tree without the hashing (one walk, one lstat per entry, paths.json read), the sha256 of
+    every file paths.json gives one for, and the moves into the cache."""
+    from envguard.create import stagedtree, unpack
+    from envguard.create.integrity import file_url_path
+
+    arts = list(plan.conda)
+    staging = root / "rt-split" / "stage"
+    staging.mkdir(parents=True)
+    jobs = [(Path(str(file_url_path(a.url))), staging / a.stem) for a in arts]
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = list(unpack.extract_all(jobs, budget=1 << 40, concurrency=4))
+    t1 = time.perf_counter()
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert not any(d.error for d in done), [d.error for d in done if d.error][:1]
+    trees = [stagedtree.verify(a, str(staging / a.stem), hash_files=lambda _items: None) for a in arts]
+    t2 = time.perf_counter()
+    items = [item for tree in trees for item in tree.hashed]
+    self0 = resource.getrusage(resource.RUSAGE_SELF)
+    t3 = time.perf_counter()
+    bad = stagedtree.hash_all(items)
+    t4 = time.perf_counter()
+    self1 = resource.getrusage(resource.RUSAGE_SELF)
+    assert bad is None, bad
+    cache = root / "rt-split" / "pkgs"
+    cache.mkdir()
+    for a, tree, d in zip(arts, trees, sorted(done, key=lambda d: d.index), strict=True):
+        stagedtree.move_into_cache(cache, a.stem, str(staging / a.stem), d.sha256, tree, str(staging / "x"))
+    t5 = time.perf_counter()
+    print(f"  cold split (in-process, one run): rattler extraction into staging + names listed {t1 - t0:.2f} s "
+          f"wall ({cpu1.ru_utime - cpu0.ru_utime:.2f} s user, {cpu1.ru_stime - cpu0.ru_stime:.2f} s sys CPU in the "
+          f"child); trees judged without hashing {t2 - t1:.2f} s; sha256 of {len(items)} files {t4 - t3:.2f} s "
+          f"wall ({self1.ru_utime - self0.ru_utime:.2f} s CPU); moved into the cache {t5 - t4:.3f} s")
+    shutil.rmtree(root / "rt-split", ignore_errors=True)

@@ -35,13 +35,14 @@ import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from envguard import settings
 from envguard.auth import Credentials
 from envguard.create import cachetree, pathchecks, stagedtree, unpack
-from envguard.create.archive import bounded_download, private_copy
+from envguard.create.archive import bounded_download, check_all_before_extraction, private_copy
 from envguard.create.cachetree import TreeRecords
 from envguard.create.entryfiles import (
     entry_is_directory,
@@ -395,8 +396,7 @@ def _extract_all(arts: list[Artifact], sources: list[Path], staging: Path, lockf
     """rattler extracts every archive into ``staging`` (envguard.create.unpack); each tree is judged as soon as
     it is there (envguard.create.stagedtree), while the next ones are extracted. (package, tree, sha256 of the
     bytes rattler read) per artifact, in order."""
-    for art, src in zip(arts, sources, strict=True):
-        _refuse_ambiguous_members(art, src)  # before anything inflates it
+    check_all_before_extraction(list(zip(arts, sources, strict=True)))  # before anything inflates them
     before = {i: _identity(src) for i, (art, src) in enumerate(zip(arts, sources, strict=True))
               if is_file_url(art.url)}
     jobs = [(src, staging / art.stem) for art, src in zip(arts, sources, strict=True)]
@@ -420,8 +420,7 @@ def _extract_all(arts: list[Artifact], sources: list[Path], staging: Path, lockf
             if st is not None and _same(st, _identity(sources[done.index])):  # the file rattler read, unchanged
                 stamps.record(sources[done.index], st, f"{algorithm}:{actual}")
             stagedtree.check_names(art, done.pkg_names, done.info_names, done.names_error)
-            tree = stagedtree.verify(art, str(staging / art.stem), paths_first=lambda paths, a=art: _forms(a, paths,
-                                                                                                        windows))
+            tree = stagedtree.verify(art, str(staging / art.stem), paths_first=partial(_forms, art, windows=windows))
             pkg = _Package(art, entries=tree.entries, paths=tree.paths, symlinks=tree.symlinks,
                            inner_links=tree.inner_links, info=tree.info, declared_by=tree.declared_by)
             out[done.index] = (pkg, tree, done.sha256)
@@ -499,41 +498,6 @@ async def _download(art: Artifact, dest: Path, client: Any, cache_dir: Path, loc
         purge_cache_entry(cache_dir, art.stem)
         raise mismatch_error(art.name, art.version, art.locked_url or art.url, expected, actual, algorithm,
                              lockfile=lockfile)
-
-
-def _refuse_ambiguous_members(art: Artifact, path: Path) -> None:
-    """A ``.conda`` zip holds one ``metadata.json``, one ``info-*.tar.zst`` and one ``pkg-*.tar.zst``: with two
-    of a kind this scan and the installer could each read a different one (the scan checked the first
-    ``paths.json``, rattler linked with the last), so such an archive is refused before anything reads it; so is
-    one whose directory does not account for every byte (envguard.create.zipcheck: members hidden from it)."""
-    if not path.name.endswith(".conda"):
-        return
-    import zipfile
-
-    from envguard.create.zipcheck import ZipLayoutError, check_layout
-
-    try:
-        with open(path, "rb") as fh:
-            check_layout(fh)  # hidden members, read by a streaming extractor and by no directory reader
-            with zipfile.ZipFile(fh) as zf:
-                names = zf.namelist()
-    except ZipLayoutError as e:
-        raise IntegrityError(f"{art.name} {art.version}: the .conda archive {shorten(path.name, 120)} {e}; the "
-                             "installer could extract members that envguard never checked",
-                             fix="use the channel's original archive, or re-lock") from None
-    except (zipfile.BadZipFile, OSError) as e:
-        raise IntegrityError(f"{art.name} {art.version}: not a readable .conda archive ({e})",
-                             fix="restore the package archive the lock names, or re-lock") from None
-    stem = path.name[:-len(".conda")]
-    expected = {"metadata.json", f"info-{stem}.tar.zst", f"pkg-{stem}.tar.zst"}
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    unexpected = sorted(set(names) - expected)
-    if duplicates or unexpected or len(names) != len(set(names)):
-        what = (f"duplicate members {', '.join(shorten(n, 80) for n in duplicates)}" if duplicates
-                else f"unexpected members {', '.join(shorten(n, 80) for n in unexpected[:3])}")
-        raise IntegrityError(f"{art.name} {art.version}: the .conda archive has {what}; the installer could read "
-                             "other members than envguard checked",
-                             fix="use the channel's original archive, or re-lock")
 
 
 # --------------------------------------------------------------------------- every path, together

@@ -190,7 +190,7 @@ def verify(art: Artifact, staged: str, *, hash_files: Callable[[list[tuple[str, 
     for rel, nlink, count in inodes.values():
         if count < nlink:
             raise refusal(art, rel, "has a hard link to a file outside the package")
-    bad = (hash_files or _hash_all)(to_hash)
+    bad = (hash_files or hash_all)(to_hash)
     if bad:
         raise refusal(art, bad, f"has a file whose sha256 differs from {source}'s")
     scan = cachetree.scan_entry(staged, declared, present)
@@ -201,7 +201,7 @@ def verify(art: Artifact, staged: str, *, hash_files: Callable[[list[tuple[str, 
     return StagedTree(declared, [p for p, _t in declared], symlinks, links, info, scan, declared_by, to_hash)
 
 
-def _hash_all(items: list[tuple[str, str, str]]) -> str | None:
+def hash_all(items: list[tuple[str, str, str]]) -> str | None:
     """The first file (relative path) whose sha256 is not the given one; None when all agree."""
 
     def one(item: tuple[str, str, str]) -> str | None:
@@ -274,4 +274,4 @@ def _holds(entry: str, tree: StagedTree) -> bool:
     scan = cachetree.scan_entry(entry, tree.entries, info_present(entry))
     if isinstance(scan, str) or scan.tree != tree.scan.tree:
         return False
-    return _hash_all([(rel, os.path.join(entry, rel), sha) for rel, _full, sha in tree.hashed]) is None
+    return hash_all([(rel, os.path.join(entry, rel), sha) for rel, _full, sha in tree.hashed]) is None
