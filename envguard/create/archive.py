@@ -1,29 +1,22 @@
-"""One reading of each package archive on the cold path: the bytes envguard hashes are the bytes it scans and
-the bytes the installer extracts, and an archive that two readers could read differently is refused.
+"""What envguard judges of a package archive itself, before rattler extracts it, and how an archive is fetched.
 
-* :func:`private_copy`: a ``file://`` artifact is opened once and copied, hashed on the way, into the private
-  download folder of this run (``<package cache>/.envguard-downloads-<pid>/``, mode 0700). The scan and the
-  installer read that copy, never the channel path again: replacing or rewriting the channel's file after
-  envguard hashed it changes nothing that is installed or cached.
-* :func:`check_tar_entries`: a ``.tar.bz2`` judged from its tar headers before anything extracts it (its
-  :class:`EntryLedger`); a ``.conda`` is judged from its zip directory instead (envguard.create.zipcheck:
-  hidden, duplicate or disagreeing members, declared sizes against ENVGUARD_MAX_EXTRACTED_BYTES).
-* :class:`EntryLedger`: every tar entry read (``info-*.tar.zst`` and ``pkg-*.tar.zst`` of a
-  ``.conda``, the one tar of a ``.tar.bz2``) is recorded under its normalised name (``./a//b`` is ``a/b``, as
-  the extractor writes it). A name twice (two ``info/paths.json``, two ``share/passwd`` with different link
-  targets), an ``info/`` entry in the payload tar or a payload entry in the info tar of a ``.conda`` is refused
-  (exit 3): the installer writes whichever comes last, the scan might have read the other.
-* :meth:`EntryLedger.check_declared`: the payload is exactly what ``info/paths.json`` (else ``info/files``)
-  declares, with the declared types; a FIFO or device where a file is declared is refused (rattler's
-  extractor writes it as an empty file).
-* :func:`bounded_download`: an http(s) download stops, and is refused, past ENVGUARD_MAX_ARTIFACT_BYTES (the
-  lock records no size): a server sending an endless body fills neither the disk nor the time.
-* The entries' sizes, as their tar headers declare them, add up to at most ENVGUARD_MAX_EXTRACTED_BYTES per
-  archive: a small archive that inflates to terabytes is refused at the header that crosses the budget, before
-  that entry is inflated and before the installer extracts anything.
+* :func:`check_all_before_extraction`: every cold archive, before anything inflates it (exit 3 naming the
+  package and the member or entry). A ``.conda`` from its zip headers (envguard.create.zipcheck: the directory
+  accounts for every byte, no member hidden, listed twice or overlapping, local headers agreeing with the
+  directory, only the three members a ``.conda`` holds) and from its small info section (each entry at most
+  METADATA_CAP, no name twice, and what the zip directory, the zstd frame headers and ``info/paths.json``'s
+  ``size_in_bytes`` declare held to ENVGUARD_MAX_EXTRACTED_BYTES). A ``.tar.bz2`` has no directory: its entry
+  names are judged from rattler's own listing beside its extraction (envguard.create.stagedtree.check_names),
+  and its extraction is bounded by the byte budget (envguard.create.unpack).
+* :class:`EntryLedger`: the tar entries read, under their normalised names (``./a//b`` is ``a/b``, as the
+  extractor writes it): a name twice, an ``info/`` entry past METADATA_CAP, or entries declaring more than the
+  budget is refused at the entry's header, before its data is inflated.
+* :func:`private_copy`: an archive copied once into this run's private folder, hashed on the way (for an
+  installer that reads the archive itself); :func:`bounded_download`: an http(s) download stops, and is
+  refused, past ENVGUARD_MAX_ARTIFACT_BYTES (the lock records no size): a server sending an endless body fills
+  neither the disk nor the time.
 * :data:`METADATA_CAP`: no entry of the ``info/`` section larger than this is read (64 MiB; real packages'
-  metadata is kilobytes): a small archive whose ``paths.json`` inflates to gigabytes is refused at its tar
-  header, before it is decompressed.
+  metadata is kilobytes): a small archive whose ``paths.json`` inflates to gigabytes is refused at its header.
 """
 
 from __future__ import annotations
@@ -96,14 +89,13 @@ def normalised(name: str) -> str:
 
 
 class EntryLedger:
-    """The entries of one archive, as the scan streams them; see the module doc."""
+    """The tar entries of one archive, as they are read; see the module doc."""
 
     def __init__(self, art: Artifact, filename: str) -> None:
         self.art = art
         self.filename = filename
         self.conda = filename.endswith(".conda")
         self.kinds: dict[str, bool] = {}  # normalised name -> is a directory
-        self.payload: dict[str, str] = {}  # normalised name outside info/ -> "file", "symlink", "hardlink", "other"
         self.declared_bytes = 0  # the bytes its entries' headers declare, so far
         self.budget = settings.max_extracted_bytes()
 
@@ -115,14 +107,12 @@ class EntryLedger:
 
     def add(self, section: str, name: str, *, kind: str, size: int) -> None:
         """One entry; ``kind``: "file", "symlink", "hardlink" or "other" (a directory, or a FIFO or device,
-        which the reader does not tell apart: :meth:`check_declared` judges those by paths.json)."""
+        which the reader does not tell apart: the extracted tree is judged by paths.json, stagedtree)."""
         key = normalised(name)
         if not key:
             return
         is_dir = kind == "other"
         in_info = key == "info" or key.startswith("info/")
-        if not in_info:
-            self.payload[key] = kind
         if self.conda and in_info != (section == "info"):
             where = "its payload (pkg-*.tar.zst)" if section == "pkg" else "its info-*.tar.zst"
             raise self._refuse(f"has the entry {shorten(key, 120)!r} in {where}")
@@ -139,33 +129,6 @@ class EntryLedger:
                                f"{METADATA_CAP // (1024 * 1024)} MiB)", "envguard reads no metadata that large")
 
 
-    def check_declared(self, declared: list[tuple[str, str]], source: str | None) -> None:
-        """The payload is what ``source`` (info/paths.json, else info/files) declares, no more, no less:
-        rattler links the declared paths from what it extracted, so an entry not declared is written into the
-        package cache unchecked, a declared path the archive lacks fails the link (exit 6, raw), and a FIFO or
-        device where a file is declared is written as an empty file. info/files gives names only, no types."""
-        if source is None:  # nothing declares anything: rattler links nothing either
-            return
-        wanted = {normalised(path): path_type for path, path_type in declared}
-        typed = source == "info/paths.json"
-        for key, kind in self.payload.items():
-            declared_type = wanted.get(key)
-            if kind == "other":  # undeclared, it is never linked: a directory entry of its own, or harmless
-                if declared_type not in (None, "directory"):
-                    raise self._refuse(f"has {shorten(key, 120)!r} as no file or link, while {source} "
-                                       f"declares it a {declared_type}")
-            elif declared_type is None:
-                raise self._refuse(f"has the entry {shorten(key, 120)!r}, which {source} does not list",
-                                   "the installer would extract it unchecked")
-            elif typed and (declared_type == "softlink") != (kind == "symlink"):
-                raise self._refuse(f"has {shorten(key, 120)!r} as a {kind}, while {source} declares it "
-                                   f"a {declared_type}")
-        for key, path_type in wanted.items():
-            if path_type != "directory" and self.payload.get(key, "other") == "other":
-                raise self._refuse(f"lacks {shorten(key, 120)!r}, which {source} lists",
-                                   "the installer would fail to link it")
-
-
 def check_before_extraction(art: Artifact, path: Path) -> None:
     """:func:`check_all_before_extraction` of one archive."""
     check_all_before_extraction([(art, path)])
@@ -180,13 +143,12 @@ def check_all_before_extraction(items: Sequence[tuple[Artifact, Path]]) -> None:
     sizes), then its small info section: each entry at most METADATA_CAP, no name twice, and the sizes
     ``info/paths.json`` declares, in all, at most ENVGUARD_MAX_EXTRACTED_BYTES (the info sections of all the
     archives read concurrently, in one event loop: ~2 ms an archive, ~15 ms for one of 2,000 files). A
-    ``.tar.bz2``: its tar headers (:func:`check_tar_entries`; that decompresses it once). The extraction itself
-    is bounded too (envguard.create.unpack); this refuses a declared bomb before a byte is written."""
+    ``.tar.bz2`` has no directory and no declared sizes short of decompressing it all, which its extraction
+    does once already: it is judged by its entry names and bounded as it is extracted (module doc). The
+    extraction is bounded for every archive; this refuses a declared bomb before a byte is written."""
     condas: list[tuple[Artifact, Path]] = []
     for art, path in items:
-        if path.name.endswith(".tar.bz2"):
-            check_tar_entries(art, path)
-        elif path.name.endswith(".conda"):
+        if path.name.endswith(".conda"):
             _conda_headers(art, path)
             condas.append((art, path))
     if condas:
@@ -270,33 +232,6 @@ async def _info_sizes(art: Artifact, path: Path) -> None:
         raise ledger._refuse(f"declares {total} bytes of files in info/paths.json (the largest "
                              f"{shorten(largest[1], 120)!r}), more than {ledger.budget}",
                              "a decompression bomb would fill the disk (ENVGUARD_MAX_EXTRACTED_BYTES)")
-
-
-def check_tar_entries(art: Artifact, path: Path) -> None:
-    """A ``.tar.bz2`` judged from its tar headers before anything extracts it: a name twice (normalised), an
-    ``info/`` entry past METADATA_CAP, or entries declaring more than ENVGUARD_MAX_EXTRACTED_BYTES in all is
-    exit 3 naming the package and the entry (:class:`EntryLedger`). An extractor writes the last of two
-    entries of one name and a reader of the first would judge another file; a ``.tar.bz2`` has no directory to
-    hold the names, so the headers are read: the archive is decompressed once, the entries' data skipped,
-    nothing written, and the reading stops at the first refusal. A ``.conda`` is judged from its zip directory
-    (envguard.create.zipcheck), cheaply; its zstd tars are not read here."""
-    if not path.name.endswith(".tar.bz2"):
-        return
-    import tarfile
-
-    ledger = EntryLedger(art, path.name)
-    try:
-        with tarfile.open(path, "r|bz2") as tar:
-            for member in tar:
-                kind = ("symlink" if member.issym() else "hardlink" if member.islnk() else "file"
-                        if member.isreg() else "other")
-                key = normalised(member.name)
-                section = "info" if key == "info" or key.startswith("info/") else "pkg"
-                ledger.add(section, member.name, kind=kind, size=member.size if member.isreg() else 0)
-    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
-        raise IntegrityError(f"{art.name} {art.version}: the archive {shorten(path.name, 120)} cannot be read: "
-                             f"{shorten(' '.join(str(e).split()), 200)}",
-                             fix="restore the archive from the channel, or re-lock") from None
 
 
 class _Capped:
