@@ -159,3 +159,84 @@ def test_cold_then_warm_creates_share_one_verified_entry(tmp_path: Path) -> None
     code, lines = _create(tmp_path, lock, tmp_path / "env3")
     assert code == 0, lines
     assert (tmp_path / "env3" / "share" / "egwarm.txt").read_text() == "one\n"
+
+
+def test_concurrent_cold_creates_share_one_cache(tmp_path: Path) -> None:
+    """Two creates of two environments, started together on one empty package cache: each extracts into its own
+    staging folder; whichever moves an entry in second finds the first one's (same sha256, same verified tree)
+    and links it as it is. Both succeed, the cache holds one entry per package and no staging folder."""
+    chan = tmp_path / "chan"
+    names = [f"egconc{i}" for i in range(4)]
+    for name in names:
+        channels.build_package(chan, name, "1.0", noarch="generic", fmt="conda",
+                               files={f"share/{name}/{j}.txt": f"{name} {j}\n" * 500 for j in range(40)})
+    for sub in channels.SUBDIRS:
+        (chan / sub).mkdir(parents=True, exist_ok=True)
+    channels.index_channel(chan)
+    channels.strip_indexed_timestamps(chan)
+    lock = make_lock(write_env(tmp_path / "proj", channels.channel_url(chan), names))
+    env = {"ENVGUARD_PKGS_DIR": str(tmp_path / "pkgs")}
+    procs = [envguard_popen("create", "-p", str(tmp_path / f"env{k}"), "--lockfile", str(lock), "--no-check",
+                            "--quiet", env=env) for k in range(2)]
+    for proc in procs:
+        _out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+    for k in range(2):
+        for name in names:
+            assert (tmp_path / f"env{k}" / "share" / name / "7.txt").read_text() == f"{name} 7\n" * 500
+    left = _pkgs_left(tmp_path)
+    assert not [n for n in left if n.startswith(UNPACK_TAG)], left
+    assert sorted(n for n in left if n.startswith("egconc") and not n.endswith(".lock")) == [
+        f"{n}-1.0-h0_0" for n in names]
+    code, lines = _create(tmp_path, lock, tmp_path / "env-warm")  # and the cache they left verifies warm
+    assert code == 0, lines
+
+
+def _zstd_zeros(head: bytes, zeros: int, tail: bytes = b"") -> bytes:
+    """A zstd frame without a content size: ``head`` in a raw block, ``zeros`` NUL bytes in RLE blocks (4 bytes per
+    128 KiB), then ``tail`` in a raw block."""
+    import struct
+
+    block = 128 * 1024
+    out = bytearray(struct.pack("<I", 0xFD2FB528)) + bytes([0x00, 7 << 3])
+    out += (0 | (len(head) << 3)).to_bytes(3, "little") + head
+    while zeros:
+        n = min(block, zeros)
+        zeros -= n
+        out += ((1 << 1) | (n << 3)).to_bytes(3, "little") + b"\0"
+    out += (1 | (len(tail) << 3)).to_bytes(3, "little") + tail
+    return bytes(out)
+
+
+def test_an_extraction_past_the_byte_budget_is_stopped_naming_package_and_entry(tmp_path: Path) -> None:
+    """A small .conda whose payload inflates to 2 GiB in 32 files of 64 MiB each, while its paths.json declares
+    them 2 bytes each (so nothing declared crosses the budget): each file stays under the per-file cap, and the
+    extraction is stopped once the file system lost more than the budget (256 MiB here), well before the 2 GiB.
+    Exit 3 naming the package and an entry; nothing of it cached or linked, no staging left."""
+    import io
+
+    chan = tmp_path / "chan"
+    files = {f"share/b{i:02d}.bin": "a\n" for i in range(32)}
+    pkg = channels.build_package(chan, "egmany", "1.0", noarch="generic", fmt="conda", files=files)
+    size = 64 << 20
+    frames = b""  # one zstd frame per file (its header, then its zeros): concatenated frames are one stream
+    for i in range(32):
+        info = tarfile.TarInfo(f"share/b{i:02d}.bin")
+        info.size, info.mtime, info.mode = size, 0, 0o644
+        frames += _zstd_zeros(info.tobuf(tarfile.PAX_FORMAT), size)
+    frames += _zstd_zeros(b"\0" * 1024, 0)  # the tar's end
+    with zipfile.ZipFile(pkg) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, frames if name.startswith("pkg-") else data)
+    pkg.write_bytes(buf.getvalue())
+    assert pkg.stat().st_size < 2_000_000
+    lock = _lock_for(tmp_path, chan, "egmany")
+    target = tmp_path / "env"
+    code, lines = _create(tmp_path, lock, target, ENVGUARD_MAX_EXTRACTED_BYTES=str(256 << 20))
+    assert code == 3 and len(lines) == 1, lines
+    assert "egmany 1.0" in lines[0] and "ENVGUARD_MAX_EXTRACTED_BYTES" in lines[0] and "share/b" in lines[0], lines
+    assert not target.exists() and siblings(target) == []
+    assert not [n for n in _pkgs_left(tmp_path) if n.startswith(("egmany", UNPACK_TAG))], _pkgs_left(tmp_path)
