@@ -79,13 +79,20 @@ def test_lock_merges_files_exactly_as_conda_lock_aggregates_them(tmp_path: Path,
     extra.parent.mkdir()
     base.write_text(_BASE)
     extra.write_text(overlay)
-    ours = read_spec([base, extra], platforms).lock_spec(str(mapping_path()))
+    spec = read_spec([base, extra], platforms)
+    ours = spec.lock_spec(str(mapping_path()))
     theirs = aggregate_lock_specs([parse_environment_file(f, platforms=platforms, mapping_url=str(mapping_path()))
                                    for f in (base, extra)], platforms)
     assert list(ours.platforms) == platforms
     for p in platforms:
         assert [d.model_dump() for d in ours.dependencies[p]] == [d.model_dump() for d in theirs.dependencies[p]]
     assert [c.url for c in ours.channels] == [c.url for c in theirs.channels]
+    from envguard.lock.changes import name_of
+
+    for p in platforms:  # the lines envguard reads back (why, create's history, check) are the merged ones too
+        conda, pip = spec.dependencies_for(p)
+        assert [name_of("conda", d) for d in conda] == [d.name for d in theirs.dependencies[p] if d.manager == "conda"]
+        assert [name_of("pip", d) for d in pip] == [d.name for d in theirs.dependencies[p] if d.manager == "pip"]
     merged = {d.name: d for d in ours.dependencies["linux-64"]}
     wins = yaml.safe_load(overlay)["dependencies"]
     if any(isinstance(d, str) and d.startswith("pytorch=") for d in wins):
@@ -196,6 +203,11 @@ def test_init_and_lock_three_variants_together_on_real_records(realdata_channel,
         assert conda_lock_verdict(stub_conda, files, path, platforms=["linux-64"], cuda=cuda, cwd=tmp_path) == "fresh"
 
     assert envguard(["lock", "--check"], cwd=tmp_path).returncode == 0
+    # why reads the default variant's lock; another variant's by name, its pytorch line from its overlay
+    proc = envguard(["why", "pytorch"], cwd=tmp_path)
+    assert proc.returncode == 0 and "`pytorch=2.7.*=cpu*` (environment.yml:" in proc.stdout, proc.stdout + proc.stderr
+    proc = envguard(["why", "pytorch", "--lockfile", "conda-lock.cuda-12.6.yml"], cwd=tmp_path)
+    assert "`pytorch=2.7.*=cuda12*` (variants/cuda-12.6.yml:" in proc.stdout and "=cpu*" not in proc.stdout
     # an edit of one overlay: that variant alone is stale, and named
     (tmp_path / "variants" / "cuda-12.9.yml").write_text(
         (tmp_path / "variants" / "cuda-12.9.yml").read_text() + "  - libcublas\n")

@@ -108,15 +108,28 @@ class EnvSpec:
     _lock_spec: Any = field(default=None, repr=False)
 
     def dependencies_for(self, platform: str) -> tuple[list[str], list[str]]:
-        """(conda, pip) dependencies after applying ``# [selector]`` comments for ``platform``."""
+        """(conda, pip) dependencies after applying ``# [selector]`` comments for ``platform``, merged as
+        conda-lock's aggregate_lock_specs merges them: one line per (manager, package), the LAST file's line
+        wins, at the place of the first (``-f environment.yml -f variants/cuda-12.6.yml``: the overlay's
+        pytorch line, not both)."""
         allowed = SELECTORS.get(platform, frozenset())
 
         def keep(kind: str, dep: str) -> bool:
             sel = self.selectors.get((kind, dep))
             return sel is None or sel in allowed
 
-        return ([d for d in self.conda_dependencies if keep("conda", d)],
-                [d for d in self.pip_dependencies if keep("pip", d)])
+        def merged(kind: str, deps: list[str]) -> list[str]:
+            if len(self.files) < 2:  # one file: as written (lint reports a package written twice)
+                return [d for d in deps if keep(kind, d)]
+            from envguard.lock.changes import name_of
+
+            out: dict[str, str] = {}
+            for d in deps:
+                if keep(kind, d):
+                    out[name_of(kind, d) or d] = d  # a dict keeps the first key's place, takes the last value
+            return list(out.values())
+
+        return merged("conda", self.conda_dependencies), merged("pip", self.pip_dependencies)
 
     def lock_spec(self, mapping_url: str | None = None) -> Any:
         """conda-lock's ``LockSpecification`` for these files and platforms (imports conda-lock)."""

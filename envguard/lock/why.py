@@ -174,6 +174,11 @@ def why_locked(name: str, *, lockfile: Path | None = None, files: list[Path] | N
     from envguard.project import lock_for_spec
 
     path = lock_for_spec(default_files(files)[0], lockfile)
+    if lockfile is None and not files:  # a project with variants: its default variant's lock (docs/variants.md)
+        from envguard.variants import declared_variants, default_variant
+
+        default = default_variant(declared_variants(default_files(None)[0]))
+        path = default.lockfile if default is not None else path
     if not path.is_file():
         from envguard.lock import fix_command
 
