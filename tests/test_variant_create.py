@@ -93,3 +93,21 @@ def test_missing_or_stale_variant_lock_is_envguard_locks(project: Path, tmp_path
     proc = create(copy, tmp_path / "env")
     assert proc.returncode == 4 and "re-locked with the others, never alone" in proc.stderr, proc.stderr
     assert not (tmp_path / "env").exists()
+
+
+def test_a_variant_lock_named_with_lockfile_is_recorded_too(project: Path, tmp_path: Path) -> None:
+    proc = create(project, tmp_path / "env", "--lockfile", str(project / "conda-lock.cuda-12.6.yml"), "--frozen")
+    assert proc.returncode == 0, proc.stderr
+    assert "variant" not in proc.stderr  # nothing picked: the lock named is the lock used
+    assert fingerprint(tmp_path / "env")["variant"] == "cuda-12.6"  # its custom_metadata says which
+
+
+def test_run_builds_the_variant_this_machine_runs(project: Path, tmp_path: Path) -> None:
+    from support.create_fixtures import envguard_run
+
+    smi = fake_smi(tmp_path, "570.86.15", "12.8", "9.0")
+    proc = envguard_run("run", "-p", str(tmp_path / "env"), "--", "python", "-c", "print('ran')", cwd=project,
+                        env={"ENVGUARD_NVIDIA_SMI": str(smi)}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "ran" in proc.stdout and "variant cuda-12.8: driver 570.86.15" in proc.stderr
+    assert fingerprint(tmp_path / "env")["variant"] == "cuda-12.8"

@@ -33,6 +33,8 @@ class LockPlan:
     variables: dict[str, str] | None = None
     #: conda-meta/state variables of the environment replaced that envguard did not write: carried over
     kept_variables: dict[str, str] | None = None
+    #: the declared variant the lock was locked for (its custom_metadata, envguard.variants), for the fingerprint
+    variant: str | None = None
     #: the lock's text as parsed: its freshness is judged from it (envguard.create.freshness), not a second read
     text: str | None = field(default=None, repr=False, compare=False)
 
@@ -47,6 +49,7 @@ class LockPlan:
             envguard_version=__version__,
             lock_sha256=self.lock_sha256,
             variables=tuple(sorted(self.variables or {})),
+            variant=self.variant,
         )
 
 
@@ -181,6 +184,8 @@ def read_plan(lockfile: Path, platform: str, *, data: bytes | None = None) -> Lo
                                locked_url=f["url"] if url != f["url"] else None))
     sources = [lockfile.parent / s for s in lock.sources]
     from envguard.variables import from_metadata
+    from envguard.variants import lock_variant
 
     return LockPlan(lockfile, platform, lock.content_hash.get(platform), conda, pip, sources,
-                    lock_sha256=digest, variables=from_metadata(lock.custom_metadata), text=text)
+                    lock_sha256=digest, variables=from_metadata(lock.custom_metadata), text=text,
+                    variant=lock_variant(lock.custom_metadata))
