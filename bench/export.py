@@ -6,7 +6,7 @@ Builds the prefix of bench/check.py (rattler, from a local channel): python plus
 conda packages and about 250 pip dists in pip's on-disk layout (INSTALLER=pip, RECORD, WHEEL). Then, as
 whole processes (interpreter start and imports included), round-robin, medians of ``--repeat`` warm runs:
 
-* ``envguard export -p PREFIX -o DIR --no-index --force``: environment.yml + conda-lock.yml (conda-lock's
+* ``envguard export -p PREFIX --output-dir DIR --no-index --force``: environment.yml + conda-lock.yml (conda-lock's
   models, writer and content hash), no index lookups. Target: <= 1.0x ``pip freeze``, though it reads both
   the conda records and the dists.
 * ``envguard export --format environment``: the spec alone (no conda-lock involved).
@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         eg = check_bench.envguard_argv()
         out = root / "out"
         walls = check_bench.median_walls({
-            "lock": [*eg, "export", "-p", str(prefix), "-o", str(out), "--no-index", "--force"],
-            "spec": [*eg, "export", "-p", str(prefix), "-o", str(out / "spec"), "--no-index", "--force",
+            "lock": [*eg, "export", "-p", str(prefix), "--output-dir", str(out), "--no-index", "--force"],
+            "spec": [*eg, "export", "-p", str(prefix), "--output-dir", str(out / "spec"), "--no-index", "--force",
                      "--format", "environment"],
             "freeze": [sys.executable, "-m", "pip", "--python", str(prefix / "bin" / "python"), "freeze",
                        "--disable-pip-version-check"],

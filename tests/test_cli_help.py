@@ -88,6 +88,47 @@ def test_the_shared_options_read_the_same_in_every_command() -> None:
     assert all(len(commands) >= 2 for commands in seen.values()), seen
 
 
+# hidden spellings kept so that old scripts still run, each with the option that replaced it (they warn)
+DEPRECATED_SHORT = {("export", "-o"): "--output-dir"}
+
+
+def test_each_short_option_has_one_meaning_across_commands() -> None:
+    """A short option means one long option with one kind of value in every command that has it: `-o` was
+    init's output file and export's output directory. Hidden options (the refusal of a misused `-p`) must
+    at least name the same long option; a deprecated spelling is listed in DEPRECATED_SHORT."""
+    group: Any = typer.main.get_command(cli.app)
+    meanings: dict[str, dict[str, set[str]]] = {}  # short -> long -> metavars of its visible uses
+    for name, command in group.commands.items():
+        for param in command.params:
+            if param.param_type_name != "option":
+                continue
+            spellings = [*param.opts, *param.secondary_opts]
+            shorts = [o for o in spellings if len(o) == 2 and o[0] == "-" and o[1] != "-"]
+            long = next((o for o in param.opts if o.startswith("--")), "")
+            for short in shorts:
+                if (name, short) in DEPRECATED_SHORT:
+                    assert param.hidden and "Deprecated" in (param.help or ""), (name, short)
+                    assert any(DEPRECATED_SHORT[name, short] in p.opts for p in command.params), (name, short)
+                    continue
+                kinds = meanings.setdefault(short, {}).setdefault(long, set())
+                if not param.hidden:
+                    kinds.add(param.metavar or "")
+    ambiguous = {s: m for s, m in meanings.items() if len(m) != 1 or any(len(k) > 1 for k in m.values())}
+    assert not ambiguous, ambiguous
+
+
+def test_exports_old_o_still_works_and_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`export -o DIR` is read as --output-dir DIR with a warning naming the new spelling; both at once is
+    refused (exit 2) rather than one of them guessed."""
+    capsys.readouterr()
+    assert cli.run(["export", "-p", str(tmp_path / "none"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "-o/--output is deprecated" in err and "--output-dir" in err and "no environment at" in err, err
+    assert cli.run(["export", "-p", str(tmp_path / "none"), "-o", "a", "--output-dir", "b"]) == 2
+    err = capsys.readouterr().err
+    assert "both given" in err and "--output-dir b" in err, err
+
+
 def test_bare_envguard_prints_the_help_and_exits_2(capsys: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "250")

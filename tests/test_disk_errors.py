@@ -1,7 +1,7 @@
 """A full disk and a read-only file system under every file a command writes (issue #35, point 9).
 
 Each test mounts a real tmpfs (root only: ``mount -t tmpfs``), fills it or makes it read-only, and runs the
-real CLI in a subprocess against it: `init -o`, `export -o`, `check`'s report on standard output (the
+real CLI in a subprocess against it: `init -o`, `export --output-dir`, `check`'s report on standard output (the
 report a user keeps is ``envguard check --format json > report.json``), and `tune --plot`. Every one must end
 as `lock` and `create` do: one line naming the file the user asked for and the system's reason, exit 6, no
 traceback, and nothing written that was not whole (no temporary file, no half report, an existing file
@@ -132,7 +132,7 @@ def test_init_on_a_read_only_file_system_names_the_file(mounts: Mounts) -> None:
     assert listing(ro) == {"environment.yml": b"name: mine\n"}
 
 
-# ---------------------------------------------------------------- export -o
+# ---------------------------------------------------------------- export --output-dir
 
 
 @pytest.fixture(scope="module")
@@ -146,14 +146,14 @@ def conda_env(channel_url: str, tmp_path_factory: pytest.TempPathFactory, sessio
 
 def test_export_on_a_read_only_file_system_replaces_nothing(mounts: Mounts, conda_env: Path) -> None:
     ro = mounts.tmpfs("ro", size="1m")
-    proc = envguard("export", "-p", str(conda_env), "--no-index", "-o", str(ro))  # the files a user has there
+    proc = envguard("export", "-p", str(conda_env), "--no-index", "--output-dir", str(ro))  # the files a user has there
     assert proc.returncode in (0, 1), proc.stderr
     (ro / "environment.yml").write_text((ro / "environment.yml").read_text() + "# mine\n")
     before = listing(ro)
     mounts.remount_readonly(ro)
-    one_line(envguard("export", "-p", str(conda_env), "--no-index", "--force", "-o", str(ro)),
+    one_line(envguard("export", "-p", str(conda_env), "--no-index", "--force", "--output-dir", str(ro)),
              ro / "environment.yml", READ_ONLY)
-    one_line(envguard("export", "-p", str(conda_env), "--no-index", "-o", str(ro / "sub")), ro / "sub",
+    one_line(envguard("export", "-p", str(conda_env), "--no-index", "--output-dir", str(ro / "sub")), ro / "sub",
              READ_ONLY, what="cannot create")
     assert listing(ro) == before and sorted(before) == ["conda-lock.yml", "environment.yml"]
     assert sorted(p.name for p in ro.iterdir()) == ["conda-lock.yml", "environment.yml"]
@@ -163,18 +163,18 @@ def test_export_on_a_full_disk_names_the_file_that_did_not_fit(mounts: Mounts, c
                                                                tmp_path: Path) -> None:
     # the sizes of what it writes, on a disk with room
     roomy = tmp_path / "roomy"
-    proc = envguard("export", "-p", str(conda_env), "--no-index", "-o", str(roomy))
+    proc = envguard("export", "-p", str(conda_env), "--no-index", "--output-dir", str(roomy))
     assert proc.returncode in (0, 1), proc.stderr
     spec, lock = (roomy / "environment.yml").stat().st_size, (roomy / "conda-lock.yml").stat().st_size
     assert 0 < spec <= PAGE and lock > 0, (spec, lock)  # a tmpfs gives every file one page at least
 
     full = mounts.tmpfs("full")
     mounts.fill(full)
-    one_line(envguard("export", "-p", str(conda_env), "--no-index", "-o", str(full)), full / "environment.yml",
+    one_line(envguard("export", "-p", str(conda_env), "--no-index", "--output-dir", str(full)), full / "environment.yml",
              FULL)
     # room for environment.yml only: the lock, staged next, is the file named (never its staging name)
     mounts.fill(full, leave_pages=1)
-    one_line(envguard("export", "-p", str(conda_env), "--no-index", "-o", str(full)), full / "conda-lock.yml",
+    one_line(envguard("export", "-p", str(conda_env), "--no-index", "--output-dir", str(full)), full / "conda-lock.yml",
              FULL)
     assert sorted(p.name for p in full.iterdir()) == ["fill"]  # no staging directory, no environment.yml
 

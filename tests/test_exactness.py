@@ -34,7 +34,7 @@ SPEC = f"name: exact-t\nchannels: [conda-forge]\ndependencies: [python={HOST_PY}
 def test_check_of_a_directory_that_is_not_an_environment_is_exit_2(tmp_path: Path) -> None:
     # a project directory: environment.yml but no conda-meta, no pyvenv.cfg, no interpreter
     (tmp_path / "environment.yml").write_text(SPEC)
-    for cmd in (["check", "--no-smoke"], ["smoke"], ["export", "-o", str(tmp_path / "out")]):
+    for cmd in (["check", "--no-smoke"], ["smoke"], ["export", "--output-dir", str(tmp_path / "out")]):
         proc = envguard(*cmd, "-p", ".", cwd=tmp_path)
         assert proc.returncode == 2, (cmd, proc.stdout, proc.stderr)
         assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr

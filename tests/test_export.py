@@ -91,7 +91,7 @@ def test_round_trip_create_export_diff_create_check(created: tuple[Path, Path], 
     prefix, original = created
     out = tmp_path / "exported"
     # a home directory above the prefix: the files name it ~/env, never the absolute path
-    proc = envguard_run("export", "-p", str(prefix), "-o", str(out), "--no-index", env={"HOME": str(prefix.parent)})
+    proc = envguard_run("export", "-p", str(prefix), "--output-dir", str(out), "--no-index", env={"HOME": str(prefix.parent)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert f"wrote {out / 'conda-lock.yml'}" in proc.stdout
@@ -449,7 +449,7 @@ def test_not_an_environment_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "notenv").mkdir()
     (tmp_path / "notenv" / "README").write_text("hello\n")
     for target in (tmp_path / "notenv", tmp_path / "missing", tmp_path / "notenv" / "README"):
-        proc = envguard_run("export", "-p", str(target), "-o", str(tmp_path / "out"))
+        proc = envguard_run("export", "-p", str(target), "--output-dir", str(tmp_path / "out"))
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in proc.stderr
@@ -465,7 +465,7 @@ def test_unreadable_record_and_dist_info_without_metadata_are_findings(env_copy:
     broken = env_copy / "lib" / f"python{HOST_PY}" / "site-packages" / "egbroken-1.0.dist-info"
     broken.mkdir()
     (broken / "INSTALLER").write_text("pip\n")
-    code, out, err = run_cli(capsys, "export", "-p", str(env_copy), "-o", str(tmp_path / "out"), "--no-index")
+    code, out, err = run_cli(capsys, "export", "-p", str(env_copy), "--output-dir", str(tmp_path / "out"), "--no-index")
     assert code == 1 and "Traceback" not in out + err and not err
     assert "EG533" in out and "EG617" in out
     locked = {e.name for e in read_lock(tmp_path / "out" / "conda-lock.yml").packages}
@@ -476,26 +476,26 @@ def test_existing_files_are_replaced_only_with_force_and_atomically(created: tup
                                                                      capsys) -> None:
     prefix, _ = created
     out = tmp_path / "out"
-    assert run_cli(capsys, "export", "-p", str(prefix), "-o", str(out), "--no-index")[0] == 0
+    assert run_cli(capsys, "export", "-p", str(prefix), "--output-dir", str(out), "--no-index")[0] == 0
     spec, lock = out / "environment.yml", out / "conda-lock.yml"
     spec.write_text("# my own edits\n" + spec.read_text())
     before = {p.name: (p.read_bytes(), p.stat().st_ino) for p in (spec, lock)}
 
-    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "-o", str(out), "--no-index")
+    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "--output-dir", str(out), "--no-index")
     assert code == 2 and "environment.yml" in err and "--force" in err and len(err.strip().splitlines()) == 1
     assert {p.name: (p.read_bytes(), p.stat().st_ino) for p in (spec, lock)} == before
 
     (out / "conda-lock.yml").unlink()
     (out / "conda-lock.yml").mkdir()  # cannot be replaced even with --force: nothing else is touched either
-    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "-o", str(out), "--no-index", "--force")
+    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "--output-dir", str(out), "--no-index", "--force")
     assert code == 2 and "conda-lock.yml" in err and spec.read_bytes() == before["environment.yml"][0]
     (out / "conda-lock.yml").rmdir()
 
-    code, text, _ = run_cli(capsys, "export", "-p", str(prefix), "-o", str(out), "--no-index", "--force")
+    code, text, _ = run_cli(capsys, "export", "-p", str(prefix), "--output-dir", str(out), "--no-index", "--force")
     assert code == 0 and f"wrote {spec}" in text
     assert spec.stat().st_ino != before["environment.yml"][1] and not spec.read_text().startswith("# my own")
     assert sorted(p.name for p in out.iterdir()) == ["conda-lock.yml", "environment.yml"]  # no staging left
-    code, text, _ = run_cli(capsys, "export", "-p", str(prefix), "-o", str(out), "--no-index", "--force")
+    code, text, _ = run_cli(capsys, "export", "-p", str(prefix), "--output-dir", str(out), "--no-index", "--force")
     assert code == 0 and f"unchanged: {spec}" in text and f"unchanged: {lock}" in text  # byte-identical
 
 

@@ -102,7 +102,7 @@ def test_editable_install_with_extras_keeps_what_the_extras_brought_in(tmp_path:
     _pip(venv, "--find-links", str(wheels), "egplug[fast]", "egloose")
 
     out = tmp_path / "out"
-    proc = envguard_run("export", "-p", str(venv), "-o", str(out), "--format", "environment", "--no-index",
+    proc = envguard_run("export", "-p", str(venv), "--output-dir", str(out), "--format", "environment", "--no-index",
                         "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     spec = yaml.safe_load((out / "environment.yml").read_text())
@@ -148,9 +148,9 @@ def test_create_records_its_specs_in_conda_meta_history_as_conda_does(created: d
 
 def test_export_of_a_created_env_is_the_spec_it_was_built_from(created: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = envguard_run("export", "-p", str(created["env"]), "-o", str(out), "--format", "explicit", "--no-index")
+    proc = envguard_run("export", "-p", str(created["env"]), "--output-dir", str(out), "--format", "explicit", "--no-index")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = envguard_run("export", "-p", str(created["env"]), "-o", str(out), "--no-index", "--json")
+    proc = envguard_run("export", "-p", str(created["env"]), "--output-dir", str(out), "--no-index", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["requested_from"] == "history"
     spec = yaml.safe_load((out / "environment.yml").read_text())
@@ -179,7 +179,7 @@ def test_frozen_create_records_no_specs_it_did_not_check(created: dict[str, Path
     history = (env / "conda-meta" / "history").read_text()
     assert "# update specs:" not in history and "# envguard pip installed: [" in history
     out = tmp_path / "out"
-    proc = envguard_run("export", "-p", str(env), "-o", str(out), "--format", "environment", "--json")
+    proc = envguard_run("export", "-p", str(env), "--output-dir", str(out), "--format", "environment", "--json")
     assert json.loads(proc.stdout)["requested_from"] == "inferred", proc.stdout
     spec = yaml.safe_load((out / "environment.yml").read_text())
     assert spec["name"] == "exact-proj"  # the spec beside the lock still names it

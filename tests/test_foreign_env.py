@@ -191,7 +191,7 @@ def test_an_exported_conda_environment_is_left_as_it_is_by_create_of_its_own_loc
     that would replace it asks for --force."""
     prefix = conda_made(tmp_path / "env", small["a"], small["channel"], capsys)
     out = tmp_path / "exported"
-    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "-o", str(out), "--no-index")
+    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "--output-dir", str(out), "--no-index")
     assert code in (0, 1) and (out / "conda-lock.yml").is_file(), err
     before = tree_state(prefix)
     code, stdout, err = run_cli(capsys, "create", "-p", str(prefix), "--lockfile", str(out / "conda-lock.yml"),

@@ -383,7 +383,7 @@ def test_an_environments_own_files_that_are_fifos_never_block_check_export_or_di
     (prefix / rel).unlink()
     os.mkfifo(prefix / rel)
     for args in (["check", "-p", str(prefix), "--no-smoke", "--deep"],
-                 ["export", "-p", str(prefix), "-o", str(tmp_path / "exported")], ["diff", str(prefix), str(prefix)]):
+                 ["export", "-p", str(prefix), "--output-dir", str(tmp_path / "exported")], ["diff", str(prefix), str(prefix)]):
         proc = envguard_run(*args, timeout=60)
         assert proc.returncode in (0, 1, 3), (args, proc.stderr)
         assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

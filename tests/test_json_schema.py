@@ -123,7 +123,7 @@ def test_diff_json(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_export_json(tmp_path: Path) -> None:
-    proc = subprocess.run([*ENVGUARD, "export", "-p", sys.prefix, "--no-index", "-o", str(tmp_path), "--json"],
+    proc = subprocess.run([*ENVGUARD, "export", "-p", sys.prefix, "--no-index", "--output-dir", str(tmp_path), "--json"],
                           capture_output=True, text=True, timeout=300, check=False)
     doc = json.loads(proc.stdout)
     validate(doc)

@@ -226,14 +226,14 @@ def test_export_force_replaces_locks_only(tmp_path: Path, channel_url: str, caps
         (out / target).write_bytes(notes)
         before = tree(out)
         for force in ([], ["--force"]):
-            code, _, err = run_cli(capsys, "export", "-p", str(prefix), "-o", str(out), "--format", fmt,
+            code, _, err = run_cli(capsys, "export", "-p", str(prefix), "--output-dir", str(out), "--format", fmt,
                                    "--no-index", *force)
             line = error_line(err)
             assert code == 2 and line.startswith(f"error: {out / target}: -o: a text file, not a"), (
                 fmt, force, line)
             assert tree(out) == before, (fmt, force)
         (out / target).unlink()
-    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "-o", str(out), "--no-index")
+    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "--output-dir", str(out), "--no-index")
     assert code == 0, err
-    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "-o", str(out), "--no-index", "--force")
+    code, _, err = run_cli(capsys, "export", "-p", str(prefix), "--output-dir", str(out), "--no-index", "--force")
     assert code == 0, err  # its own earlier lock is replaced as before

@@ -81,7 +81,7 @@ def test_variables_round_trip_spec_lock_state_run_export(tmp_path: Path, channel
     assert json.loads((env / "conda-meta" / "state").read_text())["env_vars"] == {"BY_HAND": "mine", "EG_MODE": "eval"}
 
     out = tmp_path / "exported"
-    exported = envguard_run("export", "-p", str(env), "-o", str(out), cwd=tmp_path, timeout=300)
+    exported = envguard_run("export", "-p", str(env), "--output-dir", str(out), cwd=tmp_path, timeout=300)
     assert exported.returncode in (0, 1), exported.stderr
     import yaml
 

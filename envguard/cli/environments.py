@@ -212,8 +212,12 @@ def check_cmd(
 def export_cmd(
     prefix: Annotated[Path | None, prefix_option(help="Environment prefix to export.")] = None,
     name: Annotated[str | None, name_option(help="Named environment to export.")] = None,
-    output: Annotated[Path | None, option("--output", "-o",
+    output_dir: Annotated[Path | None, option("--output-dir", metavar="DIR",
         help="Directory to write into (default: here).")] = None,
+    # -o is the file a command writes (init -o FILE); export writes several files into a directory, so its
+    # directory is --output-dir. The old spelling still works, hidden, with a warning (docs/commands/export.md).
+    old_output: Annotated[Path | None, option("--output", "-o", metavar="DIR", hidden=True,
+        help="Deprecated spelling of --output-dir.")] = None,
     fmt: Annotated[str, option("--format",
         help="lock (environment.yml + conda-lock.yml), environment (environment.yml only) or explicit (@EXPLICIT "
              "file + hashed requirements file).")] = "lock",
@@ -235,6 +239,7 @@ def export_cmd(
     from envguard.export import export
     from envguard.export.render import export_json, print_export
 
+    output = deprecated_output_dir(output_dir, old_output)
     result = export(prefix, name=name, output=output, fmt=fmt, pinned=pinned, force=force, deep=deep,
                     index_urls=index_url or None, use_index=not no_index)
     if as_json:
@@ -244,5 +249,21 @@ def export_cmd(
     else:
         print_export(result)
     raise typer.Exit(result.exit_code)
+
+
+def deprecated_output_dir(output_dir: Path | None, old_output: Path | None) -> Path | None:
+    """export's directory: ``--output-dir``, or the old ``-o/--output`` with a warning that names the new
+    spelling (``-o`` is the output file of every command that writes one). Both at once: which one was
+    meant is not known, so neither is guessed (exit 2)."""
+    if old_output is None:
+        return output_dir
+    from envguard.errors import UserError
+
+    if output_dir is not None:
+        raise UserError("export takes its directory once: --output-dir and the deprecated -o/--output were "
+                        "both given", key="-o", fix=f"pass --output-dir {output_dir} only")
+    render.warn(f"export's -o/--output is deprecated (-o names an output file, as in `envguard init -o FILE`): "
+                f"use --output-dir {old_output}")
+    return old_output
 
 
