@@ -101,3 +101,29 @@ def test_fleet_groups_by_variant_and_singles_out_a_node_on_the_wrong_one(project
     assert "1 node on the wrong variant" in doc["summary"] and doc["matching"] == 5
     text = envguard_run("fleet", str(reports), cwd=project).stdout
     assert "gpu04 (1 node) · variant cpu (this machine runs cuda-12.8)" in text and "EG558" in text
+
+
+def test_without_the_fingerprints_record_the_lock_says_which_variant(project: Path, tmp_path: Path) -> None:
+    """An environment built from a variant's lock by another tool (no variant in a fingerprint), judged where only
+    the locks are (no environment.yml beside them): the lock's custom_metadata names the variant and the others."""
+    import shutil
+
+    env = tmp_path / "env"
+    gpu = fake_smi(tmp_path, "570.86.15", "12.8", "9.0")
+    assert create(project, env, "--variant", "cpu", smi=gpu).returncode == 0
+    fp_path = env / "conda-meta" / "envguard-fingerprint.json"
+    fp = json.loads(fp_path.read_text())
+    del fp["variant"]  # not part of the digest: the fingerprint still vouches for the packages
+    fp_path.write_text(json.dumps(fp))
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    for lock in project.glob("conda-lock.*.yml"):
+        shutil.copy(lock, locks / lock.name)
+    rc, rep, _ = check(locks, env, "--lockfile", str(locks / "conda-lock.cpu.yml"), smi=gpu)
+    assert rep["variant"]["source"] == "the lock's custom_metadata" and rep["variant"]["name"] == "cpu"
+    assert rep["variant"]["declared"] == ["cpu", "cuda-12.6", "cuda-12.8"] and rep["variant"]["pick"] == "cuda-12.8"
+    assert "EG558" in codes(rep)
+    # a plain conda-lock.yml is not read again for a variant: no variant, no finding
+    shutil.copy(locks / "conda-lock.cpu.yml", locks / "conda-lock.yml")
+    rc, rep, _ = check(locks, env, "--lockfile", str(locks / "conda-lock.yml"), smi=gpu)
+    assert rep["variant"] is None and not {"EG556", "EG557", "EG558"} & set(codes(rep))

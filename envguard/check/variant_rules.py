@@ -51,16 +51,20 @@ def variant_facts(target: Path, lock_path: Path | None, driver_raw: Any, driver_
     """The facts, or None when the environment was not built from a declared variant (a single-variant
     project, or an environment envguard did not build). Asks the driver only when check has not already."""
     from envguard.fingerprint import read_fingerprint
+    from envguard.variants import META_VARIANT, META_VARIANT_CUDA, META_VARIANTS
 
     fp = read_fingerprint(target)
     name, source = (fp.variant, "the fingerprint") if fp is not None and fp.variant else (None, "")
-    custom = _lock_custom(lock_path) if lock_path is not None else {}
-    from envguard.variants import META_VARIANT, META_VARIANT_CUDA, META_VARIANTS
-
-    if name is None and custom.get(META_VARIANT):
-        name, source = custom[META_VARIANT], "the lock's custom_metadata"
+    custom: dict[str, str] = {}
     if name is None:
-        return None
+        # only a lock named as a variant's is read again (conda-lock.<name>.yml): check reads every other lock
+        # once, and a large one costs
+        if lock_path is None or not _variant_lock_name(lock_path):
+            return None
+        custom = _lock_custom(lock_path)
+        name, source = custom.get(META_VARIANT) or None, "the lock's custom_metadata"
+        if name is None:
+            return None
     declared, spec = _declared(lock_path, custom, META_VARIANTS, META_VARIANT, META_VARIANT_CUDA)
     if not any(d.name == name for d in declared):
         declared = (*declared, _Declared(name, _cuda_of_name(name)))
@@ -68,6 +72,17 @@ def variant_facts(target: Path, lock_path: Path | None, driver_raw: Any, driver_
 
     driver = driver_raw if driver_checked else driver_fn()
     return VariantFacts(name, source, declared, host_facts(driver, env), spec)
+
+
+def _variant_lock_name(lock_path: Path) -> bool:
+    """Whether a lock is named as a variant's lock beside its spec (envguard.project: conda-lock.<name>.yml)."""
+    from envguard.project import lock_for_spec, spec_for_lock
+
+    plain = lock_for_spec(spec_for_lock(lock_path))
+    stem, suffix = plain.name.rsplit(".", 1)
+    n = lock_path.name
+    return n != plain.name and n.startswith(stem + ".") and n.endswith("." + suffix) \
+        and len(n) > len(stem) + len(suffix) + 2
 
 
 def _lock_custom(lock_path: Path) -> dict[str, str]:
@@ -102,6 +117,8 @@ def _declared(lock_path: Path | None, custom: Mapping[str, str], key_all: str, k
             found = []  # lint names a broken overlay; the lock's own record still says what was declared
         if found:
             return tuple(_Declared(v.name, v.cuda) for v in found), str(spec)
+    if not custom and lock_path is not None:
+        custom = _lock_custom(lock_path)
     out = []
     for name in [n for n in custom.get(key_all, "").split(",") if n]:
         if name == custom.get(key_one):
