@@ -72,6 +72,23 @@ def test_help_rows_show_no_typer_type(command: str, capsys: pytest.CaptureFixtur
             assert not re.search(r"<[\w\[\]]+>", row), row
 
 
+@pytest.mark.parametrize("columns", ["40", "120"])
+def test_help_keeps_every_word_whole_at_any_width(columns: str, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """envguard draws --help itself (envguard/cli/helptext.py): on a narrow terminal the help goes below
+    the option's names rather than into a column a few letters wide, so no word of it is cut."""
+    group: Any = typer.main.get_command(cli.app)
+    monkeypatch.setenv("COLUMNS", columns)
+    for command in COMMANDS:
+        capsys.readouterr()
+        assert cli.run([command, "--help"]) == 0
+        words = set(re.findall(r"[\w.:/()`'$-]+", capsys.readouterr().out))
+        for param in group.commands[command].params:
+            if param.param_type_name == "option" and not param.hidden:
+                assert {w for w in re.findall(r"[\w.:/()`'$-]+", param.help or "") if len(w) < 30} <= words, \
+                    (command, param.opts)
+
+
 def test_the_shared_options_read_the_same_in_every_command() -> None:
     group: Any = typer.main.get_command(cli.app)
     seen: dict[str, list[str]] = {}

@@ -1,5 +1,5 @@
 """A command imports what its path uses (#40): `why` solves nothing, so it imports no event loop and no TLS;
-`check` and `lint` ask no channel. Each command runs as a whole process under ``python -X importtime`` and
+`check` and `lint` ask no channel; `--help` parses no markdown and highlights no code. Each command runs as a whole process under ``python -X importtime`` and
 the modules it imported are read from that trace, so a top-level ``import asyncio`` put back into the solver,
 channelfacts or any module on these paths fails here (bench/imports.py measures the sums; bench/README.md,
 "imports per command")."""
@@ -95,6 +95,10 @@ def test_check_without_smoke_imports_no_event_loop(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv", [["--help"], ["lock", "--help"], ["check", "--help"]])
 def test_help_imports_no_command(argv: list[str], tmp_path: Path) -> None:
-    """--help renders the options: no wing, no rattler, no event loop."""
+    """--help draws the options (envguard.cli.helptext): no wing, no rattler, no event loop, and neither the
+    markdown parser nor the syntax highlighter typer's own help renderer imports."""
     mods = imported(argv, tmp_path)
-    assert not {"rattler", "envguard.lock.solver", "envguard.check.gather", *NETWORK} & mods
+    assert "envguard.cli.helptext" in mods
+    heavy = {"rattler", "envguard.lock.solver", "envguard.check.gather", "markdown_it", "pygments",
+             "typer.rich_utils", *NETWORK}
+    assert not heavy & mods, sorted(heavy & mods)

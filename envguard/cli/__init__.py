@@ -12,7 +12,7 @@ in one list, so --help lists them in this order.
 """
 
 from envguard.cli import environments, live, measure, specs
-from envguard.cli.app import app, fail
+from envguard.cli.app import Command, app, fail
 from envguard.cli.entry import main, run
 
 # the order a project meets them (README, "The workflow")
@@ -24,6 +24,7 @@ for _name, _command in (
     ("shell-hook", live.shell_hook_cmd),
 ):
     # run: what follows the command's name is the command's own (`envguard run python -c ...`), not envguard's
-    app.command(_name, context_settings={"allow_interspersed_args": False} if _name == "run" else None)(_command)
+    app.command(_name, cls=Command,
+                context_settings={"allow_interspersed_args": False} if _name == "run" else None)(_command)
 
 __all__ = ["app", "fail", "main", "run"]

@@ -25,6 +25,11 @@ class _Group(typer.core.TyperGroup):
     def get_help_option(self, ctx: Any) -> Any:
         return _shown_as_flag(super().get_help_option(ctx))
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from envguard.cli.helptext import show_help  # lazily: only --help draws it (not typer's: helptext.py)
+
+        show_help(self, ctx)
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command: Any = super().get_command(ctx, cmd_name)
         if command is not None:  # the subcommand's --help, made once from the names this app sets (-h, --help)
@@ -33,6 +38,15 @@ class _Group(typer.core.TyperGroup):
                 if param.param_type_name == "argument" and not isinstance(param.type, _Untyped):
                     param.type = _Untyped(param.type)
         return command
+
+
+class Command(typer.core.TyperCommand):
+    """Every command: its --help drawn by envguard.cli.helptext, as the group's."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from envguard.cli.helptext import show_help  # lazily: only --help draws it
+
+        show_help(self, ctx)
 
 
 def _shown_as_flag(help_option: Any) -> Any:
