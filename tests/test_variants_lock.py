@@ -242,6 +242,27 @@ def test_init_and_lock_three_variants_together_on_real_records(realdata_channel,
 
 
 @pytest.mark.slow
+def test_init_solves_every_variant_against_the_records(realdata_channel, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the channel answers, every variant is solved against its records before anything is written (init's
+    own check, per variant); a CUDA line those records lack is refused as a single --cuda refuses it."""
+    monkeypatch.delenv("ENVGUARD_OFFLINE", raising=False)
+    out = tmp_path / "a" / "environment.yml"
+    out.parent.mkdir()
+    made = init_variants(["cpu", "12.6", "12.9"], python="3.12", torch="2.7", platforms=["linux-64"], output=out,
+                         channel_url=realdata_channel.url)
+    assert made.spec.evidence.startswith("checked against conda-forge records")
+    assert [n for n, _p, _r in made.variants] == ["cpu", "cuda-12.6", "cuda-12.9"]
+    out = tmp_path / "b" / "environment.yml"
+    out.parent.mkdir()
+    with pytest.raises(UserError) as e:  # the records hold no CUDA 13 torch 2.7 (nor any CUDA 13 pytorch)
+        init_variants(["cpu", "13.0"], python="3.12", torch="2.7", platforms=["linux-64"], output=out,
+                      channel_url=realdata_channel.url)
+    assert e.value.message == "conda-forge builds torch 2.7 for CUDA 12.6 and 12.9 on linux-64; use --cuda 12.9"
+    assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.slow
 def test_cpu_variant_on_osx_arm64_beside_a_linux_cuda_variant(realdata_channel, tmp_path: Path) -> None:
     proc = envguard(["init", "--python", "3.13", "--torch", "2.8", "--cuda", "cpu", "--cuda", "12.9", "--platform",
                      "linux-64", "--platform", "osx-arm64"], cwd=tmp_path, env={**_env(), "ENVGUARD_OFFLINE": "1"})
