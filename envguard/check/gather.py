@@ -61,7 +61,7 @@ def target_and_lock(o: CheckOptions, env: Mapping[str, str], cwd: Path) -> tuple
     from envguard.envs import lock_for, resolve_target
     from envguard.filekind import require_lock
 
-    if o.lockfile is not None:
+    if o.lockfile is not None and not o.lock_kind_known:
         require_lock(Path(o.lockfile))  # an environment file or a report read as a lock would be a lock of nothing
     target = resolve_target(o.prefix, o.name, env=env, cwd=cwd, aside=moved_aside)
     choice = lock_for(target, o.lockfile, cwd=cwd, env=env)

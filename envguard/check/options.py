@@ -39,3 +39,6 @@ class CheckOptions:
     #: compare the lock with the spec it was made from (EG516); off for the check that follows
     #: `create --frozen`, where the user asked for the lock as it is, whatever the spec beside it says
     spec_freshness: bool = True
+    #: ``lockfile`` is a conda-lock file already: create, which runs this check, checked its kind on the bytes it
+    #: installed from (or wrote it), so it is not judged again
+    lock_kind_known: bool = False

@@ -33,7 +33,7 @@ def create_and_check(options: CreateOptions, *, check: bool = True) -> CreateRes
     try:
         # --frozen: the lock as it is was asked for, so its spec's freshness is not held against it here
         result.check = run_check(CheckOptions(prefix=result.prefix, lockfile=result.lockfile,
-                                              spec_freshness=not options.frozen))
+                                              spec_freshness=not options.frozen, lock_kind_known=True))
     except Interrupted:
         raise
     except KeyboardInterrupt:
