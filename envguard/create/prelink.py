@@ -34,6 +34,7 @@ import os
 import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -403,28 +404,30 @@ def _extract_all(arts: list[Artifact], sources: list[Path], staging: Path, lockf
     budget = settings.max_extracted_bytes()
     out: list[tuple[_Package, StagedTree, str] | None] = [None] * len(arts)
     try:
-        for done in unpack.extract_all(jobs, budget=budget, concurrency=_CONCURRENCY):
-            art = arts[done.index]
-            if done.error and "os error 27" in done.error:  # EFBIG: a file crossed RLIMIT_FSIZE (unpack's doc)
-                entry = done.error.split("`")[1] if done.error.count("`") >= 2 else ""
-                raise unpack.OverBudget(done.index, entry, budget)
-            if done.error:
-                raise _unreadable(art, done.error)
-            algorithm, expected = ("sha256", art.sha256) if art.sha256 else ("md5", art.md5)
-            actual = done.sha256 if algorithm == "sha256" else done.md5
-            if not expected or actual != expected.lower():
-                purge_cache_entry(staging.parent, art.stem)
-                raise mismatch_error(art.name, art.version, art.locked_url or art.url, expected or "<none>",
-                                     actual, algorithm, lockfile=lockfile)
-            st = before.get(done.index)
-            if st is not None and _same(st, _identity(sources[done.index])):  # the file rattler read, unchanged
-                stamps.record(sources[done.index], st, f"{algorithm}:{actual}")
-            stagedtree.check_names(art, done.pkg_names, done.info_names, done.names_error)
-            tree = stagedtree.verify(art, str(staging / art.stem), paths_first=partial(_forms, art, windows=windows))
-            pkg = _Package(art, entries=tree.entries, paths=tree.paths, symlinks=tree.symlinks,
-                           inner_links=tree.inner_links, info=tree.info, declared_by=tree.declared_by)
-            out[done.index] = (pkg, tree, done.sha256)
-            read(art.name)
+        with closing(unpack.extract_all(jobs, budget=budget, concurrency=_CONCURRENCY)) as results:
+            for done in results:
+                art = arts[done.index]
+                if done.error and "os error 27" in done.error:  # EFBIG: a file crossed RLIMIT_FSIZE (unpack's doc)
+                    entry = done.error.split("`")[1] if done.error.count("`") >= 2 else ""
+                    raise unpack.OverBudget(done.index, entry, budget)
+                if done.error:
+                    raise _unreadable(art, done.error)
+                algorithm, expected = ("sha256", art.sha256) if art.sha256 else ("md5", art.md5)
+                actual = done.sha256 if algorithm == "sha256" else done.md5
+                if not expected or actual != expected.lower():
+                    purge_cache_entry(staging.parent, art.stem)
+                    raise mismatch_error(art.name, art.version, art.locked_url or art.url, expected or "<none>",
+                                         actual, algorithm, lockfile=lockfile)
+                st = before.get(done.index)
+                if st is not None and _same(st, _identity(sources[done.index])):  # the file rattler read, unchanged
+                    stamps.record(sources[done.index], st, f"{algorithm}:{actual}")
+                stagedtree.check_names(art, done.pkg_names, done.info_names, done.names_error)
+                tree = stagedtree.verify(art, str(staging / art.stem),
+                                         paths_first=partial(_forms, art, windows=windows))
+                pkg = _Package(art, entries=tree.entries, paths=tree.paths, symlinks=tree.symlinks,
+                               inner_links=tree.inner_links, info=tree.info, declared_by=tree.declared_by)
+                out[done.index] = (pkg, tree, done.sha256)
+                read(art.name)
     except unpack.OverBudget as e:
         art = arts[e.index]
         raise IntegrityError(f"{art.name} {art.version}: the archive {shorten(art.filename, 120)} inflates to more "

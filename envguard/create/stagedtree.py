@@ -31,7 +31,6 @@ An entry that another create put there meanwhile for the same sha256 is kept whe
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import stat
@@ -228,14 +227,15 @@ class CacheLock:
     def __enter__(self) -> CacheLock:
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
                           | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            import fcntl
+        except ImportError:  # Windows: rattler locks with LockFileEx there; envguard's creates hold the prefix lock
+            return self
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self.fd)
+        os.close(self.fd)  # closing the descriptor releases the flock
 
 
 def write_rattler_lock(cache_dir: Path, stem: str, sha256: str) -> None:

@@ -28,8 +28,9 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,13 +41,14 @@ UNPACK_TAG = ".envguard-unpack-"
 # event: {"start": i} before an archive is opened, {"done": i, "sha256": .., "md5": ..} or {"done": i, "error": ..}
 # when it is extracted, {"names": i, "pkg": [..], "info": [..]} or {"names": i, "names_error": ..} for its entry names.
 _CHILD = r"""
-import asyncio, json, resource, sys
+import asyncio, json, sys
 from pathlib import Path
 spec = json.loads(sys.stdin.readline())
 budget = spec["budget"]
 try:
+    import resource
     resource.setrlimit(resource.RLIMIT_FSIZE, (budget, budget))
-except (ValueError, OSError):
+except (ImportError, ValueError, OSError):
     pass
 from rattler.networking import Client
 from rattler.package_streaming import PackageArchive, download_and_extract
@@ -148,7 +150,7 @@ def largest_file(root: Path) -> tuple[str, int]:
 
 
 def extract_all(jobs: Sequence[tuple[Path, Path]], *, budget: int, concurrency: int = 4,
-                poll: float = 0.1) -> Iterator[Extracted]:
+                poll: float = 0.1) -> Generator[Extracted, None, None]:
     """Extract each (archive, destination) in a child process, and list its entries' names, yielding each
     archive as both are done (in the order they finish). Raises OverBudget or ChildFailed; the child is killed
     whenever the caller stops."""
@@ -157,8 +159,10 @@ def extract_all(jobs: Sequence[tuple[Path, Path]], *, budget: int, concurrency: 
     dests = [Path(d) for _a, d in jobs]
     root = dests[0].parent
     free0 = _free_bytes(root)
+    # not a pipe: a chatty child must never block on a full one (closed in the finally below)
+    errors = tempfile.TemporaryFile()  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, close_fds=True)
+                            stderr=errors, close_fds=True)
     events: queue.Queue[dict[str, object] | None] = queue.Queue()
 
     def reader() -> None:
@@ -190,7 +194,8 @@ def extract_all(jobs: Sequence[tuple[Path, Path]], *, budget: int, concurrency: 
                 proc.wait()
                 if proc.returncode == -signal.SIGXFSZ:  # a file crossed RLIMIT_FSIZE
                     raise _over(dests, started, pending)
-                err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+                errors.seek(0)
+                err = errors.read(1 << 16).decode("utf-8", "replace")
                 raise ChildFailed(" ".join(err.split())[-300:] or f"exit status {proc.returncode}")
             if "start" in event:
                 started.append(int(event["start"]))  # type: ignore[call-overload]
@@ -209,9 +214,9 @@ def extract_all(jobs: Sequence[tuple[Path, Path]], *, budget: int, concurrency: 
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        errors.close()
 
 
 def _result(i: int, got: dict[str, object]) -> Extracted:
