@@ -103,10 +103,15 @@ def test_read_lock_does_not_import_pyyaml(tmp_path: Path, realworld: Path) -> No
     script = tmp_path / "probe.py"
     script.write_text(
         "import sys\n"
-        "from envguard.lock.lockfile import read_lock, read_metadata\n"
+        "from pathlib import Path\n"
+        "from envguard.filekind import kind_of\n"
+        "from envguard.lock import read_lock, read_metadata\n"
+        "from envguard.sources import load\n"
         f"lock = read_lock({str(lock)!r})\n"
         f"meta = read_metadata({str(lock)!r})\n"
         "assert lock.packages and meta['platforms']\n"
+        # the one reader's fast path serves every command: create --lockfile, check and fleet (kind_of), diff (load)
+        f"assert kind_of(Path({str(lock)!r})) == 'conda-lock' and load({str(lock)!r}).packages\n"
         "print('yaml' in sys.modules)\n")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

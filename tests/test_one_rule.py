@@ -10,6 +10,8 @@
   :func:`envguard.filekind.read_kind` (parsed as its kind wants, then judged), which diff's reader
   (envguard.sources.load), lint and ``filekind.kind_of`` (every command handed a lock) call. No other module
   calls detect_kind itself, and all three readers give every real file the same kind.
+* One reader of a conda-lock document, envguard.sources.lockscan (its fast path inside; tests/test_lockscan.py
+  shows every command reads conda-lock's layout without PyYAML), and ``create --lockfile X`` opens X once.
 
 The scans look at the syntax tree, not at text, so a message that names conda-lock.yml to the user is no
 re-derivation; each scan is shown to find a planted copy of the rule, so that it can fail.
@@ -236,29 +238,6 @@ def test_diff_reads_a_conda_lock_file_with_the_one_reader_and_gets_what_yaml_giv
     for path in sorted((realworld / "conda-lock").glob("conda__conda-lock__tests__*")):
         assert load_lock(path) == load_fast(path), path.name
         assert load(str(path)) == read_conda_lock(load_fast(path), str(path)), path.name
-
-
-@pytest.mark.slow
-def test_every_reader_of_a_conda_lock_file_reads_it_without_pyyaml(tmp_path: Path, realworld: Path) -> None:
-    """The fast path is the one reader's: the lock wing's read_lock, kind_of (create --lockfile, check, fleet)
-    and diff's sources.load all read conda-lock's own layout without importing PyYAML."""
-    import subprocess
-    import sys
-
-    lock = sorted((realworld / "conda-lock").glob("*.yml"))[0]
-    script = tmp_path / "probe.py"
-    script.write_text(
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from envguard.filekind import kind_of\n"
-        "from envguard.lock import read_lock\n"
-        "from envguard.sources import load\n"
-        f"path = Path({str(lock)!r})\n"
-        "assert kind_of(path) == 'conda-lock' and read_lock(path).packages and load(str(path)).packages\n"
-        "print('yaml' in sys.modules)\n")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "False"
 
 
 @pytest.mark.slow
