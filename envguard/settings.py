@@ -82,9 +82,11 @@ MAX_ARTIFACT_BYTES = Knob("ENVGUARD_MAX_ARTIFACT_BYTES", "integer",
                           "a server sending more is refused (exit 3); anything but a positive integer is ignored")
 MAX_EXTRACTED_BYTES = Knob("ENVGUARD_MAX_EXTRACTED_BYTES", "integer",
                            f"{DEFAULT_MAX_EXTRACTED_BYTES} (32 GiB)",
-                           "the most bytes the entries of one package archive may declare (their tar headers, "
-                           "read before anything is extracted): a decompression bomb is refused (exit 3) before "
-                           "it fills the disk; anything but a positive integer is ignored")
+                           "the most bytes one package archive may declare (a .conda's zip directory, its zstd "
+                           "frames' content sizes and its paths.json sizes, read before anything is extracted) "
+                           "and may write when extracted (a .tar.bz2, or a frame that declares nothing, stops "
+                           "there): a decompression bomb is refused (exit 3) before it fills the disk; anything "
+                           "but a positive integer is ignored")
 MAX_YAML_NODES = Knob("ENVGUARD_MAX_YAML_NODES", "integer", f"{DEFAULT_MAX_YAML_NODES:,}",
                       "the most nodes (scalars, lists, mappings, aliases) one YAML document may hold: the "
                       "32 MiB byte limit alone lets a file hold 16 million; environment files and TOML "
