@@ -233,6 +233,12 @@ def compare(a: SideArgs, b: SideArgs, *, platform: str | None = None, all_platfo
         from envguard.diff.variantdiff import verdict
 
         result.variants = verdict(da.custom_metadata, db.custom_metadata, result.platforms)
+    elif (da.kind == "pixi" and db.kind == "pixi" and len(runs) == 1 and da.environment and db.environment
+          and da.environment != db.environment):  # two environments of pixi locks: variants in the same sense
+        from envguard.diff.variantdiff import verdict
+
+        result.variants = verdict({}, {}, result.platforms, names=(da.environment, db.environment),
+                                  label="environments")
     va, vb = _variables(da, a), _variables(db, b)
     if va is not None and vb is not None:  # variables: (CEP 24) of a spec, an envguard lock, an environment
         from envguard.variables import changes

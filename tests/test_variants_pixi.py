@@ -1,0 +1,48 @@
+"""A pixi manifest's environments as variants (#37, docs/variants.md "pixi manifests"): `envguard diff` of two
+environments of a pixi.lock says in a reviewer's terms whether only the torch family and the CUDA libraries
+differ, as it does for two variants' conda-lock files. Real pixi.lock files from ../shared/realworld/pixi."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support.create_fixtures import envguard_run
+
+
+def _diff(lock: Path, a: str, b: str, *extra: str) -> tuple[int, dict]:
+    proc = envguard_run("diff", str(lock), str(lock), "--a-environment", a, "--b-environment", b,
+                        "--format", "json", *extra)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_cpu_and_gpu_environments_differ_only_as_the_variant_forces(realworld: Path) -> None:
+    # wang7x/pixi-pytorch-example: features cpu (pytorch-cpu) and gpu (pytorch-gpu, cuda-version 12.6.*). The
+    # gpu environment also pulls what the CUDA libraries need (libcap, rdma-core, ...) and an older libabseil that
+    # its pytorch build pins: forced too, not drift.
+    lock = realworld / "pixi" / "wang7x__pixi-pytorch-example__pixi.lock"
+    rc, doc = _diff(lock, "cpu", "gpu")
+    v = doc["variants"]
+    assert rc == 1 and v["a"] == "cpu" and v["b"] == "gpu" and v["only_forced"] and v["unforced"] == []
+    assert {"torch", "cuda-version", "libtorch", "libabseil", "libcap"} <= set(v["forced"])
+    assert doc["summary"].startswith("environments cpu and gpu: only the torch family and CUDA libraries differ (")
+    text = envguard_run("diff", str(lock), str(lock), "--a-environment", "cpu", "--b-environment", "gpu").stdout
+    assert text.startswith("environments cpu and gpu: only the torch family and CUDA libraries differ")
+
+
+def test_an_environment_that_adds_more_than_the_variant_is_named(realworld: Path) -> None:
+    # data-apis/array-api-extra: `tests-cuda` is not the CUDA variant of `tests`, it adds jax, dask and cupy:
+    # what only those extra packages need is named, not counted as forced by the CUDA libraries
+    lock = realworld / "pixi" / "data-apis__array-api-extra__pixi@f9ce7f3.lock"
+    rc, doc = _diff(lock, "tests", "tests-cuda")
+    v = doc["variants"]
+    assert rc == 1 and not v["only_forced"] and {"dask-core", "fsspec", "cloudpickle"} <= set(v["unforced"])
+    assert {"torch", "cuda-version", "jaxlib"} <= set(v["forced"])
+    assert "environments tests and tests-cuda:" in doc["summary"] and "not forced by the environments" in doc["summary"]
+
+
+def test_one_environment_against_itself_is_no_variant_comparison(realworld: Path) -> None:
+    lock = realworld / "pixi" / "wang7x__pixi-pytorch-example__pixi.lock"
+    rc, doc = _diff(lock, "gpu", "gpu")
+    assert rc == 0 and doc["variants"] is None
