@@ -310,13 +310,12 @@ def require_lock_target(path: Path, sources: Sequence[Path] = (), *, key: str | 
 def _other_spec_note(path: Path, text: str, sources: Sequence[Path]) -> str | None:
     """None when the conda-lock file at ``path`` records ``sources`` as what it was made from; else the line
     that says whose lock is being replaced."""
-    from envguard.yamlio import load_fast
+    from envguard.sources.lockscan import load_subset, metadata_block
 
     new = ", ".join(str(s) for s in sources) or "the spec"
-    # the `metadata:` block alone: parsing a lock of a few thousand packages whole takes most of a second
-    block = re.search(r"^metadata:.*?(?=^[A-Za-z_]+:|\Z)", text, re.MULTILINE | re.DOTALL)
+    block = metadata_block(text)  # the one conda-lock reader's: a lock's package list is not parsed here
     try:
-        data = load_fast(path, block.group(0)) if block else None
+        data = load_subset(path, block) if block is not None else None
     except UserError:
         return f"replaced {path}, a damaged conda-lock file (it no longer parses), with the lock of {new}"
     meta = data.get("metadata") if isinstance(data, dict) else None

@@ -101,6 +101,16 @@ def load_lock(path: str | Path, text: str | None = None,
 _TOP_KEY = re.compile(r"^[^\s#][^:]*:", re.M)
 
 
+def metadata_block(text: str) -> str | None:
+    """The ``metadata:`` block of a lock's text, up to the next top-level key (None when there is none): parsed
+    alone, it costs nothing beside the package list of a lock of thousands of packages."""
+    m = re.search(r"^metadata:", text, re.M)
+    if m is None:
+        return None
+    nxt = _TOP_KEY.search(text, m.end())
+    return text[m.start(): nxt.start() if nxt else len(text)]
+
+
 def read_metadata(path: str | Path, text: str | None = None) -> dict[str, Any] | None:
     """Only the ``metadata:`` block of a lock, parsed without the (large) package list.
 
@@ -111,12 +121,9 @@ def read_metadata(path: str | Path, text: str | None = None) -> dict[str, Any] |
 
     if text is None:
         text = read_text(path)
-    m = re.search(r"^metadata:[ \t]*$", text, re.M)
-    if m is None:
+    block = metadata_block(text)
+    if block is None:
         return None
-    start = m.start()
-    nxt = _TOP_KEY.search(text, m.end())
-    block = text[start: nxt.start() if nxt else len(text)]
     try:
         data = load_subset(path, block)  # == load_fast, without importing PyYAML for conda-lock's layout
     except UserError:
