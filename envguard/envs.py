@@ -375,17 +375,23 @@ def lock_for(target: Path, lockfile: str | os.PathLike[str] | None, *,
     from envguard.project import lock_for_spec, spec_file
 
     spec = spec_file(cwd)
-    lock = lock_for_spec(spec)
+    lock, whose = lock_for_spec(spec), "the project's lock"
+    if spec.is_file() and not lock.is_file():  # a project with variants: the lock of the one this machine runs
+        from envguard.variants import machine_variant
+
+        mine = machine_variant(spec)
+        if mine is not None:
+            lock, whose = mine[0].lockfile, f"the project's lock of variant {mine[0].name}, this machine's"
     if not (spec.is_file() and lock.is_file()):
         return LockChoice(None)
     prefix = Path(os.path.abspath(target))
     if getattr(target, "source", "") == "project" or prefix.is_relative_to(spec.parent):
-        return LockChoice(lock, "the project's lock")
+        return LockChoice(lock, whose)
     named = spec_name([spec])
     if named is not None and "/" not in named[0] and "\\" not in named[0]:
         found, _dirs = _lookup(named[0], env)
         # where the name is found, or where create puts it (also while a killed swap has it moved aside)
         places = [p for p in (found, create_dir(env) / named[0]) if p is not None]
         if any(os.path.realpath(p) == os.path.realpath(prefix) for p in places):
-            return LockChoice(lock, f"the project's lock: {spec.name} names this environment")
+            return LockChoice(lock, f"{whose}: {spec.name} names this environment")
     return LockChoice(None)

@@ -169,6 +169,27 @@ def find_variant(variants: list[Variant], name: str) -> Variant:
                     fix="pass one of the declared names, or add variants/" + name + ".yml")
 
 
+def machine_variant(spec: Path) -> tuple[Variant, str] | None:
+    """The declared variant this machine runs, picked as ``envguard create`` picks it (envguard.variantpick: the
+    driver, ``CONDA_OVERRIDE_CUDA*``), and the line saying why; None in a single-variant project, for overlays
+    that are not (lint names them), or when no declared variant runs here."""
+    import os
+
+    try:
+        declared = declared_variants(spec)
+    except UserError:
+        return None
+    if not declared:
+        return None
+    from envguard.driver import get_driver_info
+    from envguard.variantpick import pick
+
+    chosen = pick(declared, get_driver_info(), os.environ)
+    if not chosen.runs or chosen.name is None:
+        return None
+    return find_variant(declared, chosen.name), chosen.reason
+
+
 def variant_files(spec: Path, variant: Variant) -> list[Path]:
     """The files a variant is locked from, in conda-lock's ``-f`` order: the spec, then the overlay."""
     return [Path(spec), variant.overlay]

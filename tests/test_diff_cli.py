@@ -112,7 +112,9 @@ def test_text_and_markdown_output(realworld: Path, capsys: pytest.CaptureFixture
     f = str(realworld / "pixi" / "wang7x__pixi-pytorch-example__pixi.lock")
     assert run(["diff", f, f, "--a-environment", "cpu", "--b-environment", "gpu"]) == 1
     text = capsys.readouterr().out
-    assert "CPU↔CUDA build flip" in text and re.match(r"\d+ changes \(", text.splitlines()[0])  # the verdict first
+    # the verdict first: two environments of one pixi.lock are compared as variants (#37), then the changes
+    assert "CPU↔CUDA build flip" in text and re.match(r"environments cpu and gpu: .*; \d+ changes \(",
+                                                        text.splitlines()[0])
     assert run(["diff", f, f, "--a-environment", "cpu", "--b-environment", "gpu", "--format", "markdown",
                 "--exit-zero"]) == 0
     md = capsys.readouterr().out

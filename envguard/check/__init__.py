@@ -17,6 +17,7 @@ from typing import Any
 
 from envguard.check.checks import DEFAULT_CORE, INTEGRITY_CODES, CheckInput, GpuFacts, TorchBuild
 from envguard.check.hook import watched_changed as watched_changed  # public: the envguard-check git hook's trigger
+from envguard.check.hook import watched_files as watched_files  # public: what that trigger watches (#37 variants)
 from envguard.check.mixing_rules import MIXING_CODES as MIXING_CODES  # public: export applies the mixing rules
 from envguard.check.mixing_rules import mixing_findings as mixing_findings
 from envguard.check.node import node_identity

@@ -51,3 +51,39 @@ def watched_changed(paths: Sequence[Path], env: Mapping[str, str] | None = None,
     if names:
         return True, f"{', '.join(names)} changed"
     return False, f"{' and '.join(p.name for p in paths)} unchanged"
+
+
+def watched_files(lockfile: Path | None, prefix: Path | None = None, name: str | None = None) -> list[Path]:
+    """What ``check --if-changed`` watches, relative to the root a hook runs at: the lock (``--lockfile``, else
+    the one beside environment.yml) and the environment file. In a project with variants (docs/variants.md) the
+    lock and overlay of the variant the environment was built from (its fingerprint records it); when that is not
+    known, every variant's: better one check too many than none."""
+    from envguard.errors import EnvguardError
+    from envguard.project import lock_for_spec, spec_for_lock
+    from envguard.variants import declared_variants, variants_dir
+
+    spec = Path("environment.yml")
+    if lockfile is not None:
+        return [Path(lockfile), spec_for_lock(Path(lockfile))]
+    try:
+        declared = declared_variants(spec)
+    except EnvguardError:  # a file in variants/ that is no overlay: any change there is worth a check
+        return [lock_for_spec(spec), spec, variants_dir(spec)]
+    if not declared:
+        return [lock_for_spec(spec), spec]
+    built = _built_variant(prefix, name)
+    chosen = [v for v in declared if v.name == built] or declared
+    return [spec] + [p for v in chosen for p in (v.overlay, v.lockfile)]
+
+
+def _built_variant(prefix: Path | None, name: str | None) -> str | None:
+    """The variant the environment ``check`` would check was built from; None when there is none or no record."""
+    from envguard.envs import resolve_target
+    from envguard.errors import EnvguardError
+    from envguard.fingerprint import read_fingerprint
+
+    try:
+        fp = read_fingerprint(resolve_target(prefix, name))
+    except (EnvguardError, OSError):
+        return None
+    return fp.variant if fp is not None else None

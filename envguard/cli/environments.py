@@ -178,12 +178,10 @@ def check_cmd(
         raise UserError(f"timeout must be positive, got {smoke_timeout:g}", key="--smoke-timeout",
                         fix="e.g. --smoke-timeout 300")
     if if_changed:
-        from envguard.check import watched_changed
-        from envguard.project import lock_for_spec, spec_for_lock
+        from envguard.check import watched_changed, watched_files
 
-        watched_lock = lock_for_spec(Path("environment.yml"), lockfile)  # the one here, as a hook runs at the root
-        watched = [watched_lock, spec_for_lock(watched_lock)]
-        changed, why = watched_changed(watched)
+        # the files here, as a hook runs at the root; in a project with variants, the built variant's (#37)
+        changed, why = watched_changed(watched_files(lockfile, prefix, name))
         if not changed:
             print_plain(render.out, f"envguard check: skipped: {why}")
             raise typer.Exit(int(ExitCode.OK))

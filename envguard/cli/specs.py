@@ -232,6 +232,13 @@ def _project_sides() -> tuple[list[str], str]:
         spec = spec_file()
         where = (f"{os.path.relpath(lock_for_spec(spec))} does not exist" if spec.is_file() else
                  "no environment.yml here or above (up to the repository root)")
+        from envguard.variants import machine_variant, overlay_files
+
+        mine = machine_variant(spec) if spec.is_file() else None
+        if mine is not None:  # a project with variants: the lock of the variant this machine runs
+            where = f"{os.path.relpath(mine[0].lockfile)} (variant {mine[0].name}, this machine's) does not exist"
+        elif spec.is_file() and overlay_files(spec):
+            where = f"no declared variant of {os.path.relpath(spec)} runs on this machine"
         raise UserError(f"no lock to compare {target} with: {where}, and no lock belongs to that environment",
                         key="A B", fix="name both sides: envguard diff LOCK PREFIX (or run `envguard lock` first)")
     shown = os.path.relpath(lock) if Path(os.path.abspath(lock)).is_relative_to(Path.cwd().parent) else str(lock)
