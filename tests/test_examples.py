@@ -179,6 +179,128 @@ def test_dockerfile_installs_from_the_lock() -> None:
     assert "--shm-size" in text
 
 
+def _dockerfile_instructions(path: Path) -> list[str]:
+    text = path.read_text()
+    return [ln.strip() for ln in text.replace("\\\n", " ").splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+# ---------------------------------------------------------------- a project with variants (#37)
+
+VARIANTS = EXAMPLES / "pytorch-variants"
+DOCKER_VARIANTS = EXAMPLES / "docker" / "Dockerfile.variants"
+SLURM_VARIANTS = EXAMPLES / "slurm" / "create-nodes.sbatch"
+
+
+def test_variant_project_is_what_init_writes(tmp_path: Path) -> None:
+    """The example's files are `envguard init`'s output for the command its README and header name, byte for
+    byte (offline: init answers from its dated table), and they declare cpu (the default), cuda-12.9, cuda-13.0."""
+    from envguard.variants import declared_variants
+
+    readme = (VARIANTS / "README.md").read_text()
+    [init] = [c for c in _envguard_invocations(readme) if c[0] == "init"]
+    import os
+
+    proc = subprocess.run([sys.executable, "-m", "envguard", *init], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "ENVGUARD_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.yml"))
+    committed = sorted(p.relative_to(VARIANTS).as_posix() for p in VARIANTS.rglob("*.yml"))
+    assert written == committed == ["environment.yml", "variants/cpu.yml", "variants/cuda-12.9.yml",
+                                    "variants/cuda-13.0.yml"]
+    for rel in written:
+        assert (tmp_path / rel).read_text() == (VARIANTS / rel).read_text(), rel
+    assert lint_file(VARIANTS / "environment.yml") == []
+    declared = {v.name: v for v in declared_variants(VARIANTS / "environment.yml")}
+    assert {n: v.cuda for n, v in declared.items()} == {"cpu": None, "cuda-12.9": "12.9", "cuda-13.0": "13.0"}
+    assert declared["cpu"].platforms == ("linux-64", "osx-arm64") and declared["cuda-13.0"].platforms == ("linux-64",)
+    assert not list(VARIANTS.glob("conda-lock*.yml"))  # as in the other examples: `envguard lock` writes them
+
+
+def test_variant_project_readme_commands_exist() -> None:
+    readme = (VARIANTS / "README.md").read_text()
+    options = _cli_options()
+    calls = [c for block in re.findall(r"```bash\n(.*?)```", readme, re.S) for c in _envguard_invocations(block)]
+    for argv in calls:
+        _assert_valid(argv, options, "pytorch-variants/README.md")
+    subs = [c[0] for c in calls]
+    assert subs[:2] == ["init", "lock"] and "diff" in subs and "check" in subs
+    assert ["create", "--variant", "cuda-12.9", "-p", "./env-cuda"] in calls
+    for link in re.findall(r"\]\((\.\./[^)#]+)\)", readme):
+        assert (VARIANTS / link).resolve().exists(), link
+
+
+def test_variant_dockerfile_names_its_variant() -> None:
+    """One image per variant, named with a build argument that has no usable default: a build machine without a
+    GPU would pick cpu for every image. The COPY sources exist in the context (examples/), locks excepted."""
+    instructions = _dockerfile_instructions(DOCKER_VARIANTS)
+    assert instructions[0].startswith("FROM ")
+    args = {ln.split()[1].split("=")[0]: ln.split()[1].partition("=")[2] for ln in instructions if ln.startswith("ARG ")}
+    assert args["ENVGUARD_VARIANT"] == ""
+    runs = [ln[4:] for ln in instructions if ln.startswith("RUN ")]
+    options = _cli_options()
+    calls = [c for r in runs for c in _envguard_invocations(r)]
+    for argv in calls:
+        _assert_valid(argv, options, "Dockerfile.variants")
+    create = next(c for c in calls if c[0] == "create")
+    assert "--locked" in create and create[create.index("--variant") + 1] == "$ENVGUARD_VARIANT"
+    for ln in (ln for ln in instructions if ln.startswith("COPY ")):
+        for src in ln.split()[1:-1]:
+            assert src.startswith("pytorch-variants/conda-lock.") or (EXAMPLES / src).exists(), src
+    assert any(ln.startswith("COPY pytorch-variants/conda-lock.") for ln in instructions)
+    text = DOCKER_VARIANTS.read_text()
+    assert "docker build -f docker/Dockerfile.variants --build-arg ENVGUARD_VARIANT=" in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="the Dockerfile's RUN lines are POSIX shell")
+def test_variant_dockerfile_runs_as_written(tmp_path: Path, channel_url: str) -> None:
+    """The Dockerfile's RUN lines after WORKDIR, run by sh as docker runs them, in a variant project locked by the
+    real `envguard lock` (test channel: cpu, cuda-12.6, cuda-12.8) on this machine without a GPU: an empty
+    ENVGUARD_VARIANT stops the build (exit 2) naming the declared variants; cuda-12.8 is built although this
+    machine cannot run it, and the build-time check judges it as on a CUDA 12.8 machine (exit 0, no EG557)."""
+    import os
+
+    from support.variant_project import make_project
+
+    instructions = _dockerfile_instructions(DOCKER_VARIANTS)
+    workdir = next(i for i, ln in enumerate(instructions) if ln.startswith("WORKDIR "))
+    runs = [ln[4:] for ln in instructions[workdir:] if ln.startswith("RUN ")]
+    assert len(runs) == 2
+    (tmp_path / "app").mkdir()
+    project = make_project(tmp_path / "app", channel_url)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "envguard").write_text(f"#!/bin/sh\nexec {sys.executable} -m envguard \"$@\"\n")
+    (bin_dir / "envguard").chmod(0o755)
+    prefix = tmp_path / "opt-env"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ENVGUARD_NVIDIA_SMI": ""}
+    env.pop("CONDA_OVERRIDE_CUDA", None)
+
+    def sh(cmd: str, variant: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", cmd.replace("/opt/env", str(prefix))], cwd=project, capture_output=True,
+                              text=True, timeout=600, env={**env, "ENVGUARD_VARIANT": variant})
+
+    empty = sh(runs[0], "")
+    assert empty.returncode == 2 and not prefix.exists(), empty.stderr
+    assert "ENVGUARD_VARIANT is empty" in empty.stderr and "declared: cpu cuda-12.6 cuda-12.8" in empty.stderr
+    built = sh(runs[0], "cuda-12.8")
+    assert built.returncode == 0, built.stderr
+    assert "warning: variant cuda-12.8 cannot run on this machine (no NVIDIA driver)" in built.stderr
+    checked = sh(runs[1], "cuda-12.8")
+    report = json.loads((prefix / "envguard-report.json").read_text())
+    assert report["variant"]["name"] == "cuda-12.8" and report["variant"]["runs"], report["variant"]
+    assert "CONDA_OVERRIDE_CUDA=12.8" in report["variant"]["reason"]
+    # the test channel's cuda128 pytorch is this machine's CPU torch underneath: EG550 is the one error it can
+    # have; the variant's fit (EG557) is judged as on the machines the image is for
+    errors = {f["code"] for f in report["findings"] if f["severity"] == "error"}
+    assert errors <= {"EG550"}, report["findings"]
+    assert checked.returncode == (1 if errors else 0), checked.stderr
+    # the same check without the override is the build machine's view: the variant cannot run here
+    plain = subprocess.run([sys.executable, "-m", "envguard", "check", "-p", str(prefix), "--no-smoke", "--format",
+                            "json"], cwd=project, capture_output=True, text=True, timeout=300, env=env)
+    assert plain.returncode == 1 and "EG557" in {f["code"] for f in json.loads(plain.stdout)["findings"]}
+
+
 # ---------------------------------------------------------------- Slurm
 
 
