@@ -17,10 +17,13 @@ if it still fits), torch first whenever it fits; the default takes them all.
 Then, each round, alternating which goes first: the whole ``envguard create`` process and the peer process
 (rattler.LockFile + rattler.install, bench/create.py's PEER), each cold (an empty package cache of its own:
 the archives extracted) and warm (that cache again), and envguard's pre-link step in-process
-(envguard.create.prelink.prepare): cold (an empty cache: each archive copied into it, hashed while copied,
-and scanned), and warm with the extracted files' identities stamped (every create after the first) and with
-the stamps dropped (every extracted file hashed against paths.json). Each round's caches and
-prefixes are removed at its end (the last round's are kept with ``--keep``).
+(envguard.create.prelink.prepare): cold (an empty cache: each archive extracted by rattler into a staging
+folder, 4 at once, its tree judged and moved into the cache: #42), and warm with the extracted files'
+identities stamped (every create after the first) and with the stamps dropped (every extracted file hashed
+against paths.json). Each round's caches and prefixes are removed at its end (the last round's are kept with
+``--keep``). Printed: medians of each, the ratios envguard / peer (median and fastest rounds), the user CPU of
+both processes (their children included), and, from one more cold run in-process (:func:`cold_split`), where
+a cold create's own work goes.
 """
 
 from __future__ import annotations
@@ -243,8 +246,8 @@ def measure(root: Path, env: dict[str, str], plat: str, peer_script: Path, lockf
 def cold_split(root: Path, plan: Any) -> None:
     """Where a cold create's own work goes (#42), in this process, one run: rattler's extraction of every archive
     into staging with the names listed (envguard.create.unpack's child, 4 in flight: wall and its CPU), the
-    judging of each tree without the hashing (one walk, one lstat per entry, paths.json read), the sha256 of
-    every file paths.json gives one for, and the moves into the cache."""
+    judging of each tree (one walk, one lstat per entry, paths.json read), the moves into the cache; and, for the
+    record, what hashing every file against paths.json would add (stagedtree's ``hash_files``, off in a create)."""
     from envguard.create import stagedtree, unpack
     from envguard.create.integrity import file_url_path
 
@@ -258,9 +261,9 @@ def cold_split(root: Path, plan: Any) -> None:
     t1 = time.perf_counter()
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert not any(d.error for d in done), [d.error for d in done if d.error][:1]
-    trees = [stagedtree.verify(a, str(staging / a.stem), hash_files=lambda _items: None) for a in arts]
+    trees = [stagedtree.verify(a, str(staging / a.stem)) for a in arts]
     t2 = time.perf_counter()
-    items = [item for tree in trees for item in tree.hashed]
+    items = [item for tree in trees for item in tree.sha_declared]  # what hash_files=True would hash
     self0 = resource.getrusage(resource.RUSAGE_SELF)
     t3 = time.perf_counter()
     bad = stagedtree.hash_all(items)
@@ -274,6 +277,6 @@ def cold_split(root: Path, plan: Any) -> None:
     t5 = time.perf_counter()
     print(f"  cold split (in-process, one run): rattler extraction into staging + names listed {t1 - t0:.2f} s "
           f"wall ({cpu1.ru_utime - cpu0.ru_utime:.2f} s user, {cpu1.ru_stime - cpu0.ru_stime:.2f} s sys CPU in the "
-          f"child); trees judged without hashing {t2 - t1:.2f} s; sha256 of {len(items)} files {t4 - t3:.2f} s "
-          f"wall ({self1.ru_utime - self0.ru_utime:.2f} s CPU); moved into the cache {t5 - t4:.3f} s")
+          f"child); trees judged {t2 - t1:.2f} s; (not done by a create: sha256 of its {len(items)} files "
+          f"{t4 - t3:.2f} s wall, {self1.ru_utime - self0.ru_utime:.2f} s CPU); moved into the cache {t5 - t4:.3f} s")
     shutil.rmtree(root / "rt-split", ignore_errors=True)
