@@ -393,6 +393,59 @@ def test_slurm_script_runs_on_two_fake_nodes(tmp_path: Path) -> None:
     assert proc.returncode == 0, out
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="bash, fake srun and nvidia-smi")
+def test_slurm_variants_script_creates_each_nodes_variant(tmp_path: Path, channel_url: str) -> None:
+    """examples/slurm/create-nodes.sbatch as written on two fake nodes (srun/hostname stood in for, as above): a
+    node without a driver builds cpu, a node on driver 570 builds cuda-12.8, each from the variant project's real
+    locks, each checks what it built, and `envguard fleet` over their reports groups them by variant."""
+    import os
+
+    from support.variant_project import fake_smi, make_project
+
+    bash = shutil.which("bash")
+    assert bash
+    proc = subprocess.run([bash, "-n", str(SLURM_VARIANTS)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    text = SLURM_VARIANTS.read_text()
+    calls = _envguard_invocations(text)
+    options = _cli_options()
+    for argv in calls:
+        _assert_valid(argv, options, "create-nodes.sbatch")
+    assert {c[0] for c in calls} == {"create", "check", "fleet"} and "--variant" not in calls[0]
+    (tmp_path / "project").mkdir()
+    project = make_project(tmp_path / "project", channel_url)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    gpu = fake_smi(tmp_path, "570.86.15", "12.8", "8.0")
+    (bin_dir / "srun").write_text(_FAKE_SRUN)
+    (bin_dir / "hostname").write_text("#!/bin/bash\necho \"$HOSTNAME_FAKE\"\n")
+    (bin_dir / "envguard").write_text(f"#!/bin/bash\nexec {sys.executable} -m envguard \"$@\"\n")
+    # node02 has a driver, node01 none (an nvidia-smi that cannot reach one)
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/bash\n[[ $HOSTNAME_FAKE == node02 ]] && exec {gpu} \"$@\"\nexit 9\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CONDA_OVERRIDE"))}
+    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+                "ENVGUARD_NVIDIA_SMI": str(bin_dir / "nvidia-smi"), "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(["bash", str(SLURM_VARIANTS), str(project), str(tmp_path / "envs")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=900, start_new_session=True)
+    out = proc.stdout + proc.stderr
+    assert "node01: create exit 0: envguard: variant cpu: no NVIDIA driver" in out, out
+    assert "node02: create exit 0: envguard: variant cuda-12.8: driver 570.86.15" in out, out
+    reports = tmp_path / "envguard-reports" / "7"
+    variants = {p.stem: json.loads(p.read_text())["variant"]["name"] for p in reports.glob("*.json")}
+    assert variants == {"node01": "cpu", "node02": "cuda-12.8"}, out
+    fp = json.loads((tmp_path / "envs" / "node02" / "conda-meta" / "envguard-fingerprint.json").read_text())
+    assert fp["variant"] == "cuda-12.8" and fp["lockfile"].endswith("conda-lock.cuda-12.8.yml")
+    # fleet: each variant its own group, neither node on the wrong one
+    # (node02's EG550 is the test channel's: its cuda128 pytorch is this machine's CPU torch underneath)
+    assert "2 of 2 nodes match the majority" in proc.stdout and "wrong variant" not in proc.stdout, out
+    groups = [ln for ln in proc.stdout.splitlines() if ln.startswith("ref ")]
+    assert any("node01" in g and "variant cpu" in g for g in groups), out
+    assert any("node02" in g and "variant cuda-12.8" in g for g in groups), out
+
+
 # ---------------------------------------------------------------- Kubernetes
 
 
