@@ -83,6 +83,10 @@ def test_a_killed_runs_staging_folder_is_never_trusted_and_is_removed(tmp_path: 
     assert (tmp_path / "env" / "share" / "egleft.txt").read_text() == "ok\n"
     assert (tmp_path / "pkgs" / "egleft-1.0-h0_0" / "share" / "egleft.txt").read_text() == "ok\n"
     assert not [n for n in _pkgs_left(tmp_path) if n.startswith(UNPACK_TAG)]
+    dead.mkdir(parents=True)  # and a create that finds the environment unchanged (extracts nothing) removes it too
+    code, lines = _create(tmp_path, lock, tmp_path / "env")
+    assert code == 0, lines
+    assert not [n for n in _pkgs_left(tmp_path) if n.startswith(UNPACK_TAG)]
 
 
 def _repack_with(pkg: Path, paths_edit: dict[str, dict[str, object]]) -> None:

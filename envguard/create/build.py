@@ -26,6 +26,7 @@ from envguard.create.staging import (
     rmtree,
     swap_in,
 )
+from envguard.create.unpack import UNPACK_TAG
 from envguard.errors import UserError, os_error
 from envguard.fingerprint import Fingerprint, foreign_env, read_fingerprint, write_fingerprint
 from envguard.leftovers import BUILDING_TAG, OLD_TAG, STAGING_TAG, remove_dead_owners, sibling
@@ -79,6 +80,7 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
     # the download folders of runs killed mid-download, whatever this run does next: one that finds the target
     # unchanged (or refuses it) downloads nothing, and left them in the package cache for good (#38 point 8)
     remove_dead_owners(pkgs, DOWNLOAD_TAG)
+    remove_dead_owners(pkgs, UNPACK_TAG)  # and their half-extracted staging folders (envguard.create.unpack)
     with PrefixLock(target, timeout=timeout, on_wait=rep.waiting) as plock:
         for note in cleanup_leftovers(target):
             rep.note(note)
