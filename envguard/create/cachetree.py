@@ -72,7 +72,8 @@ class IdentityScan:
     nlinks: str = ""  # digest of their link counts: a changed ctime is explained by a changed link count
 
 
-def scan_identity(entry: str, declared: list[tuple[str, str]], info_names: list[str]) -> IdentityScan | str:
+def scan_identity(entry: str, declared: list[tuple[str, str]], info_names: list[str],
+                  stats: dict[str, os.stat_result] | None = None) -> IdentityScan | str:
     """The identities of ``entry``'s declared paths ((path, paths.json path_type)) and of its ``info_names``
     files, or why it cannot match (a declared path missing).
 
@@ -92,7 +93,10 @@ def scan_identity(entry: str, declared: list[tuple[str, str]], info_names: list[
     The identities determine the tree (:func:`expand`): a symlink's is its target, a file's its mode bits,
     anything else (a FIFO, socket or device) has one naming its type, a directory has none (it turning into
     anything else adds one). So identities equal to those stamped after a verification mean the tree is the
-    verified one too, and a create pays only this pass for an unchanged entry."""
+    verified one too, and a create pays only this pass for an unchanged entry.
+
+    ``stats``: ``lstat`` results already taken of the entry's paths (envguard.create.stagedtree's walk of a tree
+    it just judged), used instead of a second ``lstat`` of each."""
     seen: list[tuple[Any, ...]] = []
     ctimes: list[int] = []
     nlinks: list[int] = []
@@ -106,7 +110,7 @@ def scan_identity(entry: str, declared: list[tuple[str, str]], info_names: list[
         if escapes(rel):
             continue  # the archive itself declares it: refused with the other unsafe paths
         try:
-            st = lstat(prefix + rel)
+            st = (stats.get(rel) if stats is not None else None) or lstat(prefix + rel)
         except OSError:
             return f"{shorten(rel, 120)} is missing"
         fmt = ifmt(st.st_mode)
@@ -125,7 +129,7 @@ def scan_identity(entry: str, declared: list[tuple[str, str]], info_names: list[
             add(("?", rel, fmt))
     for name in info_names:
         try:  # the metadata itself: an edit after the check is caught next time
-            st = lstat(prefix + name)
+            st = (stats.get(name) if stats is not None else None) or lstat(prefix + name)
         except OSError:
             continue
         add(("I", name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode))
@@ -170,9 +174,10 @@ def expand(found: IdentityScan, entry: str, declared: list[tuple[str, str]]) -> 
     return out
 
 
-def scan_entry(entry: str, declared: list[tuple[str, str]], info_names: list[str]) -> EntryScan | str:
+def scan_entry(entry: str, declared: list[tuple[str, str]], info_names: list[str],
+               stats: dict[str, os.stat_result] | None = None) -> EntryScan | str:
     """The identities and the tree of ``entry`` (scan_identity, then expand), or why it cannot match."""
-    found = scan_identity(entry, declared, info_names)
+    found = scan_identity(entry, declared, info_names, stats)
     return found if isinstance(found, str) else expand(found, entry, declared)
 
 

@@ -195,7 +195,7 @@ def verify(art: Artifact, staged: str, *, hash_files: bool = False,
     bad = hash_all(to_hash) if hash_files else None
     if bad:
         raise refusal(art, bad, f"has a file whose sha256 differs from {source}'s")
-    scan = cachetree.scan_entry(staged, declared, present)
+    scan = cachetree.scan_entry(staged, declared, present, dict(walked))  # the walk's lstats, not a second pass
     if isinstance(scan, str):  # the walk above saw every declared path: only a change since then gets here
         raise refusal(art, scan, "changed while it was checked")
     info = info_digest(lambda n: read_entry_file(staged, n) if n in present else None)
