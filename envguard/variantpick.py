@@ -148,11 +148,12 @@ def _cuda_of_driver(driver_version: str) -> str | None:
     return best
 
 
-def default_arch(cuda: str) -> Any:
-    """conda-forge's architectures for a CUDA line (envguard.compat), None when not recorded."""
+def default_arch(cuda: str, platform: str | None = None) -> Any:
+    """conda-forge's architectures for a CUDA line on ``platform`` (envguard.compat: a row may hold for some
+    platforms only), None when not recorded."""
     from envguard import compat
 
-    return compat.load().arch("conda-forge", cuda)
+    return compat.load().arch("conda-forge", cuda, None, platform)
 
 
 def _covers(cap: str, cuda: str, host: Host, arch_of: Callable[[str], Any]) -> tuple[bool, str]:
@@ -168,7 +169,12 @@ def _covers(cap: str, cuda: str, host: Host, arch_of: Callable[[str], Any]) -> t
         return True, "native"
     if c < _cap(rng.oldest):
         return False, f"{_sm(cap)} is below the build's {rng.describe()}"
-    if rng.newest is None or c[0] <= _cap(rng.newest)[0]:
+    if rng.arches:  # the build's own list decides, as check's does: a major it skips (sm_110) has no cubin
+        if compat.arch_covers(c, [a for a in rng.arches if a.startswith("sm_")]):
+            return True, "native"
+        if not compat.arch_covers(c, rng.arches):
+            return False, f"{_sm(cap)} has no kernels in the build's list ({' '.join(rng.arches)})"
+    elif rng.newest is None or c[0] <= _cap(rng.newest)[0]:
         return True, "native"
     if not rng.ptx:
         return False, f"{_sm(cap)} is past the build's {rng.describe()}"
@@ -178,8 +184,9 @@ def _covers(cap: str, cuda: str, host: Host, arch_of: Callable[[str], Any]) -> t
     return True, "PTX"
 
 
-def judge(variant: VariantLike, host: Host, arch_of: Callable[[str], Any] | None = None) -> Verdict:
-    """Whether ``variant`` runs on ``host``, and why."""
+def judge(variant: VariantLike, host: Host, arch_of: Callable[[str], Any] | None = None,
+          platform: str | None = None) -> Verdict:
+    """Whether ``variant`` runs on ``host`` (a ``platform`` machine, where known), and why."""
     from envguard import compat
 
     if not variant.cuda:
@@ -198,7 +205,7 @@ def judge(variant: VariantLike, host: Host, arch_of: Callable[[str], Any] | None
     for cap in sorted(set(host.gpus), key=lambda g: _cap(g) if g else (0, 0)):
         if not cap:
             continue
-        ok, why = _covers(cap, cuda, host, arch_of or default_arch)
+        ok, why = _covers(cap, cuda, host, arch_of or (lambda line: default_arch(line, platform)))
         if not ok:
             return Verdict(variant.name, cuda, False, False, why)
         how.append(_sm(cap) + (" through PTX" if why == "PTX" else ""))
@@ -210,17 +217,19 @@ def judge(variant: VariantLike, host: Host, arch_of: Callable[[str], Any] | None
 
 
 def pick(variants: Sequence[VariantLike], driver: DriverInfo | None, overrides: Mapping[str, str],
-         arch_of: Callable[[str], Any] | None = None) -> Pick:
+         arch_of: Callable[[str], Any] | None = None, platform: str | None = None) -> Pick:
     """The variant this machine runs (module docstring), with one line saying which and why.
 
     ``overrides``: the environment (only ``CONDA_OVERRIDE_CUDA`` and ``CONDA_OVERRIDE_CUDA_ARCH`` are read);
-    ``arch_of``: a CUDA line's architectures (an envguard.compat.ArchRange), conda-forge's by default."""
+    ``arch_of``: a CUDA line's architectures (an envguard.compat.ArchRange), conda-forge's on ``platform`` by
+    default."""
     host = host_facts(driver, overrides)
-    return pick_for(variants, host, arch_of)
+    return pick_for(variants, host, arch_of, platform)
 
 
-def pick_for(variants: Sequence[VariantLike], host: Host, arch_of: Callable[[str], Any] | None = None) -> Pick:
-    verdicts = tuple(judge(v, host, arch_of) for v in variants)
+def pick_for(variants: Sequence[VariantLike], host: Host, arch_of: Callable[[str], Any] | None = None,
+             platform: str | None = None) -> Pick:
+    verdicts = tuple(judge(v, host, arch_of, platform) for v in variants)
     if not verdicts:
         return Pick(None, "no variants declared", True, None, (), host)
     cpu = next((v for v in verdicts if v.cuda is None), None)

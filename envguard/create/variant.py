@@ -45,7 +45,8 @@ def choose_variant(variant: str | None, specs: Sequence[Path], *, lockfile: Path
     from envguard.driver import get_driver_info
     from envguard.variantpick import pick
 
-    chosen = pick(declared, get_driver_info(), os.environ)  # the one driver query of a variant create
+    # the one driver query of a variant create; the platform's own arch rows judge its GPUs
+    chosen = pick(declared, get_driver_info(), os.environ, platform=platform)
     names = ", ".join(v.name for v in declared)
     if variant is not None:
         v = find_variant(declared, variant)

@@ -337,7 +337,7 @@ def hardware_comment(channel: str, torch: str, cuda: str, platforms: list[str],
     lines: list[str] = []
     for p in platforms:
         built = rel.build_line(p, cuda) or cuda
-        arch = c.arch(channel, built, torch)
+        arch = c.arch(channel, built, torch, p)  # a row may hold for some platforms only (aarch64 CUDA 13)
         gpus = arch.describe() if arch else f"sm_{(c.min_arch(built) or '?').replace('.', '')} and newer"
         tag = f"cuda{built.replace('.', '')}" if channel == compat.CONDA_FORGE else f"cuda{built}"
         on = f" on the CUDA {cuda} libraries" if built != cuda else ""
