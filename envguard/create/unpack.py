@@ -43,6 +43,11 @@ UNPACK_TAG = ".envguard-unpack-"
 _CHILD = r"""
 import asyncio, json, sys
 from pathlib import Path
+try:  # Linux: killed with its parent (a SIGKILLed create leaves no extraction running into its staging folder)
+    import ctypes, signal
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+except Exception:
+    pass
 spec = json.loads(sys.stdin.readline())
 budget = spec["budget"]
 try:
