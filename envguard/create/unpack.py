@@ -16,6 +16,10 @@ parallel, under a byte budget.
   the child), and the file system's free space may shrink by at most that budget per archive started (polled
   with statvfs ten times a second; past it the child is killed). Either way the refusal (exit 3) names the
   package and its largest entry written so far. Starting it costs ~0.1 s of a cold create (rattler's import).
+* **Names**: beside each extraction, rattler lists the archive's entry names (``PackageArchive.list_files``, one
+  call per section, names normalised; a ``../`` or absolute name is an error naming it). Defence in depth for
+  what leaves no trace in the extracted tree (an entry the extractor skipped, a name twice of which it kept the
+  last): envguard.create.stagedtree.check_names. It reads the archive a second time, in rattler's threads.
 * **Parallel**: ``download_and_extract`` is async; several archives are in flight at once (``concurrency``),
   and each finished archive is reported at once, so the caller verifies one tree while others are extracted.
 """
