@@ -46,3 +46,59 @@ def test_one_environment_against_itself_is_no_variant_comparison(realworld: Path
     lock = realworld / "pixi" / "wang7x__pixi-pytorch-example__pixi.lock"
     rc, doc = _diff(lock, "gpu", "gpu")
     assert rc == 0 and doc["variants"] is None
+
+
+_MANIFEST = """\
+[workspace]
+channels = ["conda-forge"]
+name = "demo"
+platforms = ["linux-64", "osx-arm64"]
+
+[dependencies]
+python = "3.11.*"
+pytorch = "2.7.*"
+
+[feature.cpu.dependencies]
+pytorch-cpu = "2.7.*"
+
+[feature.gpu]
+platforms = ["linux-64"]
+
+[feature.gpu.dependencies]
+cuda-version = "12.6.*"
+pytorch-gpu = "2.7.*"
+{requirement}
+[environments]
+cpu = ["cpu"]
+gpu = ["gpu"]
+"""
+
+
+def _lint(tmp_path: Path, text: str) -> tuple[int, list[dict]]:
+    (tmp_path / "pixi.toml").write_text(text)
+    proc = envguard_run("lint", "pixi.toml", "--format", "json", cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)["findings"]
+
+
+def test_lint_names_a_cuda_environment_that_declares_no_cuda(tmp_path: Path) -> None:
+    rc, findings = _lint(tmp_path, _MANIFEST.format(requirement=""))
+    eg139 = [f for f in findings if f["code"] == "EG139"]
+    assert rc == 1 and len(eg139) == 1, findings
+    assert eg139[0]["message"].startswith("`pytorch-gpu 2.7.*` asks a CUDA build, but the environment declares no "
+                                          "CUDA") and eg139[0]["message"].endswith("(environment gpu)")
+    assert '`cuda = "12"` under [feature.gpu.system-requirements]' in eg139[0]["fix"]
+    # declared for the gpu feature (as pixi's docs write it): the variant is whole
+    rc, findings = _lint(tmp_path, _MANIFEST.format(requirement='\n[feature.gpu.system-requirements]\ncuda = "12"\n'))
+    assert not [f for f in findings if f["code"] == "EG139"], findings
+
+
+def test_lint_of_real_variant_manifests_finds_them_whole(realworld: Path, tmp_path: Path) -> None:
+    # each declares CUDA where its CUDA environments are: [system-requirements] (wang7x, matthewfeickert) or a
+    # named platform with cuda = "12" (prefix-dev's multi-machine example)
+    for name in ("wang7x__pixi-pytorch-example__pixi.toml", "matthewfeickert__pytorch-gpu-pixi-example__pixi.toml",
+                 "prefix-dev__pixi__examples__multi-machine__pixi.toml"):
+        where = tmp_path / name
+        where.mkdir()
+        _rc, findings = _lint(where, (realworld / "pixi" / name).read_text())
+        assert not [f for f in findings if f["code"] == "EG139"], (name, findings)

@@ -16,6 +16,7 @@ Differences from environment.yml, where pixi differs:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,32 @@ class _ManifestEnvLinter(_EnvLinter):
     def cuda_rules(self) -> None:
         super().cuda_rules()
         self._system_cuda_rule()
+        self._cuda_build_rule()
+
+    def _cuda_build_rule(self) -> None:
+        """EG139: the environment is a CUDA variant (pytorch-gpu, or a pytorch build cuda*) on a platform that can
+        have one, yet none of its features declares CUDA (``[system-requirements] cuda``, a platform's ``cuda``).
+        pixi solves with the virtual packages the manifest declares, never the machine's (so that a lock does not
+        depend on who ran it), and conda-forge's CUDA builds need ``__cuda``: `pixi lock` finds no build."""
+        if self.env.system.get("cuda") or self._declared_cuda():
+            return
+        if not any(self.manifest.platforms.get(p, p).startswith(("linux", "win")) for p in self.env.platforms):
+            return
+        asks = next((d for d in self.torch_conda if d.name == "pytorch-gpu" or (d.build or "").startswith("cuda")),
+                    None)
+        if asks is None:
+            return
+        feature = next((d.feature for d in self.env.deps if d.line == asks.line and d.name.lower() == asks.name),
+                       "default")
+        table = "[system-requirements]" if feature == "default" else f"[feature.{feature}.system-requirements]"
+        pinned = next((d.version for d in self.conda if d.name == "cuda-version" and d.version), "")
+        m = re.match(r"\D*(\d+)", pinned)  # the environment's own CUDA line, else conda-forge's current 12
+        major = m.group(1) if m else "12"
+        self.add("EG139", f"`{asks.spec}` asks a CUDA build, but the environment declares no CUDA: pixi solves "
+                 "with the virtual packages the manifest declares, not this machine's, and conda-forge's CUDA "
+                 "builds need __cuda, so it finds none",
+                 f'declare the driver level the CUDA variant needs: `cuda = "{major}"` under {table}', asks.line,
+                 package="pytorch")
 
     def _system_cuda_rule(self) -> None:
         rel = self._release()

@@ -22,6 +22,9 @@ RULES = (
     ("EG137", "unsafe-best-match-with-pytorch-index", "warning",
      "index-strategy unsafe-best-match beside a PyTorch index: torch may come from PyPI instead", "environment"),
     ("EG138", "spec-named-as-lock", "error", "a file named like a lock holds a spec: it locks nothing", "environment"),
+    ("EG139", "cuda-build-without-cuda-requirement", "error",
+     "a pixi environment asks a CUDA build of torch but declares no CUDA: pixi solves it without __cuda",
+     "environment"),
 )
 
 # the PyTorch wheel indexes (download.pytorch.org/whl/cu126, /whl/cpu, /whl/nightly/...)
