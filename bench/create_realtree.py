@@ -249,12 +249,16 @@ def cold_split(root: Path, plan: Any) -> None:
     judging of each tree (one walk, one lstat per entry, paths.json read), the moves into the cache; and, for the
     record, what hashing every file against paths.json would add (stagedtree's ``hash_files``, off in a create)."""
     from envguard.create import stagedtree, unpack
+    from envguard.create.archive import check_all_before_extraction
     from envguard.create.integrity import file_url_path
 
     arts = list(plan.conda)
     staging = root / "rt-split" / "stage"
     staging.mkdir(parents=True)
     jobs = [(Path(str(file_url_path(a.url))), staging / a.stem) for a in arts]
+    tc = time.perf_counter()
+    check_all_before_extraction([(a, src) for a, (src, _d) in zip(arts, jobs, strict=True)])
+    checked = time.perf_counter() - tc
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = list(unpack.extract_all(jobs, budget=1 << 40, concurrency=4))
@@ -275,7 +279,8 @@ def cold_split(root: Path, plan: Any) -> None:
     for a, tree, d in zip(arts, trees, sorted(done, key=lambda d: d.index), strict=True):
         stagedtree.move_into_cache(cache, a.stem, str(staging / a.stem), d.sha256, tree, str(staging / "x"))
     t5 = time.perf_counter()
-    print(f"  cold split (in-process, one run): rattler extraction into staging + names listed {t1 - t0:.2f} s "
+    print(f"  cold split (in-process, one run): archive-level checks before extraction {checked:.2f} s; "
+          f"rattler extraction into staging + names listed {t1 - t0:.2f} s "
           f"wall ({cpu1.ru_utime - cpu0.ru_utime:.2f} s user, {cpu1.ru_stime - cpu0.ru_stime:.2f} s sys CPU in the "
           f"child); trees judged {t2 - t1:.2f} s; (not done by a create: sha256 of its {len(items)} files "
           f"{t4 - t3:.2f} s wall, {self1.ru_utime - self0.ru_utime:.2f} s CPU); moved into the cache {t5 - t4:.3f} s")
