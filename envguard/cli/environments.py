@@ -260,7 +260,7 @@ def deprecated_output_dir(output_dir: Path | None, old_output: Path | None) -> P
     if output_dir is not None:
         raise UserError("export takes its directory once: --output-dir and the deprecated -o/--output were "
                         "both given", key="-o", fix=f"pass --output-dir {output_dir} only")
-    render.warn(f"export's -o/--output is deprecated (-o names an output file, as in `envguard init -o FILE`): "
+    render.warn(f"export's -o/--output is deprecated (-o names the file a command writes, as init's -o does): "
                 f"use --output-dir {old_output}")
     return old_output
 
