@@ -169,10 +169,10 @@ class Cluster:
     def node_pid(self, node: str) -> int:
         return self.procs[f"slurmd-{node}"].pid
 
-    def submit(self, args: list[str], env: dict[str, str], cwd: Path) -> str:
+    def submit(self, args: list[str], env: dict[str, str], cwd: Path, script: Path = SBATCH) -> str:
         # as the example's usage line says: the node count, plus the partition and GPUs of this cluster
         out = self.run("sbatch", "--parsable", f"--nodes={len(NODES)}", f"--partition={PARTITION}",
-                       "--gpus-per-node=0", str(SBATCH), *args,
+                       "--gpus-per-node=0", str(script), *args,
                        env={**env, "SLURM_CONF": str(self.conf)}, cwd=cwd).stdout
         self.jobs.append(out.strip().split(";")[0])
         return self.jobs[-1]
@@ -365,3 +365,38 @@ def test_a_rank_that_cannot_join_is_named_within_seconds(cluster: Cluster, envir
     assert "n3: MASTER_ADDR=n1 does not resolve on this node" in out, out
     # named by the probes, not cut off by the smoke test's limit (124) nor by torchrun's 600 s rendezvous
     assert "exit 124" not in out and 0 <= r["seconds"] < 60 + 4 * RENDEZVOUS_S, (r["seconds"], out)
+
+
+def test_each_node_creates_the_variant_it_runs(cluster: Cluster, channel_url: str, tmp_path: Path) -> None:
+    """examples/slurm/create-nodes.sbatch (#37) as its usage line says: every node creates the variant of a
+    project with variants (tests/support/variant_project.py: cpu, cuda-12.6, cuda-12.8, real locks) that its own
+    driver runs (n2's task environment, from the TaskProlog, points envguard at a driver-570 nvidia-smi; n1 and
+    n3 have none), checks it, and fleet groups the nodes by variant."""
+    from support.variant_project import fake_smi, make_project
+
+    (tmp_path / "project").mkdir()
+    project = make_project(tmp_path / "project", channel_url)
+    smi = fake_smi(tmp_path, "570.86.15", "12.8", "8.0")
+    fault = cluster.root / "faults" / "n2"
+    fault.write_text(f"export ENVGUARD_NVIDIA_SMI={smi}\n")
+    try:
+        job = cluster.submit([str(project), str(tmp_path / "envs")], _job_env(None), tmp_path,
+                             script=REPO / "examples" / "slurm" / "create-nodes.sbatch")
+        state, code, _ = cluster.wait(job, 300)
+    finally:
+        fault.unlink()
+    out_file = tmp_path / f"envguard-variants-{job}.out"
+    out = out_file.read_text(errors="replace") if out_file.exists() else ""
+    for node in ("n1", "n3"):
+        assert f"{node}: create exit 0: envguard: variant cpu: no NVIDIA driver" in out, out
+    assert "n2: create exit 0: envguard: variant cuda-12.8: driver 570.86.15" in out, out
+    reports = tmp_path / "envguard-reports" / job
+    variants = {p.stem: json.loads(p.read_text())["variant"]["name"] for p in reports.glob("*.json")}
+    assert variants == {"n1": "cpu", "n2": "cuda-12.8", "n3": "cpu"}, out
+    # one group per variant, nobody on the wrong one (n2's EG550 is the test channel's: its cuda128 pytorch is
+    # this machine's CPU torch underneath, so the job exits 1 for that node's own check)
+    groups = [ln for ln in out.splitlines() if ln.startswith("ref ")]
+    assert any("n[1,3]" in g and "variant cpu" in g for g in groups), out
+    assert any("n2" in g and "variant cuda-12.8" in g for g in groups), out
+    assert "3 of 3 nodes match the majority" in out and "wrong variant" not in out, out
+    assert "1 node failed its own check" in out and (state, code) == ("FAILED", "1:0"), (state, code, out)
