@@ -102,3 +102,20 @@ def test_lint_of_real_variant_manifests_finds_them_whole(realworld: Path, tmp_pa
         where.mkdir()
         _rc, findings = _lint(where, (realworld / "pixi" / name).read_text())
         assert not [f for f in findings if f["code"] == "EG139"], (name, findings)
+
+
+def test_lint_of_a_pixi_lock_names_a_cpu_environment_that_installs_cuda(realworld: Path) -> None:
+    # wang7x: [system-requirements] cuda = "12.0" is the default feature's, so the `cpu` environment may take CUDA
+    # builds too: its solve took kaldi's cuda118 build (torchaudio needs kaldi) and magma, and with them
+    # cudatoolkit 11.8, beside pytorch's CPU build; the `gpu` environment has none of that
+    proc = envguard_run("lint", str(realworld / "pixi" / "wang7x__pixi-pytorch-example__pixi.lock"), "--format", "json")
+    eg160 = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "EG160"]
+    assert len(eg160) == 1 and eg160[0]["severity"] == "warning", eg160
+    m = eg160[0]["message"]
+    assert m.startswith("pytorch 2.7.1 is a CPU build, yet cudatoolkit 11.8.0 is locked beside it (needed by kaldi "
+                        "5.5.1112 cuda118h03c5bf3_9") and m.endswith("(on cpu/linux-64)"), m
+    assert eg160[0]["fix"].startswith("pin a CPU build of kaldi where this environment takes it")
+    # lenskit: implicit's CUDA-enabled build pulls cudatoolkit into its CPU-torch environments
+    proc = envguard_run("lint", str(realworld / "pixi" / "lenskit__lkpy__pixi@663ff5a.lock"), "--format", "json")
+    eg160 = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "EG160"]
+    assert eg160 and all("needed by implicit 0.7.2" in f["message"] for f in eg160), eg160

@@ -12,6 +12,7 @@ per pixi environment):
 * EG154: pytorch from the ``pytorch`` channel beside mkl >= 2024.1;
 * EG155: a literal credential (userinfo, ``/t/<token>``) in a URL of the lock;
 * EG159: a record needs what the lock does not hold on its platform (envguard.lockwhole);
+* EG160: a CPU build of torch beside CUDA libraries or CUDA builds (a CPU variant that installs CUDA);
 * EG130: a channel the lock lists that nothing is locked from;
 * the mixing rules of :mod:`envguard.mixing` on the locked records: EG113 (anaconda's defaults with
   conda-forge), EG156 (mkl and its OpenMP runtime from the two), EG157 (CUDA lines mixed across conda
@@ -168,6 +169,41 @@ def _cuda_rules(g: _Group, col: _Collector, runtime_names: tuple[str, ...]) -> N
                     f"pytorch {torch.version} is built for CUDA {_fmt(built)} but {name} is {rt.version}, "
                     "an older runtime of the same line",
                     f"re-lock with `cuda-version>={_fmt(built)}`", g.label, torch)
+
+
+_CUDA_RUNTIMES = ("cudatoolkit", "cuda-cudart", "cuda-runtime")  # files a CUDA program loads (not cuda-version)
+_TORCH_RECORDS = ("pytorch", "libtorch", "pytorch-cpu", "pytorch-gpu")
+
+
+def _cpu_torch_rule(g: _Group, col: _Collector) -> None:
+    """EG160: torch is a CPU build (a CPU variant: a pixi environment, a variant's lock) and the same solve took
+    CUDA: a runtime (cudatoolkit 11.8, ~700 MB) or another package's CUDA build. The manifest's CUDA requirement
+    let the solver prefer a CUDA build of some dependency (kaldi, implicit, magma in real pixi.locks), so the CPU
+    environment downloads and installs CUDA libraries torch never loads."""
+    conda = {p.name: p for p in g.packages if p.manager == "conda"}
+    torch = conda.get("pytorch") or conda.get("libtorch")
+    if torch is None or not (torch.build or "").startswith("cpu"):
+        return
+    runtimes = [conda[n] for n in _CUDA_RUNTIMES if n in conda]
+    built = [p for p in conda.values() if p.name not in _TORCH_RECORDS and cuda_line_of_build(p.build)]
+    if not runtimes and not built:
+        return
+    pulled = {r.name for r in runtimes}
+    needers = [p for p in conda.values() if p.name not in _TORCH_RECORDS and p.name not in pulled
+               and any(d.split()[0] in pulled for d in p.depends if d.split())]
+    culprits = list(dict.fromkeys([*built, *needers]))
+    what = ", ".join(f"{p.name} {p.version}" for p in runtimes)
+    why = ", ".join(f"{p.name} {p.version} {p.build}" for p in culprits[:4]) + (", ..." if len(culprits) > 4 else "")
+    verb = "is" if len(runtimes) == 1 else "are"
+    text = (f"{what} {verb} locked beside it (needed by {why})" if what and why else
+            f"{what} {verb} locked beside it" if what else f"CUDA builds are locked beside it ({why})")
+    first = culprits[0].name if culprits else runtimes[0].name
+    col.add("EG160", Severity.WARNING,
+            f"pytorch {torch.version} is a CPU build, yet {text}: this CPU environment installs CUDA libraries "
+            "torch never loads",
+            f"pin a CPU build of {first} where this environment takes it, or declare no CUDA for this environment "
+            "(a CUDA requirement lets the solver prefer CUDA builds); a deliberate mix (another framework's CUDA "
+            "build) can stay", g.label, culprits[0] if culprits else torch)
 
 
 def _pip_conda_rules(g: _Group, col: _Collector) -> None:
@@ -354,6 +390,7 @@ def lint_lock(kind: str, shown: str, text: str, data: Any) -> list[Finding]:
     groups = _groups(kind, shown, text, data)
     for g in groups:
         _cuda_rules(g, col, runtime)
+        _cpu_torch_rule(g, col)
         _pip_conda_rules(g, col)
         _channel_rules(g, unlisted)
         _channel_use(g, listed, used)

@@ -70,6 +70,8 @@ _RULE_LIST = [
          "any"),
     Rule("EG159", "lock-not-whole", E, "a locked record needs a package the lock does not hold on its platform "
          "(a warning for a version conda-lock recorded)", "lock"),
+    Rule("EG160", "cpu-torch-with-cuda-libraries", W, "a CPU build of torch locked beside CUDA libraries or CUDA "
+         "builds: the CPU environment (variant) installs CUDA it does not use", "lock"),
 ]
 _RULE_LIST += [Rule(code, name, Severity(sev), summary, applies)
                for code, name, sev, summary, applies in PROJECT_RULES + WORKSPACE_RULES]
