@@ -1,7 +1,8 @@
 """Rules over a whole project rather than one environment's specs: a pixi feature's platforms against the
 workspace's (EG135), environments of one project that get different torch releases (EG136, in a manifest
 and in a pixi.lock), uv's ``unsafe-best-match`` index strategy beside a PyTorch index (EG137), and a file
-named like a lock that is a hand-written spec (EG138)."""
+named like a lock that is a hand-written spec (EG138). EG139 (a pixi environment that asks a CUDA build but declares
+no CUDA) is registered here and judged per environment by envguard.lint.manifest."""
 
 from __future__ import annotations
 
