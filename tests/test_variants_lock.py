@@ -142,6 +142,17 @@ def test_one_cuda_value_writes_the_single_variant_project_unchanged(tmp_path: Pa
     assert declared_variants(tmp_path / "environment.yml") == []
 
 
+def test_a_variant_projects_environment_yml_names_no_single_lock(tmp_path: Path) -> None:
+    """The templates' "Next:" comment says `envguard lock` writes conda-lock.yml; a variant project's
+    environment.yml must say what lock and create do with variants instead."""
+    out = tmp_path / "environment.yml"
+    init_variants(["cpu", "12.9"], output=out)
+    text = out.read_text()
+    assert "conda-lock.yml" not in text
+    assert "conda-lock.<name>.yml" in text and "builds the variant this machine runs" in text
+    assert text.count("# Next:") == 1
+
+
 # ------------------------------------------------------------------ init + lock on the real records
 
 

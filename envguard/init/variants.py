@@ -86,6 +86,22 @@ def _overlay_text(name: str, command: str, hardware: str, platforms: list[str] |
     return "\n".join(out) + "\n"
 
 
+def _without_single_lock_next(text: str) -> str:
+    """The template's "Next:" comment names the single lock (conda-lock.yml) a project without variants gets;
+    in a variant project that is wrong, so it gives way to what create and check do with the variants."""
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith("# Next:")), None)
+    if start is None:
+        return text
+    end = start
+    while end + 1 < len(lines) and lines[end + 1].startswith("# ") and "Next" not in lines[end + 1] \
+            and not lines[end].rstrip().endswith("."):
+        end += 1
+    replacement = ["# Next: `envguard create` builds the variant this machine runs from its lock,",
+                   "# `envguard check` verifies it."]
+    return "\n".join(lines[:start] + replacement + lines[end + 1:])
+
+
 def init_variants(cuda: list[str], python: str | None = None, torch: str | None = None, channel: str | None = None,
                   platforms: list[str] | None = None, name: str | None = None,
                   output: str | Path = "environment.yml", force: bool = False,
@@ -155,7 +171,7 @@ def init_variants(cuda: list[str], python: str | None = None, torch: str | None 
         publish(path, text.encode("utf-8"))
     head, _, rest = results[0].text.partition("\n")  # the default's file, plus one comment saying what else is
     text = (f"{head}\n# The {names[0]} variant: `envguard lock` locks it and every variants/<name>.yml into "
-            f"conda-lock.<name>.yml\n# (docs/variants.md).\n{rest}")
+            f"conda-lock.<name>.yml\n# (docs/variants.md).\n{_without_single_lock_next(rest)}")
     publish(out, text.encode("utf-8"))
     spec = InitResult(out, text, *[getattr(results[0], f) for f in
                                               ("python", "torch", "cuda", "channel", "platforms", "template",
