@@ -7,7 +7,7 @@ import os
 import platform as _platform
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 # The platforms conda-lock 4.0.3 can lock: its selector table and its default
 # virtual packages cover exactly these.
@@ -24,11 +24,15 @@ KNOWN_PLATFORMS: tuple[str, ...] = (*LOCKABLE_PLATFORMS, "win-arm64")
 DEFAULT_PLATFORMS = ("linux-64", "osx-arm64", "win-64")
 
 
-def command_platforms(given: Sequence[str] | None, declared: Sequence[str] = ()) -> list[str]:
+def command_platforms(given: Sequence[str] | None,
+                      declared: Sequence[str] | Callable[[], Sequence[str]] = ()) -> list[str]:
     """The platforms a command locks or checks, by conda-lock's rule: the ones given on its command line
-    (``--platform``), else the ones its environment files declare (``platforms:``), else
-    :data:`DEFAULT_PLATFORMS`. The one place this order is written (lock, lock --check, create's re-lock)."""
-    return list(given) if given else (list(declared) or list(DEFAULT_PLATFORMS))
+    (``--platform``), else the ones its environment files declare (``platforms:``; a callable is asked only
+    then, so that files are not parsed for nothing), else :data:`DEFAULT_PLATFORMS`. The one place this order
+    is written (lock, lock --check, init, lint, variants)."""
+    if given:
+        return list(given)
+    return list(declared() if callable(declared) else declared) or list(DEFAULT_PLATFORMS)
 
 # conda-build's platform selectors (``# [linux]``) as conda-lock understands them: selector -> platforms.
 SELECTOR_PLATFORMS: dict[str, frozenset[str]] = {

@@ -168,6 +168,15 @@ def test_lock_for_spec_is_the_named_lock_else_conda_lock_yml_beside_the_spec(tmp
 def test_command_platforms_is_the_argument_else_the_files_else_the_default(
         given: list[str] | None, declared: list[str], expected: list[str]) -> None:
     assert command_platforms(given, declared) == expected
+    assert command_platforms(given, lambda: declared) == expected
+
+
+def test_the_files_platforms_are_read_only_when_no_platform_is_given() -> None:
+    """`create` (lock --check for this platform) parses no spec for its platforms: no PyYAML on its path."""
+    def unread() -> list[str]:
+        raise AssertionError("the files' platforms were read although --platform was given")
+
+    assert command_platforms(["linux-64"], unread) == ["linux-64"]
 
 
 def test_a_relock_keeps_the_files_platforms_else_the_locks(tmp_path: Path) -> None:

@@ -454,7 +454,7 @@ def check_fresh(
         if p not in LOCKABLE_PLATFORMS:
             raise UserError(f"unsupported platform {p!r}", key="--platform",
                             fix=f"use some of {', '.join(LOCKABLE_PLATFORMS)}")
-    plats = command_platforms(platforms, _file_platforms(files, texts))
+    plats = command_platforms(platforms, lambda: _file_platforms(files, texts))  # files parsed only when needed
     cmd = fix_command(files, lockfile, list(platforms) if platforms else None)
 
     if lock_text is None and not lockfile.exists():
