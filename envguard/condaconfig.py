@@ -266,7 +266,7 @@ class ChannelSettings:
         return redact("mirror: " + "; ".join(f"{n} archive{'s' * (n != 1)} from {w}" for w, n in counts.items())
                       ) if counts else ""
 
-    def _members(self, channel: str) -> list[str]:
+    def channel_members(self, channel: str) -> list[str]:
         """The channels a name stands for: ``defaults`` is its default_channels (none configured: not a
         mirror question, anaconda's own URLs are what the name means everywhere)."""
         return list(self.default_channels) if channel == "defaults" else [channel]
@@ -279,7 +279,7 @@ class ChannelSettings:
 
         out: dict[str, str] = {}
         for c in channels:
-            for m in self._members(c.strip()):
+            for m in self.channel_members(c.strip()):
                 name = normalise_channel(m)
                 if not name or "${" in m:
                     continue
@@ -295,7 +295,7 @@ class ChannelSettings:
 
         parts: list[str] = []
         for c in channels:
-            for m in self._members(c.strip()):
+            for m in self.channel_members(c.strip()):
                 r = self.resolve(m)
                 name = normalise_channel(m) or m
                 if r.mirrors:
@@ -439,7 +439,7 @@ def lock_channel_names(listed: list[str], recorded: Mapping[str, str], unknown: 
     if set(unknown) - set(out):
         cfg = config if config is not None else load()
         for raw in names.values():
-            for m in cfg._members(raw):
+            for m in cfg.channel_members(raw):
                 try:
                     r = cfg.resolve(m)
                 except UserError:  # a mirror entry envguard refuses to use: it answers nothing here

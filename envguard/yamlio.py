@@ -231,7 +231,7 @@ _FLOW = re.compile(r"[\[\]\{\}]")
 _LEADING = re.compile(r"^[ \t?:-]{%d,}" % MAX_DEPTH, re.M)  # noqa: UP031 - a regex's braces
 
 
-def _node_bound(text: str) -> int:
+def node_bound(text: str) -> int:
     """A cheap, linear upper bound on the nodes of a document: every node but the first starts after a line
     break or one of ``, [ { : - ?`` and each of those starts at most two (a key and its implicit null)."""
     return 2 * sum(text.count(c) for c in "\n,[{:-?") + 2
@@ -240,7 +240,7 @@ def _node_bound(text: str) -> int:
 def _may_exceed_limits(text: str, max_nodes: int) -> bool:
     """A cheap, linear over-estimate: False means the text has no alias, cannot nest MAX_DEPTH deep and
     cannot hold more than ``max_nodes`` nodes."""
-    if _node_bound(text) > max_nodes or _ALIAS_HINT.search(text) or _LEADING.search(text):
+    if node_bound(text) > max_nodes or _ALIAS_HINT.search(text) or _LEADING.search(text):
         return True
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False

@@ -298,3 +298,34 @@ def test_long_modules_finds_a_long_module(tmp_path: Path) -> None:
     (pkg / "lint" / "__init__.py").write_text("x = 1\n" * 601)
     (pkg / "smoke" / "probe" / "smoke_probe.py").write_text("x = 1\n" * 900)  # a probe may be long
     assert long_modules(pkg) == ["envguard/lint/__init__.py: 601 lines"]
+
+
+def private_crossings(package: Path = PACKAGE) -> list[str]:
+    """Imports of another module's ``_private`` name, and modules whose own name is private: what a module
+    shares is public and documented there (#40); an underscore means "local to this file"."""
+    problems = []
+    for path in _modules(package):
+        rel = path.relative_to(package.parent)
+        if path.stem.startswith("_") and not path.stem.startswith("__"):
+            problems.append(f"{rel}: a private module name (other modules import it)")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package.name:
+                problems += [f"{rel}:{node.lineno}: imports {a.name} from {node.module}" for a in node.names
+                             if a.name.startswith("_") and not a.name.startswith("__")]
+    return problems
+
+
+def test_no_private_name_crosses_a_module_boundary() -> None:
+    assert private_crossings() == []
+
+
+def test_private_crossings_finds_an_import_and_a_private_module(tmp_path: Path) -> None:
+    pkg = tmp_path / "envguard"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def _helper():\n    return 1\n")
+    (pkg / "b.py").write_text("from envguard.a import _helper\n")
+    (pkg / "_c.py").write_text("")
+    found = private_crossings(pkg)
+    assert any("b.py:1: imports _helper from envguard.a" in p for p in found), found
+    assert any("_c.py: a private module name" in p for p in found), found

@@ -189,12 +189,12 @@ def test_a_yaml_document_of_too_many_nodes_is_refused_early(tmp_path: Path, doc:
 def test_node_bound_over_estimates() -> None:
     import yaml
 
-    from envguard.yamlio import _node_bound
+    from envguard.yamlio import node_bound
 
     for doc in ("a", "{a, b, c}", "- - - -\n", "-\n-\n", "[a, [b, {c: d}]]", "? a\n: b\n", "a: b\nc:\n"):
         nodes = sum(isinstance(ev, (yaml.ScalarEvent, yaml.CollectionStartEvent, yaml.AliasEvent))
                     for ev in yaml.parse(doc))
-        assert nodes <= _node_bound(doc), doc
+        assert nodes <= node_bound(doc), doc
 
 
 @pytest.mark.slow

@@ -193,12 +193,12 @@ def test_a_pixi_manifest_of_millions_of_empty_tables_is_refused_early_in_bounded
 def test_strings_and_comments_are_no_tables(tmp_path: Path) -> None:
     """What the early count skips: brackets, commas and dots inside strings (every TOML string form, escapes
     included) and comments are no structure, so a manifest whose long strings hold many of them is read."""
-    from envguard.sources.toml_text import _structure_count
+    from envguard.sources.toml_text import structure_count
 
     text = ('a = """x""""\nb = [1, 2]\nc = \'\'\'y,[\'\'\'\n# ,,, [[x]]\nd = "a\\\\"\ne = "q\\",[" \n'
             'f = \'C:\\\' \ng = """\\""",[""" \n')
-    assert _structure_count(text, -1) == 9  # a= b=[, c= d= e= f= g=
-    assert _structure_count('a = """' + "[t]\n" * 10, -1) == 1  # an unclosed string: tomli stops there too
+    assert structure_count(text, -1) == 9  # a= b=[, c= d= e= f= g=
+    assert structure_count('a = """' + "[t]\n" * 10, -1) == 1  # an unclosed string: tomli stops there too
     f = tmp_path / "pixi.toml"
     f.write_text('[workspace]\nname = "x"\nchannels = ["conda-forge"]\nplatforms = ["linux-64"]\n'
                  'description = """' + "a, b. [c] {d} = e\n" * 50_000 + '"""\n# ' + ",.[" * 100_000 + "\n")

@@ -63,17 +63,17 @@ def test_every_rule_is_documented() -> None:
     (">=2.0.0,<=2.6.0", {"2.0", "2.1", "2.2", "2.3", "2.4", "2.5", "2.6"}),
 ])
 def test_release_lines_of_conda_constraints(spec: str, lines: set[str]) -> None:
-    from envguard.lint.constraints import _TORCH_UNIVERSE
+    from envguard.lint.constraints import TORCH_UNIVERSE
 
-    assert release_lines(spec, "conda", _TORCH_UNIVERSE) == lines
+    assert release_lines(spec, "conda", TORCH_UNIVERSE) == lines
 
 
 def test_release_lines_unbounded_and_pip() -> None:
-    from envguard.lint.constraints import _TORCH_UNIVERSE
+    from envguard.lint.constraints import TORCH_UNIVERSE
 
-    assert release_lines(None, "conda", _TORCH_UNIVERSE) is None
-    assert len(release_lines(">=2.4.1", "conda", _TORCH_UNIVERSE) or ()) > 1
-    assert release_lines("==2.0.0", "pip", _TORCH_UNIVERSE) == {"2.0"}
+    assert release_lines(None, "conda", TORCH_UNIVERSE) is None
+    assert len(release_lines(">=2.4.1", "conda", TORCH_UNIVERSE) or ()) > 1
+    assert release_lines("==2.0.0", "pip", TORCH_UNIVERSE) == {"2.0"}
 
 
 def test_python_missing_and_unpinned() -> None:

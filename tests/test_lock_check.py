@@ -144,7 +144,7 @@ def _add_dependency(text: str, dep: str) -> str:
 
 def _write_metadata_only_lock(files: list[Path], lockfile: Path, cuda_key: str | bool) -> dict[str, str]:
     """A lock whose metadata is exactly what `envguard lock` writes (no solve needed for freshness)."""
-    from envguard.lock import _cuda_record
+    from envguard.lock import cuda_record_text
     from envguard.lock.lockfile import cuda_arg, redacted_channels, relative_source
     from envguard.lock.solver import virtual_package_repo
     from envguard.lock.spec import read_spec
@@ -152,7 +152,7 @@ def _write_metadata_only_lock(files: list[Path], lockfile: Path, cuda_key: str |
     spec = read_spec(files)
     lock_spec = spec.lock_spec()
     vpr = virtual_package_repo(cuda_key)
-    content_hash, custom = lock_metadata(files, lock_spec, vpr, _cuda_record(cuda_arg(cuda_key), vpr))
+    content_hash, custom = lock_metadata(files, lock_spec, vpr, cuda_record_text(cuda_arg(cuda_key), vpr))
     lf = build_lockfile(packages=[], lock_spec=lock_spec, channels=redacted_channels(lock_spec.channels),
                         platforms=lock_spec.platforms, content_hash=content_hash,
                         sources=[relative_source(lockfile, f) for f in files], custom=custom)

@@ -214,7 +214,7 @@ def test_a_lock_told_by_its_keys_gets_the_kind_its_parsed_document_gets(tmp_path
 
 def test_every_reader_gives_a_real_file_the_same_kind(realworld: Path, tmp_path: Path) -> None:
     """diff's reader, lint's and the lock commands' (kind_of) name every real file of the corpus alike."""
-    from envguard.lint.reading import _kind as lint_kind
+    from envguard.lint.reading import lint_kind
     from envguard.sources import load
     from envguard.yamlio import load_fast, read_text
 

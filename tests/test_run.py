@@ -255,13 +255,13 @@ def test_a_stale_environment_is_synced_and_refused_with_locked(tmp_path: Path, c
 
 def test_run_options_exclude_each_other_and_the_command_keeps_its_own(no_exec: None) -> None:
     from envguard.cli import run
-    from envguard.cli.entry import _verbose_anywhere
+    from envguard.cli.entry import verbose_anywhere
 
     assert run(["run", "--locked", "--no-sync", "--", "true"]) == 2
     assert run(["shell-hook", "--shell", "tcsh"]) == 2
     # -v after the command's name belongs to the command (python -v), not to envguard
-    assert _verbose_anywhere(["run", "-p", "e", "python", "-v", "x.py"]) == ["run", "-p", "e", "python", "-v", "x.py"]
-    assert _verbose_anywhere(["check", "-v"]) == ["--verbose", "check"]
+    assert verbose_anywhere(["run", "-p", "e", "python", "-v", "x.py"]) == ["run", "-p", "e", "python", "-v", "x.py"]
+    assert verbose_anywhere(["check", "-v"]) == ["--verbose", "check"]
 
 
 @pytest.mark.slow

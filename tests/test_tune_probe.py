@@ -125,12 +125,12 @@ def test_a_trial_in_a_fresh_interpreter(tmp_path: Path) -> None:
 ])
 def test_what_the_factory_returns_is_checked(probe, factory: str, stage: str, words: str) -> None:
     """The probe's own loading and checks, in this process (the end-to-end runs are in test_tune.py)."""
-    from envguard.tune.report import _inspect_error
+    from envguard.tune.report import inspect_error
 
     with pytest.raises(probe._Stage) as e:
         probe.describe(probe.load_user(f"tune_datasets:{factory}", False, str(DATASETS)))
     assert e.value.stage == stage and words in probe._err(e.value.error)
-    finding = _inspect_error({"stage": e.value.stage, "error": probe._err(e.value.error)})
+    finding = inspect_error({"stage": e.value.stage, "error": probe._err(e.value.error)})
     assert finding.code == {"empty": "dataset-empty"}.get(stage, "dataset-factory") and words in finding.message
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from envguard.check.facts import CheckInput, TorchBuild, torch_build
-from envguard.check.fixes import E, I, _fix
+from envguard.check.fixes import E, I, catalog_fix
 from envguard.findings import Finding
 from envguard.versions import line_key, release
 
@@ -24,7 +24,7 @@ def rule_cuda(inp: CheckInput) -> list[Finding]:
     if inp.wants_cuda and build.cpu:
         out.append(Finding("EG550", E, f"torch is a CPU build ({build.evidence}) but {inp.wants_cuda_source} "
                            f"wants CUDA {inp.wants_cuda if inp.wants_cuda != 'any' else ''}".rstrip(),
-                           _fix("cpu-build"), package="torch"))
+                           catalog_fix("cpu-build"), package="torch"))
     if not build.cuda:
         return out
     variant = _variant(inp, build)
@@ -42,7 +42,7 @@ def rule_cuda(inp: CheckInput) -> list[Finding]:
     if minimum and not compat.driver_satisfies(inp.gpu.driver_version, minimum):
         out.append(Finding("EG551", E, f"NVIDIA driver {inp.gpu.driver_version} is older than {minimum}, the "
                            f"minimum for the CUDA {build.cuda} runtime of torch ({build.evidence})",
-                           _fix("driver-old"), package="torch"))
+                           catalog_fix("driver-old"), package="torch"))
     arch_range = c.arch(build.route, build.cuda, build.version, inp.platform) if build.route else None
     label = _build_label(build)
     if variant is not None:  # a tegra build is not a server GPU build: its own architectures decide
@@ -51,7 +51,7 @@ def rule_cuda(inp: CheckInput) -> list[Finding]:
         ok, why = arch_supported(cap, build.arch_list, c.min_arch(build.cuda), arch_range, label)
         if not ok:
             out.append(Finding("EG552", E, f"GPU {name} (compute capability {cap}) is not covered by this torch "
-                               f"build: {why}", _fix("arch"), package="torch"))
+                               f"build: {why}", catalog_fix("arch"), package="torch"))
     return out
 
 

@@ -10,7 +10,7 @@ from envguard.findings import Severity
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the severities by their letters
 
 
-def _fix(case_id: str) -> str:
+def catalog_fix(case_id: str) -> str:
     """The failure catalogue's fix text (envguard/data/failures.yaml): smoke and check word a problem alike.
     :func:`evaluate` aims its envguard commands at the checked environment (envguard.catalog.aim)."""
     from envguard import catalog  # lazily: most checks find nothing that needs a fix text

@@ -8,7 +8,7 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 
 from envguard.check.facts import CheckInput, is_core
-from envguard.check.fixes import E, I, W, _fix
+from envguard.check.fixes import E, I, W, catalog_fix
 from envguard.findings import Finding
 from envguard.model import canonical_name, pep503
 from envguard.prefix import CondaRecord, Dist, PrefixInfo
@@ -38,7 +38,7 @@ def rule_pip_over_conda(inp: CheckInput) -> list[Finding]:
     if not info.is_conda:
         return []
     out: list[Finding] = []
-    fix = _fix("pip-over-conda")
+    fix = catalog_fix("pip-over-conda")
     conda_by_key: dict[str, CondaRecord] = {canonical_name(r.name): r for r in info.conda}
     conda_stack = sorted(r.name for r in info.conda
                          if canonical_name(r.name) in ("torch", "torchvision", "torchaudio") or r.name == "libtorch")
@@ -163,7 +163,7 @@ def rule_import_origins(inp: CheckInput) -> list[Finding]:
         rec = conda_keys.get(pep503(module))
         if inp.info.is_conda and rec is not None and owner in ("pip", "unknown"):
             out.append(Finding("EG523", E, f"`import {module}` resolves to {origin} ({label}), not to conda's "
-                               f"{rec.name} {rec.version}", _fix("pip-over-conda"), file=str(origin),
+                               f"{rec.name} {rec.version}", catalog_fix("pip-over-conda"), file=str(origin),
                                package=module))
         else:
             out.append(Finding("EG523", I, f"`import {module}` resolves to {origin} ({label})", "",

@@ -5,7 +5,7 @@ skipped (EG501-EG504)."""
 from __future__ import annotations
 
 from envguard.check.facts import CheckInput
-from envguard.check.fixes import E, I, W, _fix, create_command
+from envguard.check.fixes import E, I, W, catalog_fix, create_command
 from envguard.findings import Finding
 from envguard.versions import conda_key, major_minor
 
@@ -46,7 +46,7 @@ def rule_channels(inp: CheckInput) -> list[Finding]:
         if mkl is not None and conda_key(mkl.version) >= conda_key(c.pytorch_mkl_max):
             out.append(Finding("EG543", E, f"pytorch {rec.version} from the frozen `pytorch` channel with mkl "
                                f"{mkl.version} (>= {c.pytorch_mkl_max}): `import torch` fails with "
-                               "\"undefined symbol: iJIT_NotifyEvent\"", _fix("mkl-symbol"), package="pytorch"))
+                               "\"undefined symbol: iJIT_NotifyEvent\"", catalog_fix("mkl-symbol"), package="pytorch"))
         else:
             out.append(Finding("EG542", W, f"pytorch {rec.version} comes from the `pytorch` channel, frozen at "
                                f"PyTorch {c.pytorch_channel_frozen_at}", "move to conda-forge's pytorch "
@@ -64,10 +64,10 @@ def rule_environment(inp: CheckInput) -> list[Finding]:
     for d, libs in inp.library_path_libs:
         if libs:
             out.append(Finding("EG560", W, f"LD_LIBRARY_PATH puts {', '.join(libs)} from {d} ahead of the "
-                               "environment's own libraries", _fix("cudnn")))
+                               "environment's own libraries", catalog_fix("cudnn")))
     if "KMP_DUPLICATE_LIB_OK" in inp.env:
         out.append(Finding("EG561", W, f"KMP_DUPLICATE_LIB_OK={inp.env['KMP_DUPLICATE_LIB_OK']} hides two OpenMP "
-                           "runtimes loaded at once (wrong results or crashes)", _fix("omp-dup")))
+                           "runtimes loaded at once (wrong results or crashes)", catalog_fix("omp-dup")))
     return out
 
 

@@ -17,7 +17,7 @@ from envguard.render import escape as _escape
 # ---------------------------------------------------------------- entry point
 
 
-def _verbose_anywhere(argv: list[str]) -> list[str]:
+def verbose_anywhere(argv: list[str]) -> list[str]:
     """``--verbose``/``-v`` is the app's option; accept it after the subcommand too (``envguard check -v``)
     by moving it in front. Values of the subcommand's options are skipped, and ``--`` ends the options."""
     names = {c.name for c in app.registered_commands}
@@ -57,7 +57,7 @@ def run(argv: list[str] | None = None) -> int:
     run_state.update(verbose=False, interrupt_reported=False, began=False)
     output = _OutputFile.install()
     try:
-        code = _run(_verbose_anywhere(list(argv if argv is not None else sys.argv[1:])))
+        code = _run(verbose_anywhere(list(argv if argv is not None else sys.argv[1:])))
         return output.finish(code) if output is not None else code
     finally:
         if output is not None:

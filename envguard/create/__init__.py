@@ -31,7 +31,7 @@ from pathlib import Path
 
 from envguard import settings
 from envguard.create.backends import get_backend
-from envguard.create.build import _create_locked, _identity, json_str, scrub_credentials
+from envguard.create.build import create_locked, json_str, scrub_credentials, target_identity
 from envguard.create.freshness import check_lock_fresh, ensure_lock, spec_files_for
 from envguard.create.options import CreateOptions
 from envguard.create.plan import LockPlan, expand_url, read_plan
@@ -121,7 +121,7 @@ def create(options: CreateOptions) -> CreateResult:
             from dataclasses import replace
 
             expected = replace(expected, variant=chosen.variant.name)
-        return _create_locked(target, be, plan, lock_path, platform, expected, pkgs, o, rep=rep, started=started,
+        return create_locked(target, be, plan, lock_path, platform, expected, pkgs, o, rep=rep, started=started,
                               found=found)
     except Interrupted:
         raise
@@ -152,7 +152,7 @@ def _new_env_in_place(target: Path, found: dict[str, tuple[int, int] | None], ex
     that drifted after create (or one rebuilt with --force) carries the same one while it is still the old."""
     if "before" not in found:
         return False  # interrupted before this run touched the target (waiting for the prefix lock)
-    now = _identity(target)
+    now = target_identity(target)
     if now is None or now == found["before"]:
         return False
     current = read_fingerprint(target)

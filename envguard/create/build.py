@@ -16,7 +16,7 @@ from envguard.create.options import CreateOptions
 from envguard.create.plan import LockPlan
 from envguard.create.prefixlock import PrefixLock
 from envguard.create.prelink import DOWNLOAD_TAG, prepare
-from envguard.create.report import CreateReporter, CreateResult, _Progress
+from envguard.create.report import CreateReporter, CreateResult, Progress
 from envguard.create.staging import (
     cleanup_leftovers,
     deferred_sigint,
@@ -61,7 +61,7 @@ def json_str(value: str) -> str:
     return json.dumps(value)[1:-1]
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def target_identity(path: Path) -> tuple[int, int] | None:
     try:
         st = os.lstat(path)
     except OSError:
@@ -69,7 +69,7 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, platform: str, expected: Fingerprint,
+def create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, platform: str, expected: Fingerprint,
                    pkgs: Path, options: CreateOptions, *,
                    rep: CreateReporter, started: float,
                    found: dict[str, tuple[int, int] | None]) -> CreateResult:
@@ -85,7 +85,7 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
         for note in cleanup_leftovers(target):
             rep.note(note)
         _refuse_non_env(target)  # only now: a half-built target of a killed run is gone after the cleanup
-        found["before"] = _identity(target)
+        found["before"] = target_identity(target)
         replacing = target.exists() and is_env(target)
         if replacing:
             _refuse_base(target)
@@ -124,7 +124,7 @@ def _create_locked(target: Path, be: Backend, plan: LockPlan, lock_path: Path, p
         fault_hook("verified")  # tests replace a channel's artifact here: the installer must not read it
         verified = prepared.verified_local
         plan.conda = list(prepared.artifacts)
-        progress = _Progress(rep)
+        progress = Progress(rep)
         install_plan = InstallPlan(prepared.artifacts, target, pkgs, platform, lock_path, prepared.client)
         try:
             if be.relocatable:
@@ -187,7 +187,7 @@ def _complete(plan: LockPlan, expected: Fingerprint, build_dir: Path, target: Pa
 
 
 def _build_staged(be: Backend, install_plan: InstallPlan, plan: LockPlan, expected: Fingerprint, target: Path,
-                  pkgs: Path, progress: _Progress, rep: CreateReporter) -> None:
+                  pkgs: Path, progress: Progress, rep: CreateReporter) -> None:
     staging = sibling(target, STAGING_TAG)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -228,7 +228,7 @@ def _remove_settled(path: Path, *, settle: float = 10.0) -> None:
 
 
 def _build_in_place(be: Backend, install_plan: InstallPlan, plan: LockPlan, expected: Fingerprint,
-                    target: Path, progress: _Progress, rep: CreateReporter) -> None:
+                    target: Path, progress: Progress, rep: CreateReporter) -> None:
     old: Path | None = None
     marker = sibling(target, BUILDING_TAG)
     try:

@@ -57,7 +57,7 @@ class CreateReporter:
         self.note(f"warning: {text}")
 
 
-class _Progress:
+class Progress:
     """InstallProgress for backends: forwards to the reporter and runs the fault hook ``link:<n>``
     (envguard.create.staging.fault_hook) as each package is linked."""
 

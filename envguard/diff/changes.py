@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from envguard.channels import CONDA_EXTENSIONS
-from envguard.diff.facts import _lines_compatible, _minor, core_rank, cuda_line, variant
+from envguard.diff.facts import core_rank, cuda_line, lines_compatible, minor_line, variant
 from envguard.model import Package
 from envguard.redact import redact
 from envguard.versions import compare_versions
@@ -68,17 +68,18 @@ class Change:
         return {
             "key": self.key, "name": self.name, "kinds": list(self.kinds), "severity": self.severity,
             "core": self.core, "detail": redact(self.detail),
-            "old": _pkg_dict(self.old), "new": _pkg_dict(self.new),
+            "old": pkg_dict(self.old), "new": pkg_dict(self.new),
             "old_spec": self.old_spec, "new_spec": self.new_spec,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Change:
-        return cls(key=d["key"], kinds=tuple(d["kinds"]), old=_pkg(d.get("old")), new=_pkg(d.get("new")),
-                   detail=d.get("detail", ""), old_spec=d.get("old_spec"), new_spec=d.get("new_spec"))
+        return cls(key=d["key"], kinds=tuple(d["kinds"]), old=package_from_dict(d.get("old")),
+                   new=package_from_dict(d.get("new")), detail=d.get("detail", ""),
+                   old_spec=d.get("old_spec"), new_spec=d.get("new_spec"))
 
 
-def _pkg_dict(p: Package | None) -> dict[str, Any] | None:
+def pkg_dict(p: Package | None) -> dict[str, Any] | None:
     """A package for the JSON report: without ``depends`` (noise for a reviewer, and most of the bytes)."""
     if p is None:
         return None
@@ -87,13 +88,13 @@ def _pkg_dict(p: Package | None) -> dict[str, Any] | None:
     return d
 
 
-def _pkg(d: dict[str, Any] | None) -> Package | None:
+def package_from_dict(d: dict[str, Any] | None) -> Package | None:
     if d is None:
         return None
     return Package(**{**d, "depends": tuple(d.get("depends") or ())})
 
 
-def _sort_key(c: Change) -> tuple[int, str, str]:
+def sort_key(c: Change) -> tuple[int, str, str]:
     return (core_rank(c.key), c.key, c.name)
 
 
@@ -122,12 +123,12 @@ def classify(old: Package, new: Package) -> tuple[tuple[str, ...], str]:
                      f"{'CUDA ' + lb if vb == 'cuda' and lb else vb.upper()}")
     else:
         la, lb = cuda_line(old), cuda_line(new)
-        if la and lb and not _lines_compatible(la, lb):
+        if la and lb and not lines_compatible(la, lb):
             kinds.append("cuda-line")
             notes.append(f"CUDA {la} → {lb}")
-    if old.key == "python" and old.version and new.version and _minor(old.version) != _minor(new.version):
+    if old.key == "python" and old.version and new.version and minor_line(old.version) != minor_line(new.version):
         kinds.append("python-minor")
-        notes.append(f"python {_minor(old.version)} → {_minor(new.version)}")
+        notes.append(f"python {minor_line(old.version)} → {minor_line(new.version)}")
     if old.manager == new.manager == "conda" and old.channel and new.channel and old.channel != new.channel:
         kinds.append("channel")
         notes.append(f"channel {old.channel} → {new.channel}")
@@ -143,7 +144,7 @@ def classify(old: Package, new: Package) -> tuple[tuple[str, ...], str]:
     return tuple(kinds), "; ".join(notes)
 
 
-def _artifact(url: str) -> str:
+def artifact_key(url: str) -> str:
     """``linux-64/x-1-0.conda`` (subdir and file name): one artifact on every mirror and channel."""
     parts = url.split("#", 1)[0].split("?", 1)[0].rstrip("/").rsplit("/", 2)
     if parts[-1].endswith(CONDA_EXTENSIONS):
@@ -158,11 +159,11 @@ def _same_artifact(a: Package, b: Package) -> bool:
     for linux-64 and for osx-arm64); those differ legitimately.
     """
     if a.url and b.url:
-        return _artifact(a.url) == _artifact(b.url)
+        return artifact_key(a.url) == artifact_key(b.url)
     return a.platform is None or b.platform is None or a.platform == b.platform
 
 
 def identical_artifact(a: Package, b: Package) -> bool:
     """The same file on both sides: same artifact URL and the same sha256, whatever versions the files claim."""
     return bool(a.url and b.url and a.sha256 and b.sha256 and a.sha256.lower() == b.sha256.lower()
-                and _artifact(a.url) == _artifact(b.url))
+                and artifact_key(a.url) == artifact_key(b.url))

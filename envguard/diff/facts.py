@@ -66,11 +66,11 @@ def variant(pkg: Package) -> str | None:
     return None
 
 
-def _minor(version: str) -> str:
+def minor_line(version: str) -> str:
     return major_minor(version) or version
 
 
-def _lines_compatible(a: str, b: str) -> bool:
+def lines_compatible(a: str, b: str) -> bool:
     """``12`` (major only, from ``cuda12*``) is compatible with ``12.6``."""
     if "." not in a or "." not in b:
         return a.split(".", maxsplit=1)[0] == b.split(".", maxsplit=1)[0]

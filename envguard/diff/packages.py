@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from envguard.diff.changes import Change, _artifact, _sort_key, classify, identical_artifact
+from envguard.diff.changes import Change, artifact_key, classify, identical_artifact, sort_key
 from envguard.model import Package
 from envguard.sources import RequestedSpec
 
@@ -27,7 +27,7 @@ def _pair(olds: list[Package], news: list[Package]
     return pairs, olds, news
 
 
-def _group(pkgs: Iterable[Package]) -> dict[str, list[Package]]:
+def group(pkgs: Iterable[Package]) -> dict[str, list[Package]]:
     out: dict[str, list[Package]] = {}
     for p in pkgs:
         out.setdefault(p.key, []).append(p)
@@ -69,7 +69,7 @@ def _relabel_note(a: Package, b: Package) -> str:
     why = (" (conda-lock ≥ 3 writes the placeholder 0.0.0 for a pip package locked from a URL)"
            if placeholder else "")
     return (f"{a.name}: A says version {a.version or '?'}, B says {b.version or '?'}, but both name the same "
-            f"artifact ({_artifact(a.url or '')}, same sha256): the same package, not a version change{why}")
+            f"artifact ({artifact_key(a.url or '')}, same sha256): the same package, not a version change{why}")
 
 
 def diff_packages(old: list[Package], new: list[Package], notes: list[str] | None = None) -> list[Change]:
@@ -78,7 +78,7 @@ def diff_packages(old: list[Package], new: list[Package], notes: list[str] | Non
     Two records of one artifact (same URL and sha256) are the same package even when the files claim
     different versions; that disagreement goes to ``notes`` when given, never into the changes.
     """
-    go, gn = _group(old), _group(new)
+    go, gn = group(old), group(new)
     changes: list[Change] = []
     for key in go.keys() | gn.keys():
         over, olds, news = _pip_over_conda(key, go.get(key, []), gn.get(key, []))
@@ -94,7 +94,7 @@ def diff_packages(old: list[Package], new: list[Package], notes: list[str] | Non
                 changes.append(Change(key=key, kinds=kinds, old=a, new=b, detail=detail))
         changes += [Change(key=key, kinds=("removed",), old=a) for a in removed]
         changes += [Change(key=key, kinds=("added",), new=b) for b in added]
-    return sorted(changes, key=_sort_key)
+    return sorted(changes, key=sort_key)
 
 
 def _same_request(a: RequestedSpec, b: RequestedSpec) -> bool:
@@ -134,4 +134,4 @@ def diff_requested(old: list[RequestedSpec], new: list[RequestedSpec], platform:
         kind = "removed" if sb is None else "added" if sa is None else "spec-changed"
         changes.append(Change(key=k[0], kinds=(kind,), old_spec=ta, new_spec=tb,
                               detail="pip section" if k[1] == "pip" else ""))
-    return sorted(changes, key=_sort_key)
+    return sorted(changes, key=sort_key)

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from envguard.diff.changes import _pkg, _pkg_dict
-from envguard.diff.facts import _minor, core_rank
-from envguard.diff.packages import _group
+from envguard.diff.changes import package_from_dict, pkg_dict
+from envguard.diff.facts import core_rank, minor_line
+from envguard.diff.packages import group
 from envguard.model import Package
 from envguard.redact import redact
 from envguard.sources import RequestedSpec
@@ -27,12 +27,12 @@ class SpecCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return {"spec": self.spec.to_dict(), "status": self.status,
-                "locked": _pkg_dict(self.locked), "reason": redact(self.reason)}
+                "locked": pkg_dict(self.locked), "reason": redact(self.reason)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SpecCheck:
-        return cls(spec=RequestedSpec.from_dict(d["spec"]), status=d["status"], locked=_pkg(d.get("locked")),
-                   reason=d.get("reason", ""))
+        return cls(spec=RequestedSpec.from_dict(d["spec"]), status=d["status"],
+                   locked=package_from_dict(d.get("locked")), reason=d.get("reason", ""))
 
 
 def _conda_satisfies(spec: RequestedSpec, pkg: Package) -> tuple[bool, str]:
@@ -96,12 +96,12 @@ class SpecReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"platform": self.platform, "environment": self.environment,
-                "checks": [c.to_dict() for c in self.checks], "unrequested": [_pkg_dict(p) for p in self.unrequested]}
+                "checks": [c.to_dict() for c in self.checks], "unrequested": [pkg_dict(p) for p in self.unrequested]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SpecReport:
         return cls(platform=d.get("platform"), checks=[SpecCheck.from_dict(c) for c in d.get("checks", [])],
-                   unrequested=[p for p in (_pkg(x) for x in d.get("unrequested", [])) if p is not None],
+                   unrequested=[p for p in (package_from_dict(x) for x in d.get("unrequested", [])) if p is not None],
                    environment=d.get("environment"))
 
 
@@ -132,7 +132,7 @@ def _marker_applies(spec: RequestedSpec, platform: str | None, python: str | Non
     if machine:
         env["platform_machine"] = "AMD64" if os_part == "win" and arch == "64" else machine
     if python:
-        env["python_version"] = _minor(python)
+        env["python_version"] = minor_line(python)
         env["python_full_version"] = python
     try:
         return bool(marker.evaluate(env))
@@ -150,7 +150,7 @@ def _import_winner(cands: list[Package]) -> Package | None:
 
 def spec_vs_lock(requested: list[RequestedSpec], packages: list[Package], platform: str | None = None) -> SpecReport:
     """Whether each requested spec that applies to ``platform`` is satisfied, and what nobody asked for."""
-    by_key = _group(packages)
+    by_key = group(packages)
     python = next((p.version for p in by_key.get("python", []) if p.manager == "conda"), None)
     checks: list[SpecCheck] = []
     asked: set[str] = set()

@@ -28,7 +28,7 @@ from envguard.errors import UserError
 from envguard.findings import Finding
 from envguard.lint.constraints import release_lines
 from envguard.lint.envfile import lint_environment
-from envguard.lint.reading import _kind, _raw_credentials
+from envguard.lint.reading import lint_kind, raw_credentials
 from envguard.lint.rules import MIX_CODES, RULES, Rule
 
 ENV_FILE_NAMES = ("environment.yml", "environment.yaml")
@@ -90,7 +90,7 @@ def lint_text(text: str, path: str = "environment.yml", base_dir: Path | None = 
     if not text.strip():
         raise UserError("empty file", file=path, fix="pass an environment file or a lock file")
     try:
-        kind, data = _kind(path, text)
+        kind, data = lint_kind(path, text)
         if kind == "environment":
             from envguard.lint.workspace_rules import spec_named_as_lock
 
@@ -104,8 +104,8 @@ def lint_text(text: str, path: str = "environment.yml", base_dir: Path | None = 
 
             found = lint_lock(kind, path, text, data)
     except UserError as e:
-        raise LintReadError(e, _raw_credentials(path, text, None, [])) from None
-    return found + _raw_credentials(path, text, kind, found)
+        raise LintReadError(e, raw_credentials(path, text, None, [])) from None
+    return found + raw_credentials(path, text, kind, found)
 
 
 def lint_file(path: str | Path) -> list[Finding]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from envguard.lint.constraints import _CUDA_UNIVERSE, _exact_version, _lines_text, release_lines
-from envguard.lint.deps import _channel_name, _is_conda_forge, _is_defaults
-from envguard.lint.linter import _Linter
+from envguard.lint.constraints import CUDA_UNIVERSE, exact_version, lines_text, release_lines
+from envguard.lint.deps import channel_name, is_conda_forge, is_defaults
+from envguard.lint.linter import Linter
 from envguard.lint.projects import is_nightly_channel, nightly_fix, unused_channel
 from envguard.lint.rules import MIX_CODES, TORCH_CONDA_NAMES, E, W
 
@@ -19,13 +19,13 @@ _PYTORCH_CHANNEL_PACKAGES = frozenset({
 })
 
 
-class _ChannelRules(_Linter):
+class ChannelRules(Linter):
     def channel_rules(self) -> None:
         frozen = self.c.pytorch_channel_frozen_at
-        has_cf = any(_is_conda_forge(ch) for ch, _ in self.channels)
+        has_cf = any(is_conda_forge(ch) for ch, _ in self.channels)
         for ch, line in self.channels:
-            n = _channel_name(ch)
-            if has_cf and _is_defaults(ch):
+            n = channel_name(ch)
+            if has_cf and is_defaults(ch):
                 self.add("EG113", f"channel `{ch}` mixed with conda-forge: their binaries are built against "
                          "different libraries and break each other", "remove it and add `nodefaults`", line)
             if ch.strip().lower().startswith("http://"):
@@ -38,7 +38,7 @@ class _ChannelRules(_Linter):
             elif n == "pytorch":
                 after = self._torch_all_after(frozen)
                 self.add("EG111", f"the `pytorch` channel is frozen at torch {frozen} (pytorch#138506)"
-                         + (f"; torch {_lines_text(self.torch_lines or ())} is not on it" if after else ""),
+                         + (f"; torch {lines_text(self.torch_lines or ())} is not on it" if after else ""),
                          "use conda-forge (channels: conda-forge, nodefaults) with `pytorch=X.Y.*`",
                          line, E if after else W)
             if is_nightly_channel(n, self.c.nightly_channels):
@@ -56,7 +56,7 @@ class _ChannelRules(_Linter):
             if is_nightly_channel(n, self.c.nightly_channels):
                 self.add("EG120", f"`{d.spec}` comes from `{d.channel}`, which deletes its builds",
                          nightly_fix(n), d.line, package=d.name)
-            listed = n in self.channel_names or (_is_defaults(n) and "defaults" in self.channel_names)
+            listed = n in self.channel_names or (is_defaults(n) and "defaults" in self.channel_names)
             if not listed:
                 self.add("EG119", f"`{d.spec}` names channel `{d.channel}`, which `channels:` does not list: "
                          "other tools and the lock's channel list will not know it",
@@ -81,9 +81,9 @@ class _ChannelRules(_Linter):
         for d in self.conda + self.pip:
             if d.platforms is not None and (platform is None or platform not in d.platforms):
                 continue
-            version = _exact_version(d.version) or ""
+            version = exact_version(d.version) or ""
             if not version and d.manager == "conda" and d.version:
-                got = release_lines(d.version, "conda", _CUDA_UNIVERSE)
+                got = release_lines(d.version, "conda", CUDA_UNIVERSE)
                 line = next(iter(got)) if got and len(got) == 1 else ""
                 if line and cuda_major(Package(d.name, f"{line}.0")) is not None:
                     version = line

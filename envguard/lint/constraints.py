@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from envguard.versions import line_key, release
 
 
-def _universe(majors: Iterable[int], minors: int) -> list[tuple[str, str]]:
+def version_probes(majors: Iterable[int], minors: int) -> list[tuple[str, str]]:
     """(line, version) probes: X.Y with a few patch levels, to learn what a spec allows."""
     out = []
     for x in majors:
@@ -19,9 +19,9 @@ def _universe(majors: Iterable[int], minors: int) -> list[tuple[str, str]]:
     return out
 
 
-_TORCH_UNIVERSE = _universe((1, 2, 3), 40)
-_PYTHON_UNIVERSE = _universe((2, 3), 30)
-_CUDA_UNIVERSE = _universe(range(9, 15), 10)
+TORCH_UNIVERSE = version_probes((1, 2, 3), 40)
+PYTHON_UNIVERSE = version_probes((2, 3), 30)
+CUDA_UNIVERSE = version_probes(range(9, 15), 10)
 
 
 def _conda_matcher(version: str) -> Callable[[str], bool] | None:
@@ -64,11 +64,11 @@ def release_lines(constraint: str | None, manager: str, universe: list[tuple[str
     return lines
 
 
-def _lines_text(lines: Iterable[str]) -> str:
+def lines_text(lines: Iterable[str]) -> str:
     return ", ".join(sorted(lines, key=line_key))
 
 
-def _nearest_line(line: str, choices: list[str]) -> str:
+def nearest_line(line: str, choices: list[str]) -> str:
     """The choice closest to ``line`` in version order (ties to the newer)."""
     def flat(v: str) -> int:
         k = release(v) + (0, 0)
@@ -77,7 +77,7 @@ def _nearest_line(line: str, choices: list[str]) -> str:
     return min(choices, key=lambda c: (abs(flat(c) - flat(line)), -flat(c)))
 
 
-def _exact_version(constraint: str | None) -> str | None:
+def exact_version(constraint: str | None) -> str | None:
     """``==2.1.0`` -> 2.1.0 (a pin to one version); None for ranges and wildcards."""
     if not constraint:
         return None

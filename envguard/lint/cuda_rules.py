@@ -8,14 +8,14 @@ import re
 from typing import Any
 
 from envguard import compat
-from envguard.lint.constraints import _CUDA_UNIVERSE, _lines_text, _nearest_line, release_lines
-from envguard.lint.deps import _Dep
-from envguard.lint.linter import _Linter
+from envguard.lint.constraints import CUDA_UNIVERSE, lines_text, nearest_line, release_lines
+from envguard.lint.deps import Dep
+from envguard.lint.linter import Linter
 from envguard.lint.rules import E, W
 from envguard.versions import line_key
 
 
-class _CudaRules(_Linter):
+class CudaRules(Linter):
     def cuda_rules(self) -> None:
         names = {d.name: d for d in self.conda}
         pcuda = names.get("pytorch-cuda")
@@ -33,14 +33,14 @@ class _CudaRules(_Linter):
         if pcuda:
             after = self._torch_all_after(frozen)
             self.add("EG110", f"`{pcuda.spec}` only exists on the pytorch/nvidia channels, which stopped at "
-                     f"torch {frozen}" + (f"; torch {_lines_text(self.torch_lines or ())} cannot use it"
+                     f"torch {frozen}" + (f"; torch {lines_text(self.torch_lines or ())} cannot use it"
                                           if after else ""),
                      f"on conda-forge use {self._conda_forge_cuda_pins(pcuda.version)}",
                      pcuda.line, E if after else W, package="pytorch-cuda")
             # which pytorch-channel build pairs with it matters only for a torch from that channel (EG108: pip's)
             rel = (self.c.torch(self.torch_release, compat.PYTORCH)
                    if self.torch_release and self.torch_conda else None)
-            cl = release_lines(pcuda.version, "conda", _CUDA_UNIVERSE)
+            cl = release_lines(pcuda.version, "conda", CUDA_UNIVERSE)
             if rel and cl and len(cl) == 1 and next(iter(cl)) not in rel.cuda:
                 self.add("EG118", f"the pytorch channel has no CUDA {next(iter(cl))} build of torch {rel.version} "
                          f"(its CUDA lines: {', '.join(rel.cuda)})",
@@ -53,7 +53,7 @@ class _CudaRules(_Linter):
                 self._build_line(d)
         self._build_guard(names)
 
-    def _cuda_platforms(self, dep: _Dep, rel: Any) -> list[str]:
+    def _cuda_platforms(self, dep: Dep, rel: Any) -> list[str]:
         """The file's platforms where ``dep`` applies and the release has CUDA builds."""
         plats = [p for p in self.platforms if dep.platforms is None or p in dep.platforms]
         return [p for p in plats if rel.cuda_on(p)]
@@ -69,11 +69,11 @@ class _CudaRules(_Linter):
             groups.setdefault(rel.cuda_on(p), []).append(p)
         return ", ".join(f"for CUDA {' and '.join(lines)} on {', '.join(ps)}" for lines, ps in groups.items())
 
-    def _cuda_version_line(self, cv: _Dep) -> None:
+    def _cuda_version_line(self, cv: Dep) -> None:
         """EG118: ``cuda-version X.Y`` that no conda-forge build of the pinned torch accepts on some platform (a
         ``cudaXYZ`` build depends on ``cuda-version >=X.Y,<X+1``)."""
         rel = self._release()
-        cl = release_lines(cv.version, "conda", _CUDA_UNIVERSE)
+        cl = release_lines(cv.version, "conda", CUDA_UNIVERSE)
         if rel is None or not cl or len(cl) != 1:
             return
         line = next(iter(cl))
@@ -84,11 +84,11 @@ class _CudaRules(_Linter):
         if not lacking:
             return
         choices = rel.cuda_choices(plats)
-        fix = f"use {self.pin('cuda-version', _nearest_line(line, choices))}" if choices else self.per_platform_pin()
+        fix = f"use {self.pin('cuda-version', nearest_line(line, choices))}" if choices else self.per_platform_pin()
         self.add("EG118", f"conda-forge builds torch {rel.version} {self._built_text(rel, lacking)}: no build there "
                  f"accepts `{cv.spec}`", fix, cv.line, package="cuda-version")
 
-    def _build_line(self, d: _Dep) -> None:
+    def _build_line(self, d: Dep) -> None:
         """EG118: a build string that names a CUDA line conda-forge never built for the pinned torch."""
         rel = self._release()
         line = compat.cuda_in_build(d.build or "")
@@ -112,14 +112,14 @@ class _CudaRules(_Linter):
         assert rel is not None
         plats = [p for p in self.platforms if rel.cuda_on(p)] or list(rel.cuda_platforms)
         choices = rel.cuda_choices(plats) or list(rel.cuda)
-        hints = sorted(release_lines(line_hint, "conda", _CUDA_UNIVERSE) or (), key=line_key) if line_hint else []
+        hints = sorted(release_lines(line_hint, "conda", CUDA_UNIVERSE) or (), key=line_key) if line_hint else []
         hint = hints[0] if hints else (line_hint if line_hint and re.fullmatch(r"\d+\.\d+", line_hint) else None)
         same = [c for c in choices if hint and c.split(".")[0] == hint.split(".")[0]]
-        line = same[-1] if same else (_nearest_line(hint, choices) if hint else choices[-1])
+        line = same[-1] if same else (nearest_line(hint, choices) if hint else choices[-1])
         return (f"{self.build_pin('pytorch', f'{rel.version}.*', 'cuda' + line.split('.')[0] + '*')} with "
                 f"{self.pin('cuda-version', line)}")
 
-    def _cudatoolkit(self, tk: _Dep) -> None:
+    def _cudatoolkit(self, tk: Dep) -> None:
         """EG109: cudatoolkit is CUDA 11 packaging. conda-forge's torch 2.0-2.5 CUDA 11.x builds really use it;
         every other torch 2 build does not, so the solver may pick a CPU build or a mismatched runtime."""
         if self.torch_lines is None:
@@ -129,7 +129,7 @@ class _CudaRules(_Linter):
             return
         if not self.torch_lines or not all(line_key(v) >= line_key("2") for v in self.torch_lines):
             return
-        tk_lines = release_lines(tk.version, "conda", _CUDA_UNIVERSE)
+        tk_lines = release_lines(tk.version, "conda", CUDA_UNIVERSE)
         if self.route == compat.CONDA_FORGE and self.torch_conda:
             rels = [self.c.torch(v, compat.CONDA_FORGE) for v in self.torch_lines]
             cuda11 = [r for r in rels if r is not None and any(c.startswith("11.") for c in r.cuda)]
@@ -142,7 +142,7 @@ class _CudaRules(_Linter):
                  f"drop cudatoolkit and use {self._conda_forge_cuda_pins(tk.version)}", tk.line,
                  package="cudatoolkit")
 
-    def _build_guard(self, names: dict[str, _Dep]) -> None:
+    def _build_guard(self, names: dict[str, Dep]) -> None:
         if names.keys() & {"pytorch-cuda", "cpuonly"}:
             return  # the legacy channel picks the variant through pytorch-cuda (CUDA) or cpuonly (CPU)
         signals = sorted(n for n in names
@@ -165,7 +165,7 @@ class _CudaRules(_Linter):
             cv = names.get("cuda-version")
             major = ""
             if cv is not None:
-                cl = release_lines(cv.version, "conda", _CUDA_UNIVERSE)
+                cl = release_lines(cv.version, "conda", CUDA_UNIVERSE)
                 if cl and len({c.split(".")[0] for c in cl}) == 1:
                     major = next(iter(cl)).split(".")[0]
             ver = f"{self.torch_release}.*" if self.torch_release else "*"

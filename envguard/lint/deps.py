@@ -1,4 +1,4 @@
-"""The requested dependencies as lint's environment-file rules see them (one :class:`_Dep` per spec,
+"""The requested dependencies as lint's environment-file rules see them (one :class:`Dep` per spec,
 conda or pip), read from envguard.sources' requests, and the channel and selector helpers the rules share."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from envguard.model import Manager
 
 
 @dataclass
-class _Dep:
+class Dep:
     name: str  # as written, lower case
     manager: Manager
     spec: str  # as written (redacted)
@@ -22,7 +22,7 @@ class _Dep:
     via: str | None = None  # "requirements.txt" when read through a pip -r include
 
 
-def _parse_conda(req: Any, raw: str | None) -> _Dep | None:
+def parse_conda(req: Any, raw: str | None) -> Dep | None:
     from rattler import MatchSpec
 
     from envguard.lock import rattler_form
@@ -34,10 +34,10 @@ def _parse_conda(req: Any, raw: str | None) -> _Dep | None:
         return None
     version = str(ms.version) if ms.version is not None else None
     build = str(ms.build) if ms.build is not None else None
-    return _Dep(req.name.lower(), "conda", spec, version, build, req.channel, req.line, req.platforms)
+    return Dep(req.name.lower(), "conda", spec, version, build, req.channel, req.line, req.platforms)
 
 
-def _parse_pip(req: Any, fallback_line: int | None) -> _Dep:
+def parse_pip(req: Any, fallback_line: int | None) -> Dep:
     from packaging.requirements import InvalidRequirement, Requirement
 
     version = None
@@ -45,29 +45,29 @@ def _parse_pip(req: Any, fallback_line: int | None) -> _Dep:
         version = str(Requirement(req.spec).specifier) or None
     except InvalidRequirement:
         pass
-    return _Dep(req.name.lower(), "pip", req.spec, version, None, None, req.line or fallback_line, req.platforms,
+    return Dep(req.name.lower(), "pip", req.spec, version, None, None, req.line or fallback_line, req.platforms,
                 via=None if req.line else "a -r requirements file")
 
 
-def _channel_name(ch: str) -> str:
+def channel_name(ch: str) -> str:
     from envguard.channels import normalise_channel
 
     return (normalise_channel(ch.strip()) or "").lower()
 
 
-def _is_conda_forge(ch: str) -> bool:
+def is_conda_forge(ch: str) -> bool:
     from envguard.mixing import channel_family
 
     return channel_family(ch.strip()) == "conda-forge"
 
 
-def _is_defaults(ch: str) -> bool:
+def is_defaults(ch: str) -> bool:
     from envguard.mixing import channel_family
 
     return channel_family(ch.strip()) == "defaults"
 
 
-def _overlap(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
+def overlap(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
     """Whether two selectors' platforms meet (None: every platform)."""
     if a is None or b is None:
         return a != () and b != ()

@@ -6,14 +6,14 @@ from pathlib import Path
 
 from envguard.errors import UserError
 from envguard.findings import Finding
-from envguard.lint.channel_rules import _ChannelRules
-from envguard.lint.cuda_rules import _CudaRules
-from envguard.lint.pip_rules import _PipRules
+from envguard.lint.channel_rules import ChannelRules
+from envguard.lint.cuda_rules import CudaRules
+from envguard.lint.pip_rules import PipRules
 from envguard.lint.projects import project_rules
-from envguard.lint.torch_rules import _TorchRules
+from envguard.lint.torch_rules import TorchRules
 
 
-class _EnvLinter(_TorchRules, _PipRules, _CudaRules, _ChannelRules):
+class EnvLinter(TorchRules, PipRules, CudaRules, ChannelRules):
     def run(self) -> list[Finding]:
         if not self.structure():
             return self.findings
@@ -39,4 +39,4 @@ def lint_environment(path: str, text: str, base_dir: Path | None = None) -> list
     from envguard.yamlio import load_with_lines
 
     data, positions = load_with_lines(path, text)
-    return _EnvLinter(path, text, data, positions, base_dir or Path(path).parent).run()
+    return EnvLinter(path, text, data, positions, base_dir or Path(path).parent).run()

@@ -2,7 +2,7 @@
 torch release and route they pin, gathered once; how this kind of file writes a pin (a pixi manifest
 overrides these); and the structural pass from envguard.lock's own spec validation.
 
-The rule families (torch_rules, pip_rules, cuda_rules, channel_rules) are mixins over :class:`_Linter`;
+The rule families (torch_rules, pip_rules, cuda_rules, channel_rules) are mixins over :class:`Linter`;
 envfile.py joins them into the linter of one environment file.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 
 from envguard import compat
 from envguard.findings import Finding, Severity
-from envguard.lint.constraints import _PYTHON_UNIVERSE, _TORCH_UNIVERSE, release_lines
-from envguard.lint.deps import _channel_name, _Dep, _parse_conda, _parse_pip
+from envguard.lint.constraints import PYTHON_UNIVERSE, TORCH_UNIVERSE, release_lines
+from envguard.lint.deps import Dep, channel_name, parse_conda, parse_pip
 from envguard.lint.projects import declares_nothing, raw_by_line, raw_for
 from envguard.lint.rules import RULES, TORCH_CONDA_NAMES
 from envguard.platforms import command_platforms
@@ -22,7 +22,7 @@ from envguard.redact import redact
 from envguard.versions import line_key
 
 
-class _Linter:
+class Linter:
     def __init__(self, path: str, text: str, data: Any, positions: Any, base_dir: Path) -> None:
         self.path, self.text, self.data, self.pos, self.base_dir = path, text, data, positions, base_dir
         self.findings: list[Finding] = []
@@ -85,23 +85,23 @@ class _Linter:
         from envguard.sources.envfile import read_environment
 
         desc = read_environment(self.text, self.data, self.path, base_dir=self.base_dir)
-        self.conda: list[_Dep] = []
-        self.pip: list[_Dep] = []
+        self.conda: list[Dep] = []
+        self.pip: list[Dep] = []
         first_include = self._first_pip_include_line()
         raw_at = raw_by_line(self.data["dependencies"], self.pos)
         for req in desc.requested:
             if req.manager == "conda":
-                d = _parse_conda(req, raw_for(raw_at, req))
+                d = parse_conda(req, raw_for(raw_at, req))
                 if d is not None:
                     self.conda.append(d)
             else:
-                self.pip.append(_parse_pip(req, first_include))
+                self.pip.append(parse_pip(req, first_include))
         chans = self.data.get("channels")
         self.channels: list[tuple[str, int | None]] = [
             (str(ch), self.pos.line("channels", i)) for i, ch in enumerate(chans if isinstance(chans, list) else [])
             if isinstance(ch, str) and ch.strip()
         ]
-        self.channel_names = {_channel_name(ch) for ch, _ in self.channels}
+        self.channel_names = {channel_name(ch) for ch, _ in self.channels}
         self.torch_conda = [d for d in self.conda if d.name in TORCH_CONDA_NAMES]
         self.torch_pip = [d for d in self.pip if d.name == "torch"]
         self.torch_lines = self._torch_lines()
@@ -122,7 +122,7 @@ class _Linter:
         if self.torch_conda:
             if any((d.channel or "").lower() == "pytorch" for d in self.torch_conda):
                 return compat.PYTORCH
-            order = [n for n in (_channel_name(ch) for ch, _ in self.channels) if n in ("pytorch", "conda-forge")]
+            order = [n for n in (channel_name(ch) for ch, _ in self.channels) if n in ("pytorch", "conda-forge")]
             return compat.PYTORCH if order[:1] == ["pytorch"] else compat.CONDA_FORGE
         return compat.PYPI if self.torch_pip else compat.CONDA_FORGE
 
@@ -144,7 +144,7 @@ class _Linter:
     def _torch_lines(self) -> frozenset[str] | None:
         lines: frozenset[str] | None = None
         for d in self.torch_conda + self.torch_pip:
-            got = release_lines(d.version, d.manager, _TORCH_UNIVERSE)
+            got = release_lines(d.version, d.manager, TORCH_UNIVERSE)
             if got is not None:
                 lines = got if lines is None else (lines & got or got)
         return lines
@@ -163,5 +163,5 @@ class _Linter:
     def _python_line(self) -> str | None:
         """The one X.Y the file pins Python to, if it does."""
         pys = [d for d in self.conda if d.name == "python"]
-        lines = release_lines(pys[0].version, "conda", _PYTHON_UNIVERSE) if pys else None
+        lines = release_lines(pys[0].version, "conda", PYTHON_UNIVERSE) if pys else None
         return next(iter(lines)) if lines and len(lines) == 1 else None

@@ -1,7 +1,7 @@
 """Lint a pixi manifest (pixi.toml, or pyproject.toml with [tool.pixi]) with the environment-file rules.
 
 Every pixi environment is one spec: its features' dependencies, pypi-dependencies, channels, platforms and
-system requirements together. The rules of :class:`envguard.lint.envfile._EnvLinter` run once per environment;
+system requirements together. The rules of :class:`envguard.lint.envfile.EnvLinter` run once per environment;
 a finding that several environments share is reported once, naming them when not all have it. The
 Python and torch rules judge only environments that hold python or torch (a `lint` or `docs` environment
 of ruff alone is not a PyTorch environment).
@@ -21,22 +21,22 @@ from pathlib import Path
 from typing import Any
 
 from envguard.findings import Finding, Severity
-from envguard.lint.constraints import _CUDA_UNIVERSE, release_lines
-from envguard.lint.deps import _channel_name, _Dep
-from envguard.lint.envfile import _EnvLinter
+from envguard.lint.constraints import CUDA_UNIVERSE, release_lines
+from envguard.lint.deps import Dep, channel_name
+from envguard.lint.envfile import EnvLinter
 from envguard.lint.projects import project_rules, satisfied_by_pixi
 from envguard.lint.rules import RULES
 from envguard.sources.pixi_manifest import Environment, Manifest, ManifestDep, parse_manifest
 from envguard.versions import line_key, release
 
 
-def _dep(d: ManifestDep, env: Environment, subdir_of: dict[str, str]) -> _Dep | None:
+def _dep(d: ManifestDep, env: Environment, subdir_of: dict[str, str]) -> Dep | None:
     # the rules judge subdirs (what a route builds for); a named platform ({name = "gpu", platform = "linux-64"})
     # stands for its subdir
     plats = None if d.platforms is None else tuple(
         dict.fromkeys(subdir_of.get(p, p) for p in d.platforms if p in env.platforms))
     if d.manager == "pip":
-        return _Dep(d.name.lower(), "pip", d.spec, d.version, None, None, d.line, plats)
+        return Dep(d.name.lower(), "pip", d.spec, d.version, None, None, d.line, plats)
     from rattler import MatchSpec
 
     try:
@@ -45,10 +45,10 @@ def _dep(d: ManifestDep, env: Environment, subdir_of: dict[str, str]) -> _Dep | 
         return None
     version = str(ms.version) if ms.version is not None else None
     build = str(ms.build) if ms.build is not None else None
-    return _Dep(d.name.lower(), "conda", d.spec, version, build, d.channel, d.line, plats)
+    return Dep(d.name.lower(), "conda", d.spec, version, build, d.channel, d.line, plats)
 
 
-class _ManifestEnvLinter(_EnvLinter):
+class _ManifestEnvLinter(EnvLinter):
     """The environment-file rules over one pixi environment."""
 
     def __init__(self, manifest: Manifest, env: Environment, text: str) -> None:
@@ -94,13 +94,13 @@ class _ManifestEnvLinter(_EnvLinter):
                                 if d.manager == "pip" and not d.source) if x]
         self.channels = [(ch, self.manifest.channels[0][1] if self.manifest.channels else self.manifest.workspace_line)
                          for ch in self.env.channels]
-        self.channel_names = {_channel_name(ch) for ch, _ in self.channels}
+        self.channel_names = {channel_name(ch) for ch, _ in self.channels}
         self.torch_conda = [d for d in self.conda if d.name in ("pytorch", "pytorch-gpu", "pytorch-cpu")]
         self.torch_pip = [d for d in self.pip if d.name == "torch"]
         self.torch_lines = self._torch_lines()
         self.route = self._route()
         self.platforms = list(dict.fromkeys(sub.get(p, p) for p in self.env.platforms))
-        self.one_machine = False  # what _EnvLinter.gather sets for an export
+        self.one_machine = False  # what EnvLinter.gather sets for an export
 
     def cuda_signals(self) -> list[str]:
         # the driver level pixi solves for, for every platform or in a platform's table: a request for CUDA builds
@@ -155,7 +155,7 @@ class _ManifestEnvLinter(_EnvLinter):
         declared += [(f'cuda = "{c}" on platform {p}', c, self.manifest.workspace_line)
                      for p, c in self._declared_cuda()]
         for label, cuda, line in declared:
-            lines = release_lines(cuda, "conda", _CUDA_UNIVERSE)
+            lines = release_lines(cuda, "conda", CUDA_UNIVERSE)
             have = min(lines, key=line_key) if lines else None
             if have and all(release(c)[0] > release(have)[0] for c in rel.cuda):
                 self.add("EG118", f"{label}: torch {rel.version} has no CUDA {have} build (its CUDA lines: "

@@ -5,35 +5,36 @@ from __future__ import annotations
 
 import re
 
-from envguard.lint.constraints import _TORCH_UNIVERSE, _universe, release_lines
-from envguard.lint.deps import _Dep, _overlap
-from envguard.lint.linter import _Linter
+from envguard.lint.constraints import TORCH_UNIVERSE, release_lines, version_probes
+from envguard.lint.deps import Dep, overlap
+from envguard.lint.linter import Linter
 from envguard.lint.rules import TORCH_CONDA_NAMES, I, W
 from envguard.redact import has_credentials
 
 
-class _PipRules(_Linter):
+class PipRules(Linter):
     def pip_rules(self) -> None:
         """EG107: a core package from pip is an error where conda provides the torch stack or the same package
         (two owners, mismatched binaries), on a platform both lines apply to. A torch stack from pip on conda's
         Python alone is PyTorch's own recommended install since the pytorch channel ended: one info line names
         that layout."""
         core = self.pip_core()
-        conda_by_key: dict[str, list[_Dep]] = {}
+        conda_by_key: dict[str, list[Dep]] = {}
         for c in self.conda:
-            conda_by_key.setdefault(self._key(c), []).append(c)
-        conda_stack = [d for d in self.conda if self._key(d) in ("torch", "torchvision", "torchaudio")
+            conda_by_key.setdefault(self.dist_key(c), []).append(c)
+        conda_stack = [d for d in self.conda if self.dist_key(d) in ("torch", "torchvision", "torchaudio")
                        or d.name in TORCH_CONDA_NAMES + ("libtorch",)]
-        layout: list[_Dep] = []
+        layout: list[Dep] = []
         for d in self.pip:
-            key = self._key(d)
+            key = self.dist_key(d)
             via = f" (through {d.via})" if d.via else ""
-            both = [c for c in conda_by_key.get(key, []) if _overlap(c.platforms, d.platforms)]
-            stack = [c for c in conda_stack if _overlap(c.platforms, d.platforms)]
+            both = [c for c in conda_by_key.get(key, []) if overlap(c.platforms, d.platforms)]
+            stack = [c for c in conda_stack if overlap(c.platforms, d.platforms)]
             if key in core and (stack or both):
                 conda_name = "pytorch" if key == "torch" else key
                 pin = ""
-                lines = release_lines(d.version, "pip", _TORCH_UNIVERSE if key == "torch" else _universe((0, 1, 2), 40))
+                probes = TORCH_UNIVERSE if key == "torch" else version_probes((0, 1, 2), 40)
+                lines = release_lines(d.version, "pip", probes)
                 if lines and len(lines) == 1:
                     pin = f"={next(iter(lines))}.*"
                 beside = (f"conda's `{stack[0].spec}`" if stack and not both else f"conda's {conda_name}")
@@ -47,7 +48,7 @@ class _PipRules(_Linter):
                 self.add("EG123", f"{d.name} is requested from both conda and pip (`{d.spec}`)",
                          "keep one: delete the pip line or the conda one", d.line, package=key)
         if layout:
-            names = ", ".join(self._key(d) + (f" through {d.via}" if d.via else "") for d in layout)
+            names = ", ".join(self.dist_key(d) + (f" through {d.via}" if d.via else "") for d in layout)
             from envguard.mixing import conda_cuda_library
 
             # pytorch-cuda beside a pip torch is EG108's to say
@@ -58,15 +59,15 @@ class _PipRules(_Linter):
                          "holds two, and what loads first decides which one a library gets",
                          f"drop {', '.join(cuda_libs[:3])} from the conda dependencies (the pip-only torch stack needs "
                          "none), or install the whole torch stack from conda-forge", layout[0].line, W,
-                         package=self._key(layout[0]))
+                         package=self.dist_key(layout[0]))
             elif not (self.torch_pip and any(d.name == "pytorch-cuda" for d in self.conda)):
                 self.add("EG107", f"the torch stack comes from pip ({names}) on conda's Python: a supported layout "
                          "(PyTorch's own install since the pytorch channel ended) as long as conda installs no "
                          "torch, numpy or CUDA libraries of its own", "", layout[0].line, I,
-                         package=self._key(layout[0]))
+                         package=self.dist_key(layout[0]))
 
     @staticmethod
-    def _key(d: _Dep) -> str:
+    def dist_key(d: Dep) -> str:
         from envguard.model import canonical_name
 
         return canonical_name(d.name, "conda" if d.manager == "conda" else "pip")

@@ -143,7 +143,7 @@ def _git_without_commit(lint: Any) -> None:
         if "git+" in spec and not _COMMIT.search(spec.split(" #", 1)[0]):
             lint.add("EG132", f"`{spec}` names no commit: pip installs whatever the branch or tag points to when the "
                      "environment is built, so two builds of one file differ", "pin a commit: `...@<full commit "
-                     "hash>` (or a released version from an index)", d.line, package=lint._key(d))
+                     "hash>` (or a released version from an index)", d.line, package=lint.dist_key(d))
 
 
 def _cuda_library_twice(lint: Any) -> None:
@@ -184,7 +184,7 @@ def _cuda_wheels_beside_conda_cuda(lint: Any, line: str | None) -> None:
     if hasattr(lint, "manifest"):
         wheels = [d for d in lint.pip if _PIP_NVIDIA.match(d.name.replace("_", "-")) and
                   (line is None or _PIP_NVIDIA.match(d.name.replace("_", "-"))["major"] == line)]  # type: ignore
-        wheels += [d for d in lint.pip if lint._key(d) == "torch"]
+        wheels += [d for d in lint.pip if lint.dist_key(d) == "torch"]
     if wheels:
         lint.add("EG133", f"CUDA from both managers: PyPI's `{wheels[0].spec}` brings NVIDIA's CUDA wheels, and "
                  f"conda installs {also}: two copies of the CUDA libraries in one environment, and which one a "
@@ -206,7 +206,8 @@ def _cuda_wheels_beside_conda_cuda(lint: Any, line: str | None) -> None:
 
 
 def _torch_build_unchosen(lint: Any) -> None:
-    if any(d.name in _TORCH_NAMES for d in lint.conda) or (lint.pip and any(lint._key(d) == "torch" for d in lint.pip)):
+    torch_wheel = any(lint.dist_key(d) == "torch" for d in lint.pip)
+    if any(d.name in _TORCH_NAMES for d in lint.conda) or torch_wheel:
         return
     cuda = next((d for d in lint.conda if d.name == "cuda-version"), None)
     needs = [d for d in lint.conda if d.name in _NEEDS_TORCH]

@@ -12,7 +12,7 @@ from envguard.findings import Finding, Severity
 _PACKAGE_URL_LINE = re.compile(r"^\s*\S+://\S+\.(?:conda|tar\.bz2)(?:#\S*)?\s*$")
 
 
-def _kind(path: str, text: str) -> tuple[str, Any]:
+def lint_kind(path: str, text: str) -> tuple[str, Any]:
     """The kind lint reads a file as (envguard.filekind decides; an export is linted as the environment file
     it is), and the parsed document."""
     from envguard.filekind import read_kind
@@ -33,7 +33,7 @@ def _kind(path: str, text: str) -> tuple[str, Any]:
                     fix="pass environment.yml, pixi.toml, conda-lock.yml, pixi.lock or an @EXPLICIT file")
 
 
-def _raw_credentials(path: str, text: str, kind: str | None, found: list[Finding]) -> list[Finding]:
+def raw_credentials(path: str, text: str, kind: str | None, found: list[Finding]) -> list[Finding]:
     """The credential scan of the raw text, for lines no other finding already named (EG115 for a spec)."""
     from envguard.lint.locks import credential_finding, credential_lines
 

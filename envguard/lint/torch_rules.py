@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 
-from envguard.lint.constraints import _PYTHON_UNIVERSE, _TORCH_UNIVERSE, release_lines
-from envguard.lint.linter import _Linter
+from envguard.lint.constraints import PYTHON_UNIVERSE, TORCH_UNIVERSE, release_lines
+from envguard.lint.linter import Linter
 from envguard.lint.rules import TORCH_CONDA_NAMES, E, I, W
 from envguard.versions import line_key, release
 
 
-class _TorchRules(_Linter):
+class TorchRules(Linter):
     def python_rules(self) -> None:
         pys = [d for d in self.conda if d.name == "python"]
         supported = self.c.supported_python
@@ -22,7 +22,7 @@ class _TorchRules(_Linter):
                      f"add {self.dep_fix('python', self.c.default_python)} to dependencies", self._deps_line())
             return
         d = pys[0]
-        lines = release_lines(d.version, "conda", _PYTHON_UNIVERSE)
+        lines = release_lines(d.version, "conda", PYTHON_UNIVERSE)
         if not lines or len(lines) != 1:
             self.add("EG101", f"python is not pinned to one release (`{d.spec}`)",
                      f"pin it: {self.pin('python', self.c.default_python)}", d.line, package="python")
@@ -64,7 +64,7 @@ class _TorchRules(_Linter):
         for d in self.torch_conda + self.torch_pip:
             if d.name in ("pytorch-gpu", "pytorch-cpu") and has_pytorch:
                 continue  # a variant metapackage beside pytorch: the version is pytorch's, judged there
-            lines = release_lines(d.version, d.manager, _TORCH_UNIVERSE)
+            lines = release_lines(d.version, d.manager, TORCH_UNIVERSE)
             if lines is None or len(lines) != 1:
                 pin = (self.pin(d.name, self.c.newest_torch) if d.manager == "conda"
                        else self.pin("torch", self.c.newest_torch, "pip"))

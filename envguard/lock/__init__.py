@@ -175,7 +175,7 @@ def relock_platforms(files: Sequence[Path], lockfile: Path) -> list[str] | None:
     return [str(x) for x in listed] if isinstance(listed, list) and listed else None
 
 
-def _cuda_record(cuda_arg: str, vpr: Any, platform_hint: str | None = None) -> str:
+def cuda_record_text(cuda_arg: str, vpr: Any, platform_hint: str | None = None) -> str:
     if cuda_arg == "":
         return "none"
     if cuda_arg != "default":
@@ -286,7 +286,7 @@ def lock(
         cuda_assumption.from_spec(lock_spec.dependencies, ", ".join(str(f) for f in files)), str(lockfile))
     carg = cuda_arg(assumption.value)
     vpr = virtual_package_repo(assumption.value)
-    cuda_rec = _cuda_record(carg, vpr)
+    cuda_rec = cuda_record_text(carg, vpr)
 
     from conda_lock.lockfile import apply_categories
 

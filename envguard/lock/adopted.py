@@ -47,11 +47,11 @@ def write_adopted(spec_file: Path, packages: Sequence[AdoptedPackage], *, lockfi
     from conda_lock.lockfile.v2prelim.models import DependencySource, HashModel, LockedDependency
     from conda_lock.models.channel import normalize_url_with_placeholders
 
-    from envguard.lock import _cuda_record, lock_metadata
+    from envguard.lock import cuda_record_text, lock_metadata
     from envguard.lock.lockfile import (
-        _merged_dependencies,
         build_lockfile,
         cuda_arg,
+        merged_dependencies,
         redacted_channels,
         relative_source,
         write_lock_atomic,
@@ -69,7 +69,7 @@ def write_adopted(spec_file: Path, packages: Sequence[AdoptedPackage], *, lockfi
                                                                                    spec_file.name),
                                        str(lockfile)).value
     vpr = virtual_package_repo(cuda)
-    cuda_rec = _cuda_record(cuda_arg(cuda), vpr, platform)
+    cuda_rec = cuda_record_text(cuda_arg(cuda), vpr, platform)
     content_hash, meta = lock_metadata([spec_file], lock_spec, vpr, cuda_rec)
     entries = []
     for p in packages:
@@ -77,7 +77,7 @@ def write_adopted(spec_file: Path, packages: Sequence[AdoptedPackage], *, lockfi
             url = redact(normalize_url_with_placeholders(p.url, channels=lock_spec.channels))
             entries.append(LockedDependency(
                 name=p.name, version=p.version, manager="conda", platform=platform,
-                dependencies=_merged_dependencies(list(p.depends)), url=url,
+                dependencies=merged_dependencies(list(p.depends)), url=url,
                 hash=HashModel(md5=p.md5 or "", sha256=p.sha256 or None), categories={"main"}))
         else:
             entries.append(LockedDependency(

@@ -319,7 +319,7 @@ def fingerprint(digest: str, platform: str, content_hash: str) -> str:
 # ------------------------------------------------------------------ building and writing
 
 
-def _merged_dependencies(depends: list[str]) -> dict[str, str]:
+def merged_dependencies(depends: list[str]) -> dict[str, str]:
     """name -> version spec, several constraints on one name joined with ',' (as conda-lock merges them)."""
     from rattler import MatchSpec
 
@@ -348,7 +348,7 @@ def locked_conda_dependency(record: Any, platform: str, channels: list[Any]) -> 
         version=str(record.version),
         manager="conda",
         platform=platform,
-        dependencies=_merged_dependencies(list(record.depends)),
+        dependencies=merged_dependencies(list(record.depends)),
         url=url,
         hash=HashModel(md5=record.md5.hex() if record.md5 else "",
                        sha256=record.sha256.hex() if record.sha256 else None),

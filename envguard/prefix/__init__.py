@@ -19,11 +19,11 @@ from pathlib import Path
 
 from envguard.errors import UserError
 from envguard.model import Package
-from envguard.prefix.condameta import _overwritten, _read_record
+from envguard.prefix.condameta import overwritten, read_record
 from envguard.prefix.files import FileProblem, verify_files
 from envguard.prefix.origins import import_origins
 from envguard.prefix.records import CondaRecord, Dist, FileEntry, Overwritten, PrefixInfo
-from envguard.prefix.sitepackages import _pth_dirs, _python_version, _scan_dists, find_site_packages
+from envguard.prefix.sitepackages import find_site_packages, prefix_python_version, pth_dirs, scan_dists
 
 
 def inspect_prefix(prefix: Path) -> PrefixInfo:
@@ -40,7 +40,7 @@ def inspect_prefix(prefix: Path) -> PrefixInfo:
             if f.name.startswith("envguard-"):  # envguard's own files (the create fingerprint)
                 continue
             try:
-                records.append(_read_record(f))
+                records.append(read_record(f))
             except (OSError, ValueError, KeyError, TypeError) as e:
                 bad.append((f.name, f"{type(e).__name__}: {e}"))
     conda_files: dict[str, str] = {}
@@ -48,19 +48,19 @@ def inspect_prefix(prefix: Path) -> PrefixInfo:
         for rel in r.files:
             conda_files[rel] = r.name
     site_packages = find_site_packages(prefix)
-    dists = _scan_dists(prefix, site_packages, conda_files, with_imports=is_conda)
+    dists = scan_dists(prefix, site_packages, conda_files, with_imports=is_conda)
     info = PrefixInfo(
         prefix=prefix,
         is_conda=is_conda,
         is_venv=(prefix / "pyvenv.cfg").is_file(),
-        python_version=_python_version(prefix, records, site_packages),
+        python_version=prefix_python_version(prefix, records, site_packages),
         site_packages=site_packages,
         conda=records,
         dists=dists,
         bad_records=bad,
     )
-    info.overwritten = _overwritten(prefix, records)
-    info.pth_dirs = _pth_dirs(prefix, site_packages, conda_files)
+    info.overwritten = overwritten(prefix, records)
+    info.pth_dirs = pth_dirs(prefix, site_packages, conda_files)
     return info
 
 

@@ -17,7 +17,7 @@ from envguard.yamlio import read_bytes
 RECORD_LIMIT = 64 * 1024 * 1024
 
 
-def _read_record(path: Path) -> CondaRecord:
+def read_record(path: Path) -> CondaRecord:
     # Plain json is faster here than rattler.PrefixRecord.from_path once the
     # import of rattler is counted, and check must start fast (bench/check.py).
     try:
@@ -107,7 +107,7 @@ def _requested_specs(data: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _overwritten(prefix: Path, records: list[CondaRecord]) -> list[Overwritten]:
+def overwritten(prefix: Path, records: list[CondaRecord]) -> list[Overwritten]:
     """Conda records whose dist-info was removed or rewritten by another installer."""
     out: list[Overwritten] = []
     for r in records:

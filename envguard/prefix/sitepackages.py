@@ -78,7 +78,7 @@ def _raw_import_names(meta_dir: str, name: str) -> tuple[str, ...]:
     return (pep503(name).replace("-", "_"),)
 
 
-def _scan_dists(prefix: Path, site_packages: list[str], conda_files: dict[str, str], *,
+def scan_dists(prefix: Path, site_packages: list[str], conda_files: dict[str, str], *,
                 with_imports: bool) -> list[Dist]:
     """Every dist-info/egg-info, with its owner. ``with_imports`` also reads each one's import names
     (top_level.txt or RECORD): only the pip-over-conda rules need them."""
@@ -132,7 +132,7 @@ def _scan_dists(prefix: Path, site_packages: list[str], conda_files: dict[str, s
     return dists
 
 
-def _python_version(prefix: Path, records: list[CondaRecord], site_packages: list[str]) -> str | None:
+def prefix_python_version(prefix: Path, records: list[CondaRecord], site_packages: list[str]) -> str | None:
     py = next((r for r in records if r.name == "python"), None)
     if py is not None:
         return py.version
@@ -147,7 +147,7 @@ def _python_version(prefix: Path, records: list[CondaRecord], site_packages: lis
     return None
 
 
-def _pth_dirs(prefix: Path, site_packages: list[str], conda_files: dict[str, str]) -> list[tuple[str, str | None, str]]:
+def pth_dirs(prefix: Path, site_packages: list[str], conda_files: dict[str, str]) -> list[tuple[str, str | None, str]]:
     out: list[tuple[str, str | None, str]] = []
     for sp in site_packages:
         try:

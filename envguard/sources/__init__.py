@@ -154,7 +154,7 @@ def _parse(path: Path, text: str) -> Any:
 
 
 def _parse_text(path: Path, text: str) -> Any:
-    from envguard.sources import _yaml
+    from envguard.sources import yamlkeys
     from envguard.sources.toml_text import looks_like_toml, parse_toml
 
     if looks_like_toml(text):  # pixi.toml, pyproject.toml: YAML would call them malformed
@@ -169,7 +169,7 @@ def _parse_text(path: Path, text: str) -> Any:
             pass
         except RecursionError:  # 100,000 nested arrays: no report or lock nests more than a few levels
             raise UserError("malformed JSON: nested too deeply", file=str(path), fix="correct the file") from None
-    return _yaml.load(path, text)
+    return yamlkeys.load(path, text)
 
 
 def load(spec: str, *, kind: str | None = None, platform: str | None = None,

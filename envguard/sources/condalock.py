@@ -24,7 +24,7 @@ from envguard.channels import channel_from_url, normalise_channel
 from envguard.errors import PlatformNotLocked, UserError
 from envguard.model import Package
 from envguard.sources import Description, named_channels
-from envguard.sources._common import (
+from envguard.sources.common import (
     as_str,
     digest,
     number_digests_note,

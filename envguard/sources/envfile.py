@@ -17,7 +17,7 @@ from envguard.errors import UserError
 from envguard.platforms import line_selector, selector_platforms
 from envguard.redact import redact
 from envguard.sources import Description, RequestedSpec
-from envguard.sources._common import as_str
+from envguard.sources.common import as_str
 
 # the channel before `::` may be a name (`conda-forge`, `conda-forge/linux-64`) or a URL
 # (`https://conda.anaconda.org/conda-forge::python=3.11`), as conda and rattler read it: everything up to the
@@ -55,7 +55,7 @@ def package_file_spec(entry: str) -> tuple[str, str, str | None] | None:
     """(name, ``name ==version build``, channel) of a dependency that is a package file or its URL
     (``./pkgs/foo-1.0-0.tar.bz2``, ``https://.../linux-64/foo-1.0-0.conda``), as conda reads it; else None."""
     from envguard.channels import CONDA_EXTENSIONS, channel_from_url
-    from envguard.sources._common import parse_conda_filename
+    from envguard.sources.common import parse_conda_filename
 
     text = entry.split(" #", 1)[0].strip().split("#", 1)[0]
     if not text.endswith(CONDA_EXTENSIONS):

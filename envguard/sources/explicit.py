@@ -15,7 +15,7 @@ from envguard.channels import channel_from_url
 from envguard.errors import UserError
 from envguard.model import Package
 from envguard.sources import Description
-from envguard.sources._common import (
+from envguard.sources.common import (
     hash_kind,
     parse_conda_filename,
     parse_pypi_filename,

@@ -22,7 +22,7 @@ from envguard.channels import normalise_channel
 from envguard.errors import UserError
 from envguard.model import Package
 from envguard.sources import Description
-from envguard.sources._common import as_str, parse_pypi_filename, redact_opt
+from envguard.sources.common import as_str, parse_pypi_filename, redact_opt
 
 _PIN = re.compile(r"^(?:(?P<chan>[^\s:]+)::)?(?P<name>[A-Za-z0-9_.+-]+)"
                   r"==?(?P<ver>[^=<>!~*,|\s]+)(?:=(?P<build>[^=\s]+))?$")

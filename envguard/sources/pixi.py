@@ -31,7 +31,7 @@ from envguard.channels import channel_from_url
 from envguard.errors import PlatformNotLocked, UserError
 from envguard.model import Manager, Package
 from envguard.sources import Description
-from envguard.sources._common import (
+from envguard.sources.common import (
     as_str,
     digest,
     hash_kind,
@@ -41,7 +41,7 @@ from envguard.sources._common import (
     redact_opt,
     refused_number,
 )
-from envguard.sources._yaml import duplicate_keys
+from envguard.sources.yamlkeys import duplicate_keys
 
 SUPPORTED = (4, 5, 6, 7)
 LEGACY = (3,)  # conda-lock's layout; 1 and 2 are conda-lock's own version numbers and read as conda-lock

@@ -14,7 +14,7 @@ from envguard.channels import normalise_channel
 from envguard.errors import UserError
 from envguard.model import Package
 from envguard.sources import Description
-from envguard.sources._common import as_str, redact_opt
+from envguard.sources.common import as_str, redact_opt
 
 _FIELDS = {f.name for f in dataclasses.fields(Package)}
 

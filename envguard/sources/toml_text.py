@@ -74,7 +74,7 @@ def parse_toml(text: str, shown: str) -> Any:
     tomli = toml_reader()
     limit = environment_node_limit()
     tokens = max(2 * limit, _MIN_TOKENS)
-    if _structure_count(text, tokens) > tokens:
+    if structure_count(text, tokens) > tokens:
         # before parsing, in linear time and no more memory than the text: 3 million empty tables (30 MiB)
         # took tomli past the memory there was, 1.2 million took 8 s and 1.1 GB (issue #38 point 6); under
         # this count the parse is bounded, and the exact count of values below decides
@@ -113,7 +113,7 @@ _STRUCTURE = "=[,.{"
 _MIN_TOKENS = 20_000
 
 
-def _structure_count(text: str, limit: int) -> int:
+def structure_count(text: str, limit: int) -> int:
     """How many of ``= [ , . {`` stand outside strings and comments (a key, a table or array, an array item or
     inline-table entry, a dotted-key part, an inline table; a float's dot too), counted exactly only where the
     plain count passes ``limit`` (0 below it). Every table a parse builds is one of them (a header's ``[``, a

@@ -120,7 +120,7 @@ def findings(result: TuneResult, *, probe_stderr: str = "", crashed: bool = Fals
             out.append(_f(case.id, Severity.ERROR, f"the tune probe ended before inspecting the dataset: {last}"))
         return out
     for err in insp.get("errors") or []:
-        out.append(_inspect_error(err))
+        out.append(inspect_error(err))
     if insp.get("errors"):
         return out
     out += _trial_failures(result)
@@ -145,7 +145,7 @@ def findings(result: TuneResult, *, probe_stderr: str = "", crashed: bool = Fals
     return out
 
 
-def _inspect_error(err: dict[str, Any]) -> Finding:
+def inspect_error(err: dict[str, Any]) -> Finding:
     stage, text = str(err.get("stage")), str(err.get("error") or "")
     full = text + "\n" + str(err.get("traceback") or "")
     head = _clean(headline(text)) or text[:300]
