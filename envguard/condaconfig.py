@@ -13,6 +13,8 @@ them all, for envguard only. Reading only: no file is written, nothing is fetche
 
 :func:`resolve_channel` is the one place a channel name becomes a URL, for every command (init, lint through
 channelfacts, lock, create's downloads): it says which setting decided the URL and which mirrors serve it.
+:func:`lock_channel_names` tells sources.condalock which listed channel serves a lock's unknown channel URL
+(a mirror); :meth:`ChannelSettings.channel_members` says which channels a name such as ``defaults`` stands for.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Uses the C loader when PyYAML has it (large locks parse several times faster).
 ``load_with_lines`` additionally records where each mapping key and sequence
 item starts, so that lint and spec validation can name exact lines.
+:func:`load_fast`, :func:`read_text` and :func:`read_bytes` are what every reader of a user's YAML file uses
+(bounded: :func:`check_limits`, with :func:`node_bound` the cheap count checked before parsing).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""What every rule module of check shares: the severities' shorthands, and how a fix is worded (the failure
-catalogue's fix text, the create command that rebuilds the checked environment)."""
+"""What every rule module of check shares: the severities' shorthands (``E``, ``W``, ``I``), and how a fix is
+worded (:func:`catalog_fix`, the failure catalogue's fix text for a case; :func:`create_command`, the create
+command that rebuilds the checked environment)."""
 
 from __future__ import annotations
 

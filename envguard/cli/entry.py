@@ -1,6 +1,9 @@
 """The entry point: argv in, an exit code out, with every failure turned into one line (a usage error, an
 :class:`envguard.errors.EnvguardError`, Ctrl-C) and only a bug shown as "internal error" (a traceback with
---verbose); the process then ends without finalising (py-rattler's runtime, engine-notes.md)."""
+--verbose); the process then ends without finalising (py-rattler's runtime, engine-notes.md).
+
+:func:`main` and :func:`run` are what envguard.cli exposes; :func:`verbose_anywhere` (``-v`` after the
+subcommand too) is public for the tests that pin what it moves."""
 
 import os
 import signal

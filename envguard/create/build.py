@@ -1,6 +1,10 @@
 """Building the environment under the prefix lock: drift against the lock, then a staged build swapped into
 place (relocatable backends) or a build at the target with the old environment set aside (external ones);
-credentials scrubbed from the records, pip packages, and the fingerprint last."""
+credentials scrubbed from the records, pip packages, and the fingerprint last.
+
+For envguard.create: :func:`create_locked` (the build, once the plan is made and the prefix lock held),
+:func:`target_identity` (the target's device and inode, to tell a target replaced while create ran),
+:func:`scrub_credentials` and :func:`json_str` (conda-meta records as the lock writes their URLs)."""
 
 from __future__ import annotations
 

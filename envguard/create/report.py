@@ -1,5 +1,6 @@
 """What ``envguard create`` tells its caller: progress callbacks (CreateReporter; envguard/create/render.py
-renders them) and the result."""
+renders them) and the result. :class:`Progress` is the backends' install callback that build.py hands
+the installer (it forwards to the reporter)."""
 
 from __future__ import annotations
 

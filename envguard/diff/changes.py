@@ -1,5 +1,9 @@
 """The change classes (KINDS, each with a label and a severity), one :class:`Change` between two packages
-of one key, and :func:`classify`, which names every class a difference carries."""
+of one key, and :func:`classify`, which names every class a difference carries.
+
+Shared with the other diff modules: :func:`pkg_dict` and :func:`package_from_dict` (a package in the
+JSON report and back), :func:`sort_key` (the order changes are listed in, core packages first),
+:func:`artifact_key` and :func:`identical_artifact` (the same file on two mirrors or channels)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """Facts about one package that the change classes rest on: how core it is (python, torch, CUDA, numpy
-first), the CUDA line its version or build names, whether its build is a CPU or a CUDA one."""
+first), the CUDA line its version or build names, whether its build is a CPU or a CUDA one; and two
+version helpers the change classes and speccheck share: :func:`minor_line` (``3.11.4`` -> ``3.11``) and
+:func:`lines_compatible` (``12`` from ``cuda12*`` meets ``12.6``)."""
 
 from __future__ import annotations
 

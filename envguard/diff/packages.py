@@ -1,5 +1,6 @@
 """Two package lists of one platform compared (:func:`diff_packages`: paired by key, a pip copy installed
-over conda's one a change of its own), and two lists of requested specs (:func:`diff_requested`)."""
+over conda's one a change of its own), and two lists of requested specs (:func:`diff_requested`).
+:func:`group` (packages by key) is shared with speccheck, which pairs a request with what is locked."""
 
 from __future__ import annotations
 

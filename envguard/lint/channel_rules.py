@@ -1,6 +1,7 @@
 """Rules on channels: defaults mixed with conda-forge (EG113), plain http:// (EG114), the frozen
 pytorch channel (EG111) and an unused one (EG130), nightly channels (EG120), a channel::package whose
-channel is not listed (EG119); and envguard.mixing's rules over the requested specs as records."""
+channel is not listed (EG119); and envguard.mixing's rules over the requested specs as records.
+:class:`ChannelRules` is the mixin envfile.py joins into the linter."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Which release lines (X.Y) a version constraint allows, in conda's grammar or pip's, learnt by probing
-a few versions of every line, and the small helpers that name or pick lines."""
+a few versions of every line, and the small helpers that name or pick lines.
+
+For the rule families: :func:`release_lines`; the probe sets ``TORCH_UNIVERSE``, ``PYTHON_UNIVERSE`` and
+``CUDA_UNIVERSE`` (and :func:`version_probes` for another package's); :func:`lines_text` (lines listed in
+version order), :func:`nearest_line` and :func:`exact_version` (a pin to one version, or None)."""
 
 from __future__ import annotations
 

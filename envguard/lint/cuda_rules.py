@@ -1,6 +1,6 @@
 """Rules on CUDA: conda's pytorch-cuda beside pip's torch (EG108), cudatoolkit with torch 2 (EG109),
 pytorch-cuda's legacy channels (EG110), CUDA lines the pinned torch has no builds for (EG118), a CUDA
-pytorch without a build guard (EG112)."""
+pytorch without a build guard (EG112). :class:`CudaRules` is the mixin envfile.py joins into the linter."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """The requested dependencies as lint's environment-file rules see them (one :class:`Dep` per spec,
-conda or pip), read from envguard.sources' requests, and the channel and selector helpers the rules share."""
+conda or pip), read from envguard.sources' requests, and the channel and selector helpers the rules share.
+
+:func:`parse_conda` and :func:`parse_pip` make a :class:`Dep` (linter.py gathers them); :func:`channel_name`,
+:func:`is_conda_forge` and :func:`is_defaults` judge a channel as written (name or URL); :func:`overlap` says
+whether two selectors' platforms meet."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The linter of one environment file (or conda env export): every rule family over the gathered state."""
+"""The linter of one environment file (or conda env export): every rule family over the gathered state.
+:func:`lint_environment` is what envguard.lint calls; manifest.py subclasses :class:`EnvLinter` to run the
+same rules once per pixi environment."""
 
 from __future__ import annotations
 

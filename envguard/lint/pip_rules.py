@@ -1,5 +1,6 @@
 """Rules on the pip: section: core packages from pip beside conda's (EG107), one package from both
-managers (EG123), plain http:// and literal credentials in pip lines (EG114, EG115)."""
+managers (EG123), plain http:// and literal credentials in pip lines (EG114, EG115).
+:class:`PipRules` is the mixin envfile.py joins into the linter."""
 
 from __future__ import annotations
 

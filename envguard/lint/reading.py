@@ -1,5 +1,6 @@
 """Which kind a file given to lint is (environment file, pixi manifest, lock, explicit file), and the
-credential scan of its raw text, for a file of any kind, even one lint cannot otherwise read."""
+credential scan of its raw text, for a file of any kind, even one lint cannot otherwise read:
+:func:`lint_kind` and :func:`raw_credentials`, both called by envguard.lint."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Rules on the Python and torch pins: Python pinned, supported and not legacy (EG101-EG104), torch
-pinned to one known release line (EG105, EG106), a build string that makes a version exact (EG122)."""
+pinned to one known release line (EG105, EG106), a build string that makes a version exact (EG122).
+:class:`TorchRules` is the mixin envfile.py joins into the linter."""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ conda-lock's models and writer, atomically. An existing lock's records are
 preferred by both solvers (relock.py), so an edit moves only what it forces,
 and the result says what moved and why (changes.py). ``check_fresh`` is read-only and,
 for locks envguard wrote, never imports conda-lock (see lockfile.py).
+:func:`cuda_record_text` (the CUDA assumption a lock records for a ``--cuda`` argument) is shared with
+adopted.py, which records it for an adopted environment's lock.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Writing uses conda-lock's own ``LockedDependency``/``Lockfile``/``LockMeta``,
 (conda-lock is the authority on its format). Reading for ``create``, ``diff``
 and ``lock --check`` uses envguard.sources.lockscan (a reader for conda-lock's own
 layout that gives what PyYAML gives, and PyYAML's C loader for anything else)
-into small dataclasses, because importing conda-lock costs ~0.4 s.
+into small dataclasses, because importing conda-lock costs ~0.4 s. :func:`merged_dependencies` is shared
+with adopted.py, which writes records conda-lock's way too.
 
 The input fingerprint
 ---------------------

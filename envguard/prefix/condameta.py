@@ -1,5 +1,6 @@
-"""The conda side of a prefix: one ``conda-meta/*.json`` record read (plain json, for start-up time), and
-the records whose dist-info another installer removed or rewrote."""
+"""The conda side of a prefix: one ``conda-meta/*.json`` record read (:func:`read_record`: plain json, for
+start-up time), and the records whose dist-info another installer removed or rewrote (:func:`overwritten`).
+Both are called by envguard.prefix's scan."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """The Python side of a prefix: its site-packages directories, every dist-info/egg-info with its owner
-(engine-notes.md) and import names, the directories ``*.pth`` files add, and the Python version."""
+(engine-notes.md) and import names, the directories ``*.pth`` files add, and the Python version; for
+envguard.prefix's scan: :func:`find_site_packages`, :func:`scan_dists`, :func:`pth_dirs` and
+:func:`prefix_python_version`."""
 
 from __future__ import annotations
 

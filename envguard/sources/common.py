@@ -1,4 +1,7 @@
-"""Helpers shared by the readers: artifact file names, coercion.
+"""Helpers shared by the readers: artifact file names (:func:`parse_conda_filename`,
+:func:`parse_pypi_filename`), coercion (:func:`as_str`), hashes as the file wrote them (:func:`digest`,
+:func:`hash_kind`; :func:`refused_number` and :func:`number_digests_note` for digests YAML made numbers
+of), and URLs redacted (:func:`redact_opt`).
 
 Every reader turns URLs into the same (name, version, build, channel) so that
 the same package read from a conda-lock.yml, its explicit rendering and a

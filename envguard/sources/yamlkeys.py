@@ -4,6 +4,7 @@ PyYAML keeps the last of two equal keys in one mapping without a word; serde_yam
 pixi, reads pixi.lock with) refuses the file, and ruamel (conda's reader) does too. The loader records
 every repeated key with its line, and the parsed document (when it is a mapping) carries them as
 ``duplicate_keys``, so that a reader can give its tool's verdict instead of silently reading half.
+:func:`load` parses; :func:`duplicate_keys` reads them off a parsed document.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Pure: reads a :class:`envguard.tune.TuneResult`, starts nothing. Failures are classified with the failure
 catalogue (``envguard/data/failures.yaml``) exactly like the smoke test's, so one wording reaches the user.
+formats.py and render.py read the figures and texts made here; :func:`inspect_error` (a probe's error as a
+finding) is public for the tests that feed it a real probe failure.
 """
 
 from __future__ import annotations
