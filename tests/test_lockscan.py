@@ -16,7 +16,7 @@ import yaml
 
 from envguard.errors import UserError
 from envguard.sources import lockscan
-from envguard.sources.lockscan import load_lock, load_subset
+from envguard.sources.lockscan import load_lock, load_small, load_subset
 from envguard.yamlio import load_fast
 
 
@@ -31,6 +31,14 @@ def fast_layout(text: str) -> object:
 def fast_block(text: str) -> object:
     try:
         return lockscan._Block(text.split("\n")).document()
+    except lockscan._Unsure:
+        return None
+
+
+def fast_small(text: str) -> object:
+    """load_small's block parser alone (comments after values dropped), None where it hands over to PyYAML."""
+    try:
+        return lockscan._Block([lockscan._uncommented(line) for line in text.split("\n")]).document()
     except lockscan._Unsure:
         return None
 
@@ -92,7 +100,7 @@ def test_other_yaml_files_are_never_misread(realworld: Path) -> None:
             slow: object = load_fast(path, text)
         except UserError:
             slow = "error"
-        for fast in (fast_layout(text), fast_block(text)):
+        for fast in (fast_layout(text), fast_block(text), fast_small(text)):
             if fast is not None:
                 assert fast == slow, path.name
 
@@ -253,8 +261,75 @@ def test_generated_documents_read_as_pyyaml_reads_them() -> None:
             slow: object = yaml.load(text, Loader=yaml.CSafeLoader)
         except yaml.YAMLError:
             slow = "error"
-        for fast in (fast_layout(text), fast_block(text)):
+        for fast in (fast_layout(text), fast_block(text), fast_small(text)):
             if fast is not None:
                 accepted += 1
                 assert fast == slow, text
     assert accepted > 600  # the generator exercises the fast path, not only the hand-over
+
+
+# --------------------------------------------------------------------------- small environment files (#37)
+
+ENV = ("# written by envguard init\nname: t\nchannels:\n  - conda-forge\n  - nodefaults  # never mix: it's\n"
+       "dependencies:\n  - python=3.11\n  # a whole-line comment\n  - pytorch=2.13.*=cpu*   # the build\n"
+       "platforms:\n  - linux-64\n")
+
+
+@pytest.mark.parametrize("text", [
+    ENV,
+    ENV.replace("  - python=3.11\n", "  - python=3.11 #\n"),
+    ENV.replace("  - python=3.11\n", "  - python=3.11#not-a-comment\n"),
+    ENV.replace("  - python=3.11\n", "  - https://x.org/a #frag\n"),
+    ENV.replace("  - python=3.11\n", "  - 'python # quoted' # after\n"),
+    ENV.replace("  - python=3.11\n", '  - "python # quoted"\n'),
+    ENV.replace("  - python=3.11\n", "  - python 'x' # a\n"),
+    ENV.replace("dependencies:\n", "dependencies: # the list\n"),
+    ENV.replace("name: t\n", "name: # none\n"),
+    ENV.replace("name: t\n", "name: 'a\n  b # c'\n"),  # a quoted scalar over two lines
+    ENV.replace("name: t\n", 'name: "a\n  b # c"\n'),
+    ENV.replace("name: t\n", "name: a\n  b # c\n"),  # a plain scalar over two lines
+    ENV.replace("name: t\n", "name: |\n  a # c\n"),  # a block scalar keeps its "#"
+    ENV.replace("name: t\n", "name: >\n  a # c\n"),
+    ENV.replace("name: t\n", "name: [a, # c\n  b]\n"),
+    ENV.replace("name: t\n", "name: a # c: d\n"),
+    ENV.replace("name: t\n", "name # c: d\n"),
+    ENV.replace("name: t\n", "name: 1 # c\n"),
+    ENV.replace("name: t\n", "name: yes # c\n"),
+    ENV.replace("name: t\n", "name: - # c\n"),
+    ENV.replace("  - python=3.11\n", "  - # c\n"),
+    ENV.replace("  - python=3.11\n", "  -  # c\n  - x\n"),
+    ENV.replace("  - python=3.11\n", "  - a: b # c\n    d: e # f\n"),
+    ENV.replace("  - python=3.11\n", "  - pip:\n    - torch # c\n"),
+    ENV + "variables:\n  A: '1' # c\n  B: x # c\n",
+    ENV.replace("  - nodefaults", "  - &n nodefaults"),
+    ENV.replace("  - nodefaults", "\t- nodefaults"),
+])
+def test_small_environment_files_read_as_pyyaml_reads_them(text: str) -> None:
+    """load_small (variant overlays, environment.yml) agrees with load_fast: same data, or the same error."""
+    try:
+        expected: object = load_fast("environment.yml", text)
+    except UserError as e:
+        expected = ("error", e.message)
+    try:
+        got: object = load_small("environment.yml", text)
+    except UserError as e:
+        got = ("error", e.message)
+    assert got == expected, text
+
+
+def test_init_written_environment_files_read_without_pyyaml(tmp_path: Path) -> None:
+    """The files `envguard init` writes (comments after values included) take the block parser, not PyYAML:
+    a variant create reads them on every run (bench/variant_pick.py)."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "pytorch-variants"
+    files = [example / "environment.yml", *sorted((example / "variants").glob("*.yml"))]
+    assert len(files) >= 3
+    script = tmp_path / "probe.py"
+    script.write_text("import sys\nfrom envguard.sources.lockscan import load_small\nfrom envguard.yamlio import "
+                      "read_text\nfor f in sys.argv[1:]:\n    assert load_small(f, read_text(f))['dependencies']\n"
+                      "print('yaml' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, str(script), *map(str, files)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
+    for f in files:
+        assert load_small(str(f), f.read_text()) == load_fast(str(f))

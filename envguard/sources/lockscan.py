@@ -98,6 +98,59 @@ def load_lock(path: str | Path, text: str | None = None,
     return data
 
 
+# The format versions a conda-lock file may have. conda-lock 4.0.3 (conda_lock/lockfile/__init__.py,
+# parse_conda_lock_file) reads 1 (its v1 model, what its writer writes) and 2 (its v2prelim model: one entry
+# per package and platform, ``categories`` a list) and refuses any other; it refuses a file without a version
+# too (MissingLockfileVersion), which envguard reads as the layout of version 1 (the files before the key).
+CONDA_LOCK_VERSIONS: tuple[int | None, ...] = (1, 2, None)
+# what conda-lock's LockedDependency requires of every entry (the rest has defaults)
+ENTRY_KEYS = ("name", "version", "manager", "platform", "url", "hash")
+
+
+def check_document(data: Any, shown: str, *, versions: tuple[int | None, ...] = CONDA_LOCK_VERSIONS,
+                   entry_keys: tuple[str, ...] = ENTRY_KEYS) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A parsed conda-lock document checked as a document, for every reader of one (the lock wing's
+    read_lock for installing, envguard.sources.condalock for comparing), so that they accept and refuse the
+    same files with the same line: the top-level keys, the format version (``versions``: pixi's legacy
+    reader passes its own), the metadata's shape, and each entry a mapping with ``entry_keys``. Returns
+    the metadata mapping and the package list; what a reader needs of an entry's values it checks itself."""
+    from envguard.errors import UserError
+
+    def bad(key: str, message: str) -> UserError:
+        return UserError(message, file=shown, key=key, fix="regenerate it with `conda-lock lock` or `envguard lock`")
+
+    if not isinstance(data, dict) or "package" not in data or "metadata" not in data:
+        raise bad("(file)", "not a conda-lock file (needs `metadata:` and `package:`)")
+    if data["package"] is None:
+        raise UserError("'package' is empty (null), and conda-lock reads only a list", file=shown,
+                        key="package", fix="write `package: []` for a lock of nothing, or re-lock")
+    if not isinstance(data["package"], list):
+        raise bad("package", f"expected a list, found {type(data['package']).__name__}")
+    version = data.get("version")
+    if version not in versions:
+        known = " and ".join(str(v) for v in versions if v is not None)
+        raise UserError(f"unsupported conda-lock format version {version!r}", file=shown, key="version",
+                        fix=f"envguard reads conda-lock format versions {known}" + (
+                            " and the unversioned format before them" if None in versions else ""))
+    meta = data["metadata"] or {}
+    if not isinstance(meta, dict):
+        raise bad("metadata", f"expected a mapping, found {type(meta).__name__}")
+    for key, kind in (("content_hash", dict), ("custom_metadata", dict), ("platforms", list), ("sources", list),
+                      ("channels", list)):
+        if meta.get(key) is not None and not isinstance(meta[key], kind):
+            raise bad(f"metadata.{key}", f"expected a {'mapping' if kind is dict else 'list'}, "
+                      f"found {type(meta[key]).__name__}")
+    for i, entry in enumerate(data["package"]):
+        if not isinstance(entry, dict):
+            raise bad(f"package[{i}]", f"expected a mapping, found {type(entry).__name__}")
+        missing = [k for k in entry_keys if k not in entry]
+        if missing:
+            raise bad(f"package[{i}].{missing[0]}", f"missing key (every entry needs {', '.join(entry_keys)})")
+        if entry.get("hash") is not None and not isinstance(entry["hash"], dict):
+            raise bad(f"package[{i}].hash", f"expected a mapping, found {type(entry['hash']).__name__}")
+    return meta, data["package"]
+
+
 _TOP_KEY = re.compile(r"^[^\s#][^:]*:", re.M)
 
 
@@ -141,6 +194,33 @@ def load_subset(path: str | Path, text: str) -> Any:
         pass
     from envguard.yamlio import load_fast
 
+    return load_fast(path, text)
+
+
+def _uncommented(line: str) -> str:
+    """The line without a comment after its value, when no quote comes before the comment (then nothing
+    before it is a quoted scalar a ``#`` could be part of)."""
+    at = line.find(" #")
+    if at < 0 or "'" in line[:at] or '"' in line[:at]:
+        return line
+    return line[:at].rstrip(" ")
+
+
+def load_small(path: str | Path, text: str) -> Any:
+    """A small hand-written environment-shaped file (a variant overlay, an environment.yml), equal to
+    ``load_fast(path, text)``, errors and limits included, without importing PyYAML where the block parser
+    reads it. Such files carry comments after values (``- nodefaults  # never mix ...``): outside a quoted
+    scalar, a space and ``#`` always open a comment in YAML, so the block parser reads the line without it;
+    a construct that spans lines (block, quoted or plain multi-line scalars, flow collections) starts on a
+    line the block parser refuses, and the file as written then goes to PyYAML."""
+    from envguard.yamlio import check_limits, load_fast
+
+    check_limits(path, text)  # load_fast's limits, before any parse: without PyYAML for ordinary files
+    try:
+        if not _UNUSUAL.search(text):
+            return _Block([_uncommented(line) for line in text.split("\n")]).document()
+    except _Unsure:
+        pass
     return load_fast(path, text)
 
 
