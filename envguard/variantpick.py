@@ -18,11 +18,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Protocol
 
 from envguard.driver import DriverInfo
 from envguard.errors import UserError
-from envguard.versions import line_key, release
+
+if TYPE_CHECKING:
+    from envguard.compat import Compat
+
+# The imports and the data a pick needs follow the machine (bench/variant_pick.py): with no driver the pick is
+# the CPU variant and neither the compatibility data nor the version parser (packaging) is loaded; with one,
+# the data is read once per process (compat.load() parses on every call, and its routes on first use).
 
 OVERRIDE_CUDA = "CONDA_OVERRIDE_CUDA"
 OVERRIDE_CUDA_ARCH = "CONDA_OVERRIDE_CUDA_ARCH"
@@ -86,8 +93,27 @@ class Pick:
                               "why": v.why} for v in self.verdicts]}
 
 
+@lru_cache(maxsize=1)
+def _compat() -> Compat:
+    from envguard import compat
+
+    return compat.load()
+
+
+def _line_key(text: str) -> Any:
+    from envguard.versions import line_key as key
+
+    return key(text)
+
+
+def _release(text: str) -> tuple[int, ...]:
+    from envguard.versions import release as segments
+
+    return segments(text)
+
+
 def _major(text: str) -> int:
-    rel = release(text)
+    rel = _release(text)
     return rel[0] if rel else 0
 
 
@@ -96,7 +122,7 @@ def _sm(cap: str) -> str:
 
 
 def _cap(text: str) -> tuple[int, int]:
-    rel = release(text) + (0, 0)
+    rel = _release(text) + (0, 0)
     return rel[0], rel[1]
 
 
@@ -139,7 +165,7 @@ def _cuda_of_driver(driver_version: str) -> str | None:
     newest line whose minimum driver it meets, from the compatibility data."""
     from envguard import compat
 
-    c = compat.load()
+    c = _compat()
     best = None
     for major in sorted(c.raw["drivers"], key=int):
         minimum = c.min_driver(major)
@@ -151,9 +177,7 @@ def _cuda_of_driver(driver_version: str) -> str | None:
 def default_arch(cuda: str, platform: str | None = None) -> Any:
     """conda-forge's architectures for a CUDA line on ``platform`` (envguard.compat: a row may hold for some
     platforms only), None when not recorded."""
-    from envguard import compat
-
-    return compat.load().arch("conda-forge", cuda, None, platform)
+    return _compat().arch("conda-forge", cuda, None, platform)
 
 
 def _covers(cap: str, cuda: str, host: Host, arch_of: Callable[[str], Any]) -> tuple[bool, str]:
@@ -163,7 +187,7 @@ def _covers(cap: str, cuda: str, host: Host, arch_of: Callable[[str], Any]) -> t
     c = _cap(cap)
     rng = arch_of(cuda)
     if rng is None:
-        oldest = compat.load().min_arch(cuda)
+        oldest = _compat().min_arch(cuda)
         if oldest and c < _cap(oldest):
             return False, f"{_sm(cap)} is older than CUDA {_major(cuda)}'s oldest, {_sm(oldest)}"
         return True, "native"
@@ -178,7 +202,7 @@ def _covers(cap: str, cuda: str, host: Host, arch_of: Callable[[str], Any]) -> t
         return True, "native"
     if not rng.ptx:
         return False, f"{_sm(cap)} is past the build's {rng.describe()}"
-    if host.cuda is None or line_key(host.cuda) < line_key(cuda):
+    if host.cuda is None or _line_key(host.cuda) < _line_key(cuda):
         return False, (f"{_sm(cap)} needs the build's CUDA {cuda} PTX JIT-compiled, and a driver for CUDA "
                        f"{host.cuda} cannot")
     return True, "PTX"
@@ -187,15 +211,15 @@ def _covers(cap: str, cuda: str, host: Host, arch_of: Callable[[str], Any]) -> t
 def judge(variant: VariantLike, host: Host, arch_of: Callable[[str], Any] | None = None,
           platform: str | None = None) -> Verdict:
     """Whether ``variant`` runs on ``host`` (a ``platform`` machine, where known), and why."""
-    from envguard import compat
-
     if not variant.cuda:
         return Verdict(variant.name, None, True, True, "CPU build")
     cuda = variant.cuda
     if host.cuda is None:
         return Verdict(variant.name, cuda, False, False, "no CUDA here" if host.said_by.startswith(OVERRIDE_CUDA)
                        else "no NVIDIA driver")
-    minimum = compat.load().min_driver(cuda)
+    from envguard import compat
+
+    minimum = _compat().min_driver(cuda)
     if _major(host.cuda) < _major(cuda):
         need = f"driver {minimum}+" if minimum else f"a CUDA {_major(cuda)} driver"
         return Verdict(variant.name, cuda, False, False, f"needs CUDA {_major(cuda)} ({need})")
@@ -233,15 +257,15 @@ def pick_for(variants: Sequence[VariantLike], host: Host, arch_of: Callable[[str
     if not verdicts:
         return Pick(None, "no variants declared", True, None, (), host)
     cpu = next((v for v in verdicts if v.cuda is None), None)
-    gpu = sorted((v for v in verdicts if v.cuda), key=lambda v: line_key(v.cuda or "0"), reverse=True)
     where = _where(host)
+    if host.cuda is None and cpu is not None:  # before the CUDA lines are sorted: no version parser needed
+        return Pick(cpu.name, f"variant {cpu.name}: {where}", True, None, verdicts, host)
+    gpu = sorted((v for v in verdicts if v.cuda), key=lambda v: _line_key(v.cuda or "0"), reverse=True)
 
     def why_not(skipped: Sequence[Verdict]) -> str:
         return "".join(f"; not {v.name}: {v.why}" for v in skipped)
 
-    if host.cuda is None:
-        if cpu is not None:
-            return Pick(cpu.name, f"variant {cpu.name}: {where}", True, None, verdicts, host)
+    if host.cuda is None:  # and no CPU variant
         newest = gpu[0]
         return Pick(newest.name, f"no variant runs here: {where}, and no CPU variant is declared", False,
                     None, verdicts, host)
@@ -277,7 +301,7 @@ def fits_better(current: str, chosen: Pick) -> bool:
         return False
     if mine.cuda is None:
         return best.cuda is not None
-    return best.cuda is not None and line_key(best.cuda) > line_key(mine.cuda) and best.covered
+    return best.cuda is not None and _line_key(best.cuda) > _line_key(mine.cuda) and best.covered
 
 
 # -------------------------------------------------------------------------- the table in docs/variants.md

@@ -41,8 +41,12 @@ class CreateRenderer(CreateReporter):
             render.out.print(f"[dim]·[/dim] {escape(text)}", markup=True, highlight=False)
 
     def note(self, text: str) -> None:
-        if not self.quiet:
+        if self.quiet:
+            return
+        if render.is_terminal(render.err, build=False):
             render.err.print(f"envguard: {text}", markup=False)
+        else:  # a log or a pipe: the same line without importing rich (~20 ms: the variant line of every create)
+            render.print_plain(render.err, f"envguard: {text}")
 
     def warning(self, text: str) -> None:
         render.warn(text)  # --quiet silences everything but warnings, errors and the summary
