@@ -73,10 +73,17 @@ def overlay_files(spec: Path) -> list[Path]:
                   key=lambda p: p.name)
 
 
-def _load_mapping(path: Path) -> dict[str, Any]:
-    from envguard.yamlio import load_fast
+def _load_small(path: Path) -> Any:
+    """An overlay or the spec, as load_fast reads it; without PyYAML for the plain files init writes: every
+    variant create reads them all (envguard.sources.lockscan.load_small, bench/variant_pick.py)."""
+    from envguard.sources.lockscan import load_small
+    from envguard.yamlio import read_text
 
-    data = load_fast(path)
+    return load_small(path, read_text(path))
+
+
+def _load_mapping(path: Path) -> dict[str, Any]:
+    data = _load_small(path)
     if not isinstance(data, dict) or not isinstance(data.get("dependencies"), list):
         raise UserError("is not a variant overlay: an environment-file mapping with a `dependencies:` list",
                         file=str(path), key="dependencies",
@@ -128,9 +135,8 @@ def declared_variants(spec: Path) -> list[Variant]:
     if not overlays:
         return []
     from envguard.platforms import command_platforms
-    from envguard.yamlio import load_fast
 
-    base = load_fast(spec) if Path(spec).is_file() else {}
+    base = _load_small(Path(spec)) if Path(spec).is_file() else {}
     base = base if isinstance(base, dict) else {}
     base_lines = set(_conda_lines(base))
     base_platforms = tuple(command_platforms(None, _platforms(Path(spec), base) or ()))

@@ -82,11 +82,15 @@ def create(options: CreateOptions) -> CreateResult:
 
     chosen = choose_variant(o.variant, specs, lockfile=Path(lockfile) if lockfile is not None else None,
                             env_files=files, platform=platform or host_platform(), locked=locked, frozen=frozen)
+    given = files  # what ensure_lock refuses as a spec that is a lock (-f, as without variants)
     if chosen is not None:  # a project with variants: the chosen variant's lock, judged against its own files
         rep.note(chosen.line)
         if chosen.warning:
             rep.warning(chosen.warning)
         lockfile, files = chosen.variant.lockfile, chosen.files
+        # choose_variant read both files already (the overlay is judged an overlay) and, unless --frozen, found
+        # the lock fresh for them: the kind check (a YAML parse of each) only where nothing else read them
+        given = files if frozen else given
     if timeout is not None and timeout < 0:
         raise UserError(f"must be 0 or more seconds, got {timeout:g}", key="--timeout",
                         fix="pass how long to wait for another create of this prefix, e.g. --timeout 600")
@@ -100,7 +104,7 @@ def create(options: CreateOptions) -> CreateResult:
     found: dict[str, tuple[int, int] | None] = {}  # what stood at the target before this run built anything
     expected: Fingerprint | None = None
     try:
-        lock_path, lock_bytes = ensure_lock(Path(lockfile) if lockfile is not None else None, files,
+        lock_path, lock_bytes = ensure_lock(Path(lockfile) if lockfile is not None else None, given,
                                             locked=locked, frozen=frozen, reporter=rep, cwd=here, spec_files=specs)
         platform = platform or host_platform()
         plan = read_plan(lock_path, platform, data=lock_bytes)  # the bytes whose kind was checked: read once
