@@ -249,6 +249,111 @@ def test_diff_reads_a_conda_lock_file_with_the_one_reader_and_gets_what_yaml_giv
         assert load(str(path)) == read_conda_lock(load_fast(path), str(path)), path.name
 
 
+# The conda-lock document as each reader sees it: read_lock (the lock wing, for installing) and sources.condalock
+# (diff, check, lint, for comparing) build different models from it, but one function checks the document.
+SMALL_REAL = "conda__conda-lock__tests__test-lockfile__conda-lock.yml"
+
+
+def _both_verdicts(path: Path) -> tuple[str, str]:
+    """What each conda-lock reader says of a file: "ok", or its one line."""
+    from envguard.errors import UserError
+    from envguard.lock.lockfile import read_lock
+    from envguard.sources.condalock import read_conda_lock
+    from envguard.sources.lockscan import load_lock
+
+    verdicts = []
+    for read in (lambda: read_lock(path), lambda: read_conda_lock(load_lock(path), str(path))):
+        try:
+            read()
+            verdicts.append("ok")
+        except UserError as e:
+            verdicts.append(str(e))
+    return verdicts[0], verdicts[1]
+
+
+def test_both_conda_lock_readers_read_every_real_file_to_the_same_packages(realworld: Path) -> None:
+    from envguard.lock.lockfile import read_lock
+    from envguard.sources.condalock import read_conda_lock
+    from envguard.sources.lockscan import load_lock
+
+    files = sorted((realworld / "conda-lock").glob("*.yml"))
+    assert len(files) >= 10
+    for path in files:
+        assert _both_verdicts(path) == ("ok", "ok"), path.name
+        installed = {(p.platform, p.manager, p.name, p.sha256) for p in read_lock(path).packages}
+        compared = {(p.platform, p.manager, p.name, p.sha256)
+                    for pk in read_conda_lock(load_lock(path), str(path)).packages.values() for p in pk}
+        assert installed == compared, path.name
+
+
+def _variant(realworld: Path, tmp_path: Path, name: str, change) -> Path:  # type: ignore[no-untyped-def]
+    import yaml
+
+    data = yaml.safe_load((realworld / "conda-lock" / SMALL_REAL).read_text())
+    change(data)
+    out = tmp_path / f"{name}.yml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+def _set(key: str, value: object):  # type: ignore[no-untyped-def]
+    return lambda d: d.__setitem__(key, value)
+
+
+REFUSED = {  # conda-lock 4.0.3 refuses each (UnknownLockfileVersion, or its pydantic models)
+    "version 0": (_set("version", 0), "version: unsupported conda-lock format version 0"),
+    "version 3": (_set("version", 3), "version: unsupported conda-lock format version 3"),
+    "version 9": (_set("version", 9), "version: unsupported conda-lock format version 9"),
+    "version '1'": (_set("version", "1"), "version: unsupported conda-lock format version '1'"),
+    "no metadata": (lambda d: d.pop("metadata"), "(file): not a conda-lock file"),
+    "package null": (_set("package", None), "package: 'package' is empty (null)"),
+    "package a mapping": (_set("package", {}), "package: expected a list, found dict"),
+    "metadata a list": (_set("metadata", ["linux-64"]), "metadata: expected a mapping, found list"),
+    "platforms a string": (lambda d: d["metadata"].__setitem__("platforms", "linux-64"),
+                           "metadata.platforms: expected a list, found str"),
+    "entry without url": (lambda d: d["package"][0].pop("url"), "package[0].url: missing key"),
+    "entry without hash": (lambda d: d["package"][0].pop("hash"), "package[0].hash: missing key"),
+    "entry without version": (lambda d: d["package"][0].pop("version"), "package[0].version: missing key"),
+    "entry a string": (lambda d: d["package"].__setitem__(0, "x"), "package[0]: expected a mapping, found str"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_both_conda_lock_readers_refuse_a_file_with_one_line(realworld: Path, tmp_path: Path, case: str) -> None:
+    """Installing and comparing refuse the same files with the same line: the format versions conda-lock
+    reads (1 and 2, and the files before the version key) and the keys it requires are decided once
+    (envguard.sources.lockscan.check_document)."""
+    change, expected = REFUSED[case]
+    path = _variant(realworld, tmp_path, "refused", change)
+    for_install, for_compare = _both_verdicts(path)
+    assert for_install == for_compare, case
+    assert f"{path}: {expected}" in for_install, for_install
+
+
+def test_both_conda_lock_readers_read_the_versions_conda_lock_reads(realworld: Path, tmp_path: Path) -> None:
+    """Version 2 (conda-lock's v2prelim model: ``categories`` a list) is read by conda-lock 4.0.3, so by both
+    readers, to the packages of its version-1 original; the unversioned layout before 1 by both too."""
+    import yaml
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    from envguard.lock.lockfile import read_lock
+
+    src = realworld / "conda-lock" / SMALL_REAL
+    v2 = tmp_path / "v2.yml"
+    v2.write_text(yaml.safe_dump({"version": 2, **parse_conda_lock_file(src).model_dump(mode="json")},
+                                 sort_keys=False))
+    parse_conda_lock_file(v2)  # the authority reads it
+    unversioned = _variant(realworld, tmp_path, "unversioned", lambda d: d.pop("version"))
+    for path in (v2, unversioned):
+        assert _both_verdicts(path) == ("ok", "ok"), path.name
+
+    def entries(path: Path) -> list[tuple[str, ...]]:
+        return sorted((p.platform, p.manager, p.name, p.version, p.url, str(p.sha256), ",".join(p.categories))
+                      for p in read_lock(path).packages)
+
+    assert entries(v2) == entries(src) == entries(unversioned)
+
+
 @pytest.mark.slow
 def test_create_reads_the_lock_it_is_given_once(tmp_path: Path, channel_url: str) -> None:
     """`create --lockfile X` opens X once: its kind is checked, it is parsed, hashed for the fingerprint and

@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 
 from envguard.errors import UserError
 from envguard.redact import redact
-from envguard.sources.lockscan import load_lock  # the one reader of a conda-lock document, its fast path inside
+from envguard.sources.lockscan import check_document, load_lock  # the one reader and the one check
 
 FINGERPRINT_TAG = "envguard-lock-fingerprint/1"
 META_CUDA = "envguard.cuda"
@@ -164,6 +164,9 @@ def _check_entry_fields(path: Path, i: int, p: dict[str, Any]) -> None:
         raise bad("version", "a version string", p["version"])
     if "category" in p and (not isinstance(p["category"], str) or not p["category"]):
         raise bad("category", "a category name such as main", p["category"])
+    if "categories" in p and (not isinstance(p["categories"], list)
+                              or not all(isinstance(c, str) and c for c in p["categories"])):
+        raise bad("categories", "a list of category names", p["categories"])
     if not _URL.match(p["url"]):
         raise bad("url", "a URL (scheme://...)", p["url"])
     for algo, value in (p.get("hash") or {}).items():
@@ -180,48 +183,34 @@ def _kind(value: Any) -> str:
 
 
 def read_lock(path: str | Path, *, text: str | None = None) -> Lock:
-    """Read a conda-lock.yml (format version 1, or the older files without a version key); ``text``: the
-    file's, when the caller read it already (it is not read again)."""
+    """Read a conda-lock.yml (the format versions conda-lock reads, and the older files without a version key:
+    envguard.sources.lockscan.check_document decides, for diff's reader too); ``text``: the file's, when the
+    caller read it already (it is not read again)."""
     path = Path(path)
     data = load_lock(path, text)  # == load_fast, several times faster on conda-lock's layout
-    if not isinstance(data, dict) or "metadata" not in data or "package" not in data:
-        raise _bad_lock(path, "(file)", "not a conda-lock file (needs `metadata:` and `package:`)")
+    meta, entries = check_document(data, str(path))
     version = data.get("version")
-    if version not in (None, 1):
-        raise _bad_lock(path, "version", f"unsupported conda-lock format version {version!r}")
-    meta = data["metadata"] or {}
-    if not isinstance(meta, dict):
-        raise _bad_lock(path, "metadata", "expected a mapping")
-    for key, kind in (("content_hash", dict), ("custom_metadata", dict), ("platforms", list), ("sources", list),
-                      ("channels", list)):
-        if meta.get(key) is not None and not isinstance(meta[key], kind):
-            raise _bad_lock(path, f"metadata.{key}", f"expected a {'mapping' if kind is dict else 'list'}, "
-                            f"found {type(meta[key]).__name__}")
-    if not isinstance(data["package"] or [], list):
-        raise _bad_lock(path, "package", f"expected a list, found {type(data['package']).__name__}")
     channels = [c.get("url", "") if isinstance(c, dict) else str(c) for c in meta.get("channels") or []]
     merged: dict[tuple[str, str, str], dict[str, Any]] = {}
     order: list[tuple[str, str, str]] = []
-    for i, p in enumerate(data["package"] or []):
-        try:
-            entry_key = (p["manager"], p["name"], p["platform"])
-            url, version_s = str(p["url"]), str(p["version"])
-        except (KeyError, TypeError):
-            raise _bad_lock(path, f"package[{i}]", "entry lacks name, version, manager, platform or url") from None
-        for sub, kind in (("hash", dict), ("dependencies", dict)):
-            if p.get(sub) is not None and not isinstance(p[sub], kind):
-                raise _bad_lock(path, f"package[{i}].{sub}", f"expected a mapping, found {type(p[sub]).__name__}")
+    for i, p in enumerate(entries):
+        entry_key = (p["manager"], p["name"], p["platform"])
+        url, version_s = str(p["url"]), str(p["version"])
+        if p.get("dependencies") is not None and not isinstance(p["dependencies"], dict):
+            raise _bad_lock(path, f"package[{i}].dependencies",
+                            f"expected a mapping, found {type(p['dependencies']).__name__}")
         _check_entry_fields(path, i, p)
-        category = p.get("category", "main")
-        if entry_key in merged:  # v1 repeats an entry once per category
-            merged[entry_key]["categories"].append(category)
+        # version 2 lists an entry's categories; version 1 repeats the entry once per category
+        categories = list(p["categories"]) if version == 2 and "categories" in p else [p.get("category", "main")]
+        if entry_key in merged:
+            merged[entry_key]["categories"] += categories
             continue
         h = p.get("hash") or {}
         merged[entry_key] = {
             "name": p["name"], "version": version_s, "manager": p["manager"], "platform": p["platform"],
             "url": url, "md5": h.get("md5"), "sha256": h.get("sha256"),
             "dependencies": {str(k): str(v) for k, v in (p.get("dependencies") or {}).items()},
-            "categories": [category], "optional": bool(p.get("optional", False)),
+            "categories": categories, "optional": bool(p.get("optional", version == 2 and "main" not in categories)),
         }
         order.append(entry_key)
     packages = [LockEntry(**{**merged[k], "categories": tuple(sorted(set(merged[k]["categories"])))})

@@ -33,8 +33,9 @@ from envguard.sources.common import (
     redact_opt,
     refused_number,
 )
+from envguard.sources.lockscan import CONDA_LOCK_VERSIONS
 
-SUPPORTED_VERSIONS = (None, 1, 2)
+SUPPORTED_VERSIONS = CONDA_LOCK_VERSIONS  # decided once, in lockscan (read_lock asks the same)
 _PLACEHOLDER = "0.0.0"  # conda-lock 3.x's version for a pip package locked from a URL (pypi_solver.get_package)
 
 
@@ -62,45 +63,21 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None,
 
     ``versions``: the format versions accepted (the pixi.lock reader passes pixi's conda-lock-like ones).
     """
-    if not isinstance(data, dict) or not isinstance(data.get("package"), list):
-        if isinstance(data, dict) and data.get("package") is None and "package" in data:
-            raise UserError("'package' is empty (null), and conda-lock reads only a list", file=shown,
-                            key="package", fix="write `package: []` for a lock of nothing, or re-lock")
-        raise _bad(shown, "package", "not a conda-lock file: no 'package' list")
-    version = data.get("version")
-    if version not in versions:
-        raise UserError(f"unsupported conda-lock format version {version!r}", file=shown, key="version",
-                        fix="envguard reads conda-lock format versions 1 and 2 and the unversioned format")
-    meta = data.get("metadata") or {}
-    if not isinstance(meta, dict):
-        raise _bad(shown, "metadata", "'metadata' must be a mapping")
-    for key in ("platforms", "channels"):
-        if meta.get(key) is not None and not isinstance(meta[key], list):
-            raise _bad(shown, f"metadata.{key}", f"'{key}' must be a list")
+    from envguard.sources.lockscan import ENTRY_KEYS, check_document
+
+    tool = "conda-lock" if versions == SUPPORTED_VERSIONS else "pixi"
+    # the document's checks are read_lock's too (one function); pixi's legacy reader asks only what rattler does
+    meta, entries = check_document(data, shown, versions=versions,
+                                   entry_keys=ENTRY_KEYS if tool == "conda-lock" else ("name", "platform"))
     declared = [str(p) for p in (meta.get("platforms") or [])]
 
     by_platform: dict[str | None, list[Package]] = {p: [] for p in declared if platform in (None, p)}
     seen: set[tuple[str, str, str]] = set()
     placeholders: dict[str, str] = {}
-    tool = "conda-lock" if versions == SUPPORTED_VERSIONS else "pixi"
     numbers: list[str] = []  # digests YAML read as numbers
-    for i, entry in enumerate(data["package"]):
-        if not isinstance(entry, dict):
-            raise _bad(shown, f"package[{i}]", "each package entry must be a mapping")
-        try:
-            name = entry["name"]
-            plat = entry["platform"]
-        except KeyError as e:
-            raise _bad(shown, f"package[{i}].{e.args[0]}", "missing key") from None
-        plat = str(plat)
-        # conda-lock's model requires both (LockedDependency: `manager: Literal["conda", "pip"]`, `hash:
-        # HashModel`); it refuses an entry without either, so envguard, lint and diff alike, does too
-        for required in ("manager", "hash") if tool == "conda-lock" else ():
-            if required not in entry:
-                raise UserError(f"package[{i}] ({name}) has no `{required}`, which conda-lock requires of every "
-                                "entry", file=shown, key=f"package[{i}].{required}",
-                                fix="regenerate it with `conda-lock lock` or `envguard lock` (a hand-edited entry "
-                                    "needs `manager: conda` or `pip` and a `hash:` mapping)")
+    for i, entry in enumerate(entries):
+        name = entry["name"]
+        plat = str(entry["platform"])
         if platform is not None and plat != platform:
             continue
         manager = _MANAGERS.get(as_str(entry.get("manager", "conda")))
@@ -128,8 +105,6 @@ def read_conda_lock(data: Any, shown: str, *, platform: str | None = None,
                     placeholders[str(name)] = parsed_pip[1]
                 version = parsed_pip[1]
         raw = entry.get("hash") or {}
-        if not isinstance(raw, dict):
-            raise _bad(shown, f"package[{i}].hash", "'hash' must be a mapping")
         h = {k: digest(raw.get(k), k) for k in ("md5", "sha256")}
         numbers += [f"package[{i}].hash.{k}" for k in ("md5", "sha256") if refused_number(raw.get(k), k, tool)]
         if not h.get("sha256") and "#sha256=" in url:  # a URL dependency: the hash in the fragment only
