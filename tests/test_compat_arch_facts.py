@@ -66,9 +66,10 @@ def test_pypi_cu117_wheels_of_2_0_have_no_hopper_kernels() -> None:
 
 def test_releases_outside_the_recorded_range_are_not_guessed() -> None:
     """2.6's cu124 and 2.6-2.7's cu118 wheels were built by pytorch/pytorch's own scripts, whose release-tag lists
-    were not read: no row answers for them (the CUDA line's oldest architecture decides, as before)."""
+    were not read: no row answers for them (the CUDA line's oldest architecture decides, as before), except
+    2.6.0's Linux cu124 wheel, PyPI's default, read from the wheel itself (tests/test_compat_arch_wheels.py)."""
     c = compat.load()
-    assert c.arch("pypi", "12.4", "2.6.0+cu124", "linux-64") is None
+    assert c.arch("pypi", "12.4", "2.6.0+cu124", "win-64") is None
     assert c.arch("pypi", "11.8", "2.7.1+cu118", "linux-64") is None
     assert c.arch("pypi", "12.4", "2.5.1+cu124", "linux-64") is not None
 
