@@ -256,10 +256,10 @@ def of_description(desc: Any) -> tuple[list[Hole], list[Hole]]:
     return failed, [h for h in found if h not in failed]
 
 
-def of_file(path: str, desc: Any) -> list[Hole]:
+def of_file(path: str, desc: Any, *, text: str | None = None) -> list[Hole]:
     """The failures of the lock at ``path``, of which ``desc`` is one platform as envguard.sources read it: a
     conda-lock file is read whole (every platform is judged), else (a pixi.lock environment) ``desc``; when
-    another platform's entries cannot be read, ``desc`` alone."""
+    another platform's entries cannot be read, ``desc`` alone. ``text``: the file's, when already read."""
     from envguard.errors import EnvguardError
 
     whole = desc
@@ -267,7 +267,7 @@ def of_file(path: str, desc: Any) -> list[Hole]:
         from envguard import sources
 
         try:
-            whole = sources.load(path)
+            whole = sources.load(path, text=text)
         except EnvguardError:
             pass
     return of_description(whole)[0]

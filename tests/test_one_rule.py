@@ -11,7 +11,9 @@
   (envguard.sources.load), lint and ``filekind.kind_of`` (every command handed a lock) call. No other module
   calls detect_kind itself, and all three readers give every real file the same kind.
 * One reader of a conda-lock document, envguard.sources.lockscan (its fast path inside; tests/test_lockscan.py
-  shows every command reads conda-lock's layout without PyYAML), and ``create --lockfile X`` opens X once.
+  shows every command reads conda-lock's layout without PyYAML), and ``create --lockfile X`` opens X once, the
+  check after the build included. Both readers' models (read_lock's for installing, sources.condalock's for
+  comparing) come from a document checked by one function, envguard.sources.lockscan.check_document.
 
 The scans look at the syntax tree, not at text, so a message that names conda-lock.yml to the user is no
 re-derivation; each scan is shown to find a planted copy of the rule, so that it can fail.
@@ -355,9 +357,12 @@ def test_both_conda_lock_readers_read_the_versions_conda_lock_reads(realworld: P
 
 
 @pytest.mark.slow
-def test_create_reads_the_lock_it_is_given_once(tmp_path: Path, channel_url: str) -> None:
+@pytest.mark.parametrize("then", [["--no-check"], []], ids=["create", "create and its check"])
+def test_create_reads_the_lock_it_is_given_once(tmp_path: Path, channel_url: str, then: list[str]) -> None:
     """`create --lockfile X` opens X once: its kind is checked, it is parsed, hashed for the fingerprint and
-    judged fresh against its spec from that one read (the bytes hashed are the bytes parsed)."""
+    judged fresh against its spec from that one read (the bytes hashed are the bytes parsed); the check that
+    follows the build judges the same text (packages, wholeness, freshness, the lock's sha256) and opens X
+    no more."""
     import json
     import subprocess
     import sys
@@ -376,7 +381,7 @@ def test_create_reads_the_lock_it_is_given_once(tmp_path: Path, channel_url: str
         "        opened.append(event)\n"
         "sys.addaudithook(hook)\n"
         "from envguard.cli import run\n"
-        f"rc = run(['create', '-p', {str(tmp_path / 'env')!r}, '--lockfile', lock, '--no-check', '--quiet'])\n"
+        f"rc = run(['create', '-p', {str(tmp_path / 'env')!r}, '--lockfile', lock, *{then!r}, '--quiet'])\n"
         "print(json.dumps({'rc': rc, 'opened': len(opened)}))\n")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr

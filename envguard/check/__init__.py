@@ -181,7 +181,8 @@ def run_check(options: CheckOptions) -> CheckReport:
         file_problems=inp.file_problems or [], torch=torch_build(info, inp.probe), gpu=inp.gpu,
         import_origins=dict(inp.import_origins) if inp.import_origins is not None else None, smoke=ran.summary,
         smoke_exit=ran.exit, strict=o.strict, target_why=target.why, host=gather.hostname(),
-        lock_sha256=gather.sha256_of(lock_path) if lock_path else None, distributed=ran.distributed,
+        lock_sha256=(gather.given_lock(o, lock_path)[1] or gather.sha256_of(lock_path)) if lock_path else None,
+        distributed=ran.distributed,
         lock_why=choice.why, node=node_identity(), variant=inp.variant.to_dict() if inp.variant else None,
     )
 

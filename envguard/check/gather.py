@@ -70,6 +70,16 @@ def target_and_lock(o: CheckOptions, env: Mapping[str, str], cwd: Path) -> tuple
     return target, choice
 
 
+def given_lock(o: CheckOptions, lock_path: Path | None) -> tuple[str | None, str | None]:
+    """(text, sha256 of the bytes) of ``lock_path`` as the caller read it: create hands over the lock it
+    installed from, so that its check reads no other bytes and opens the file no more; (None, None) when the
+    caller read none (then each lock fact reads the file itself)."""
+    if o.lock_text is None or o.lockfile is None or lock_path is None \
+            or os.path.realpath(o.lockfile) != os.path.realpath(lock_path):
+        return None, None
+    return o.lock_text, o.lock_sha256
+
+
 def inspect(target: Path) -> PrefixInfo:
     """The prefix's records; a directory that is no environment at all is refused (exit 2)."""
     from envguard.platforms import python_in_prefix
@@ -93,6 +103,7 @@ def facts(o: CheckOptions, target: Path, info: PrefixInfo, choice: Any, platform
     from envguard.project import SPEC_NAMES, project_dir, spec_for_lock
 
     lock_path = choice.path
+    lock_text = given_lock(o, lock_path)[0]
     installed = info.packages(platform)
     inp = CheckInput(info=info, platform=platform, lock_file=str(lock_path) if lock_path else None, env=env,
                      installed=installed,
@@ -101,7 +112,7 @@ def facts(o: CheckOptions, target: Path, info: PrefixInfo, choice: Any, platform
                      recorded_lock=str(choice.recorded) if choice.recorded is not None else None,
                      recorded_lock_kept=choice.path is not None)
     if lock_path is not None:
-        inp.lock_packages = _lock_facts(inp, lock_path, platform)
+        inp.lock_packages = _lock_facts(inp, lock_path, platform, lock_text)
         if inp.lock_packages is not None:
             from envguard.diff import diff_packages
 
@@ -115,7 +126,8 @@ def facts(o: CheckOptions, target: Path, info: PrefixInfo, choice: Any, platform
         wants, wants_src = spec_wants_cuda(spec_file, platform)
     inp.wants_cuda, inp.wants_cuda_source = wants, wants_src
     if inp.lock_packages is not None and lock_path is not None and o.spec_freshness:
-        inp.stale_lock, inp.stale_lock_fix, inp.lock_not_from_spec = stale_lock(lock_path, platform, target)
+        inp.stale_lock, inp.stale_lock_fix, inp.lock_not_from_spec = stale_lock(lock_path, platform, target,
+                                                                                 lock_text)
 
     inp.files_mode = "sha256" if o.deep else ("size" if o.files else "none")
     inp.file_problems = verify_files(info, deep=o.deep, workers=o.workers) if (o.files or o.deep) and info.is_conda \
@@ -132,16 +144,18 @@ def facts(o: CheckOptions, target: Path, info: PrefixInfo, choice: Any, platform
     return inp, driver_raw
 
 
-def _lock_facts(inp: CheckInput, lockfile: Path, platform: str) -> list[Package] | None:
-    """The lock's packages for ``platform`` (None: it has none); sets the facts EG513 and EG518 judge."""
+def _lock_facts(inp: CheckInput, lockfile: Path, platform: str, text: str | None) -> list[Package] | None:
+    """The lock's packages for ``platform`` (None: it has none); sets the facts EG513 and EG518 judge.
+    ``text``: the lock's, when already read."""
     from envguard import lockwhole, sources
 
     try:
-        desc = sources.load(str(lockfile), platform=platform)
+        desc = sources.load(str(lockfile), platform=platform, text=text)
     except PlatformNotLocked as e:
-        inp.lock_not_for_platform, inp.lock_relock_fix = e.message, relock_for(lockfile, platform)
+        inp.lock_not_for_platform, inp.lock_relock_fix = e.message, relock_for(lockfile, platform, text)
         return None
-    holes = lockwhole.of_file(str(lockfile), desc)  # a lock that is not whole, on any platform (lint's EG159)
+    # a lock that is not whole, on any platform (lint's EG159)
+    holes = lockwhole.of_file(str(lockfile), desc, text=text)
     inp.lock_holes = lockwhole.summary(holes) if holes else None
     return desc.packages_for(platform)
 
@@ -155,24 +169,24 @@ def _fingerprint_facts(inp: CheckInput, target: Path) -> None:
         inp.fingerprint_lockfile = fp.lockfile if fp.lockfile and os.path.isfile(fp.lockfile) else None
 
 
-def stale_lock(lock_path: Path, platform: str, target: Path) -> tuple[str | None, str, bool]:
+def stale_lock(lock_path: Path, platform: str, target: Path, text: str | None = None) -> tuple[str | None, str, bool]:
     """(why the lock is stale for the environment file(s) it was made from, the fix, whether the lock does not
     come from them at all), or (None, "", False) when it is fresh or its spec is not here. The verdict is
     `envguard lock --check`'s, for this platform only. An environment built from this lock with --frozen
     (create checked it against no spec: a colleague's lock) is not called stale: nothing says the lock was
-    ever made from the environment file beside it."""
+    ever made from the environment file beside it. ``text``: the lock's, when already read."""
     from envguard.errors import EnvguardError
     from envguard.lock import check_fresh, read_lock
     from envguard.project import lock_for_spec, lock_sources
 
     try:
-        sources = lock_sources(lock_path, read_lock(lock_path).sources)
+        sources = lock_sources(lock_path, read_lock(lock_path, text=text).sources)
     except EnvguardError:
         return None, "", False  # a lock this broken gives its own findings
     if not all(s.is_file() for s in sources):
         return None, "", False
     try:
-        fresh = check_fresh(sources, lock_path, platforms=[platform])
+        fresh = check_fresh(sources, lock_path, platforms=[platform], lock_text=text)
     except EnvguardError:
         return None, "", False  # a spec that cannot be read: lint says why, with line and column
     if fresh.fresh or fresh.missing:
@@ -210,14 +224,14 @@ def built_frozen_from(target: Path, lock_path: Path) -> bool:
             and os.path.realpath(built.lockfile) == os.path.realpath(lock_path))
 
 
-def relock_for(lockfile: Path, platform: str) -> str:
+def relock_for(lockfile: Path, platform: str, text: str | None = None) -> str:
     """The fix of a lock without this platform: re-lock its environment file(s) for its platforms and this one
-    (an environment file's own `platforms:` then needs it too)."""
+    (an environment file's own `platforms:` then needs it too). ``text``: the lock's, when already read."""
     from envguard.errors import EnvguardError
     from envguard.lock import fix_command, read_lock
 
     try:
-        lock = read_lock(lockfile)
+        lock = read_lock(lockfile, text=text)
     except EnvguardError:
         import shlex
 

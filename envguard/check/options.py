@@ -42,3 +42,7 @@ class CheckOptions:
     #: ``lockfile`` is a conda-lock file already: create, which runs this check, checked its kind on the bytes it
     #: installed from (or wrote it), so it is not judged again
     lock_kind_known: bool = False
+    #: ``lockfile``'s text and the sha256 of its bytes as create read them (the bytes it installed from): every
+    #: lock fact is taken from them, and the file is not read again
+    lock_text: str | None = None
+    lock_sha256: str | None = None

@@ -33,7 +33,8 @@ def create_and_check(options: CreateOptions, *, check: bool = True) -> CreateRes
     try:
         # --frozen: the lock as it is was asked for, so its spec's freshness is not held against it here
         result.check = run_check(CheckOptions(prefix=result.prefix, lockfile=result.lockfile,
-                                              spec_freshness=not options.frozen, lock_kind_known=True))
+                                              spec_freshness=not options.frozen, lock_kind_known=True,
+                                              lock_text=result.lock_text, lock_sha256=result.lock_sha256))
     except Interrupted:
         raise
     except KeyboardInterrupt:

@@ -125,8 +125,10 @@ def create(options: CreateOptions) -> CreateResult:
             from dataclasses import replace
 
             expected = replace(expected, variant=chosen.variant.name)
-        return create_locked(target, be, plan, lock_path, platform, expected, pkgs, o, rep=rep, started=started,
-                              found=found)
+        result = create_locked(target, be, plan, lock_path, platform, expected, pkgs, o, rep=rep, started=started,
+                               found=found)
+        result.lock_text, result.lock_sha256 = plan.text, plan.lock_sha256  # for the check: not read again
+        return result
     except Interrupted:
         raise
     except KeyboardInterrupt:  # say what the target really holds now (a (re-)lock is replaced atomically)

@@ -108,6 +108,9 @@ class CreateResult:
     # "both" or "unknown"; and the lock its fingerprint says it was built from
     drift_cause: str = ""
     built_from: str | None = None
+    # the lock's text and the sha256 of its bytes as this run read them: the check that follows judges them
+    lock_text: str | None = field(default=None, repr=False, compare=False)
+    lock_sha256: str | None = None
 
     @property
     def exit_code(self) -> int:

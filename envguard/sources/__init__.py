@@ -150,7 +150,7 @@ def _cached(path: Path, what: str, make: Callable[[], Any]) -> Any:
 
 
 def _parse(path: Path, text: str) -> Any:
-    return _cached(path, "document", lambda: _parse_text(path, text))
+    return _cached(path, f"document {hash(text)}", lambda: _parse_text(path, text))
 
 
 def _parse_text(path: Path, text: str) -> Any:
@@ -173,14 +173,15 @@ def _parse_text(path: Path, text: str) -> Any:
 
 
 def load(spec: str, *, kind: str | None = None, platform: str | None = None,
-         environment: str | None = None, first_environment: bool = False) -> Description:
+         environment: str | None = None, first_environment: bool = False, text: str | None = None) -> Description:
     """Read one environment description.
 
     ``spec`` is a file path, a prefix directory, or ``name:NAME`` for a named
     environment. ``kind`` overrides the detection. ``platform`` only narrows
     what is kept for multi-platform kinds; ``environment`` picks a pixi
     environment (default: ``default``, or the only one; with ``first_environment``
-    the first of several instead of an error, for a caller that reads every one).
+    the first of several instead of an error, for a caller that reads every one). ``text``: the file's,
+    when the caller read it already (it is not read again).
     """
     from envguard.yamlio import read_text
 
@@ -196,12 +197,15 @@ def load(spec: str, *, kind: str | None = None, platform: str | None = None,
         from envguard.sources.prefix import read_prefix
 
         return read_prefix(path, shown)
-    text = read_text(path)
+    if text is None:
+        text = read_text(path)
     if not text.strip():
         raise UserError("empty file", file=shown, fix="pass an environment file, lock, export, pixi.lock or report")
     if kind is None:
         # the kind and the document, decided and parsed once (a conda-lock file by its one reader)
-        found, data = _cached(path, "kind", lambda: read_kind(shown, text, lambda _shown, t: _parse_text(path, t)))
+        # keyed by the text too: a caller's text (create's, for its check) is never answered with another read's
+        found, data = _cached(path, f"kind {hash(text)}",
+                              lambda: read_kind(shown, text, lambda _shown, t: _parse_text(path, t)))
     else:
         found, data = kind, (None if kind == "explicit" else _parse(path, text))
     if found == "explicit":
