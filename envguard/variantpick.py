@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from envguard.driver import DriverInfo
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
 
 # The imports and the data a pick needs follow the machine (bench/variant_pick.py): with no driver the pick is
 # the CPU variant and neither the compatibility data nor the version parser (packaging) is loaded; with one,
-# the data is read once per process (compat.load() parses on every call, and its routes on first use).
+# the data is read when a CUDA variant is judged (once per process: compat.load() is cached).
 
 OVERRIDE_CUDA = "CONDA_OVERRIDE_CUDA"
 OVERRIDE_CUDA_ARCH = "CONDA_OVERRIDE_CUDA_ARCH"
@@ -93,7 +92,6 @@ class Pick:
                               "why": v.why} for v in self.verdicts]}
 
 
-@lru_cache(maxsize=1)
 def _compat() -> Compat:
     from envguard import compat
 
