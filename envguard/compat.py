@@ -191,14 +191,14 @@ class Route:
         """The architectures of this route's CUDA ``cuda`` build of torch ``torch`` on ``platform``, when
         recorded. A row for some platforms only (PyPI's cu118 wheels: PTX on Windows, none on Linux) answers
         only for those; the first matching row wins."""
-        from packaging.specifiers import SpecifierSet
-
         for row in self.arch_rows:
             if not _line_matches(str(row["cuda"]), cuda):
                 continue
             if row.get("platforms") and platform not in row["platforms"]:
                 continue  # a row for some platforms only, and this is another one (or unknown)
             if row.get("torch") and torch:
+                from packaging.specifiers import SpecifierSet  # only here: a variant pick names no torch (~4 ms)
+
                 version = pypi_version(torch.split("+")[0])
                 if version is None or version not in SpecifierSet(str(row["torch"])):
                     continue
