@@ -313,9 +313,9 @@ REFUSED = {  # conda-lock 4.0.3 refuses each (UnknownLockfileVersion, or its pyd
     "metadata a list": (_set("metadata", ["linux-64"]), "metadata: expected a mapping, found list"),
     "platforms a string": (lambda d: d["metadata"].__setitem__("platforms", "linux-64"),
                            "metadata.platforms: expected a list, found str"),
-    "entry without url": (lambda d: d["package"][0].pop("url"), "package[0].url: missing key"),
-    "entry without hash": (lambda d: d["package"][0].pop("hash"), "package[0].hash: missing key"),
-    "entry without version": (lambda d: d["package"][0].pop("version"), "package[0].version: missing key"),
+    "entry without url": (lambda d: d["package"][0].pop("url"), "package[0].url: package[0] (_libgcc_mutex) has no `url`"),
+    "entry without hash": (lambda d: d["package"][0].pop("hash"), "package[0].hash: package[0] (_libgcc_mutex) has no `hash`"),
+    "entry without version": (lambda d: d["package"][0].pop("version"), "package[0].version: package[0] (_libgcc_mutex) has no `version`"),
     "entry a string": (lambda d: d["package"].__setitem__(0, "x"), "package[0]: expected a mapping, found str"),
 }
 

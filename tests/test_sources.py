@@ -335,7 +335,7 @@ def test_report_side(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("content, match", [
     ("version: 1\nmetadata: {platforms: [linux-64]}\npackage:\n- {version: '1', platform: linux-64}\n",
-     r"package\[0\]\.name: missing key"),
+     r"package\[0\]\.name: package\[0\] has no `name`"),
     ("version: 9\nmetadata: {}\npackage: []\n", "unsupported conda-lock format version 9"),
     ("dependencies: [\n", "malformed YAML"),
     ("just: a mapping\n", "cannot tell what kind"),

@@ -145,7 +145,9 @@ def check_document(data: Any, shown: str, *, versions: tuple[int | None, ...] = 
             raise bad(f"package[{i}]", f"expected a mapping, found {type(entry).__name__}")
         missing = [k for k in entry_keys if k not in entry]
         if missing:
-            raise bad(f"package[{i}].{missing[0]}", f"missing key (every entry needs {', '.join(entry_keys)})")
+            named = f" ({entry['name']})" if isinstance(entry.get("name"), str) else ""
+            raise bad(f"package[{i}].{missing[0]}", f"package[{i}]{named} has no `{missing[0]}`, which conda-lock "
+                      f"requires (every entry needs {', '.join(entry_keys)})")
         if entry.get("hash") is not None and not isinstance(entry["hash"], dict):
             raise bad(f"package[{i}].hash", f"expected a mapping, found {type(entry['hash']).__name__}")
     return meta, data["package"]
