@@ -41,58 +41,8 @@ from pathlib import Path
 #: the staging folder's name in the package cache: ``<tag><pid>``
 UNPACK_TAG = ".envguard-unpack-"
 
-# The child: rattler only, no envguard import (a fast start). One JSON line in (the jobs), one JSON line out per
-# event: {"start": i} before an archive is opened, {"done": i, "sha256": .., "md5": ..} or {"done": i, "error": ..}
-# when it is extracted, {"names": i, "pkg": [..], "info": [..]} or {"names": i, "names_error": ..} for its entry names.
-_CHILD = r"""
-import asyncio, json, sys
-from pathlib import Path
-try:  # Linux: killed with its parent (a SIGKILLed create leaves no extraction running into its staging folder)
-    import ctypes, signal
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-except Exception:
-    pass
-spec = json.loads(sys.stdin.readline())
-budget = spec["budget"]
-try:
-    import resource
-    resource.setrlimit(resource.RLIMIT_FSIZE, (budget, budget))
-except (ImportError, ValueError, OSError):
-    pass
-from rattler.networking import Client
-from rattler.package_streaming import PackageArchive, download_and_extract
-out = sys.stdout
-
-def say(msg):
-    out.write(json.dumps(msg) + "\n")
-    out.flush()
-
-def words(e):
-    return " ".join(str(e).split())
-
-async def main():
-    client = Client.default_client()
-    gate = asyncio.Semaphore(spec["concurrency"])
-    async def extract(i, url, dest):
-        try:
-            sha, md5 = await download_and_extract(client, url, Path(dest))
-            say({"done": i, "sha256": bytes(sha).hex(), "md5": bytes(md5).hex()})
-        except Exception as e:
-            say({"done": i, "error": words(e)})
-    async def names(i, path):
-        try:
-            archive = await PackageArchive.from_path(path)
-            say({"names": i, "pkg": await archive.list_files("pkg"), "info": await archive.list_files("info")})
-        except Exception as e:
-            say({"names": i, "names_error": words(e)})
-    async def one(i, url, dest, path):
-        async with gate:
-            say({"start": i})
-            await asyncio.gather(extract(i, url, dest), names(i, path))
-    await asyncio.gather(*(one(i, *job) for i, job in enumerate(spec["jobs"])))
-
-asyncio.run(main())
-"""
+#: the child, a file run by path (envguard/in_process/: scripts another interpreter runs)
+CHILD_SCRIPT = Path(__file__).resolve().parent.parent / "in_process" / "extract_archives.py"
 
 
 @dataclass(frozen=True)
@@ -170,7 +120,7 @@ def extract_all(jobs: Sequence[tuple[Path, Path]], *, budget: int, concurrency: 
     free0 = _free_bytes(root)
     # not a pipe: a chatty child must never block on a full one (closed in the finally below)
     errors = tempfile.TemporaryFile()  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(CHILD_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=errors, close_fds=True)
     events: queue.Queue[dict[str, object] | None] = queue.Queue()
 
