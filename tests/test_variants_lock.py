@@ -133,6 +133,10 @@ def test_init_refuses_what_a_merge_cannot_write_and_what_the_data_lacks(tmp_path
     with pytest.raises(UserError, match="-o - prints one"):
         init_variants(["cpu", "12.9"], output="-")
     assert list(tmp_path.iterdir()) == []  # nothing written by a refusal
+    (tmp_path / "variants").write_text("not a folder\n")  # where the overlays go: refused as -o's parent is
+    with pytest.raises(UserError, match="a parent of the output is not a directory"):
+        init_variants(["cpu", "12.9"], output=out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["variants"]
 
 
 def test_one_cuda_value_writes_the_single_variant_project_unchanged(tmp_path: Path) -> None:

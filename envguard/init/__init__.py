@@ -489,6 +489,26 @@ def checked_text(python: str, torch: str, cuda: str, channel: str, plats: list[s
     return template, text, warnings, proved
 
 
+
+def check_output(out: Path, force: bool, overwrite_fix: str) -> None:
+    """A file init may write: not a directory, inside a directory, and not there already unless --force."""
+    if out.is_dir():
+        raise UserError("is a directory", file=str(out), fix="give a file path with -o")
+    if any(p.exists() and not p.is_dir() for p in out.parents):
+        raise UserError("a parent of the output is not a directory", file=str(out), key="--output",
+                        fix="give a path inside an existing directory with -o")
+    if out.exists() and not force:
+        raise UserError("already exists; envguard init never overwrites a file", file=str(out), fix=overwrite_fix)
+
+
+def environment_name(name: str | None, out: Path) -> str:
+    """The environment's name: given, else the output's directory's; only characters conda accepts."""
+    name = name or default_name(out)
+    if not re.match(r"^[A-Za-z0-9_.-]+$", name):
+        raise UserError(f"environment name {name!r} has characters conda does not accept; "
+                        "use letters, digits, '-', '_' and '.'")
+    return name
+
 def init(python: str | None = None, torch: str | None = None, cuda: str | None = None,
          channel: str | None = None, platforms: list[str] | None = None, name: str | None = None,
          output: str | Path = "environment.yml", force: bool = False, channel_url: str | None = None) -> InitResult:
@@ -501,18 +521,8 @@ def init(python: str | None = None, torch: str | None = None, cuda: str | None =
     route, evidence, notes, records = records_route(channel or DEFAULT_CHANNEL, platforms, channel_url)
     python, torch, cuda, channel, plats = resolve(python, torch, cuda, channel, platforms, route)
     if not to_stdout:
-        if out.is_dir():
-            raise UserError("is a directory", file=str(out), fix="give a file path with -o")
-        if any(p.exists() and not p.is_dir() for p in out.parents):
-            raise UserError("a parent of the output is not a directory", file=str(out), key="--output",
-                            fix="give a path inside an existing directory with -o")
-        if out.exists() and not force:
-            raise UserError("already exists; envguard init never overwrites a file", file=str(out),
-                            fix="pass --force to replace it, -o to write elsewhere, or -o - to print it")
-    name = name or default_name(out)
-    if not re.match(r"^[A-Za-z0-9_.-]+$", name):
-        raise UserError(f"environment name {name!r} has characters conda does not accept; "
-                        "use letters, digits, '-', '_' and '.'")
+        check_output(out, force, "pass --force to replace it, -o to write elsewhere, or -o - to print it")
+    name = environment_name(name, out)
     command = command_line(python, torch, cuda, channel, plats, name)
     template, text, warnings, proved = checked_text(python, torch, cuda, channel, plats, name, command, route,
                                                    records, out)

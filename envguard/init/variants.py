@@ -28,9 +28,10 @@ from envguard.init import (
     CPU,
     DEFAULT_CHANNEL,
     InitResult,
+    check_output,
     checked_text,
     command_line,
-    default_name,
+    environment_name,
     hardware_comment,
     records_route,
     resolve,
@@ -126,16 +127,9 @@ def init_variants(cuda: list[str], python: str | None = None, torch: str | None 
                         fix="give each CUDA line once (--cuda 12 means the newest 12.x line)")
 
     overlays = {n: out.parent / "variants" / f"{n}.yml" for n in names}
-    if out.is_dir():
-        raise UserError("is a directory", file=str(out), fix="give a file path with -o")
     for path in [out, *overlays.values()]:
-        if path.exists() and not force:
-            raise UserError("already exists; envguard init never overwrites a file", file=str(path),
-                            fix="pass --force to replace it, -o to write elsewhere")
-    name = name or default_name(out)
-    if not re.match(r"^[A-Za-z0-9_.-]+$", name):
-        raise UserError(f"environment name {name!r} has characters conda does not accept; "
-                        "use letters, digits, '-', '_' and '.'")
+        check_output(path, force, "pass --force to replace it, -o to write elsewhere")
+    name = environment_name(name, out)
     python_, torch_, _c, channel_, _p = resolved[0]
     command = command_line(python_, torch_, resolved[0][2], channel_, list(platforms or []) or resolved[0][4], name)
     command = command.replace(f"--cuda {resolved[0][2]}", " ".join(f"--cuda {r[2]}" for r in resolved))
