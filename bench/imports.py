@@ -21,43 +21,9 @@ import tempfile
 from pathlib import Path
 
 HEAVY = ("asyncio", "ssl", "socket", "rattler", "markdown_it", "pygments", "pydantic", "yaml", "conda_lock")
-SMALL_LOCK = """\
-version: 1
-metadata:
-  content_hash:
-    linux-64: "{h}"
-  channels:
-  - url: conda-forge
-    used_env_vars: []
-  platforms:
-  - linux-64
-  sources:
-  - environment.yml
-package:
-- name: python
-  version: '3.11.9'
-  manager: conda
-  platform: linux-64
-  dependencies: {{}}
-  url: https://conda.anaconda.org/conda-forge/linux-64/python-3.11.9-h0_0_cpython.conda
-  hash:
-    md5: "{m}"
-    sha256: "{h}"
-  category: main
-  optional: false
-- name: numpy
-  version: '2.1.0'
-  manager: conda
-  platform: linux-64
-  dependencies:
-    python: '>=3.11'
-  url: https://conda.anaconda.org/conda-forge/linux-64/numpy-2.1.0-py311h0_0.conda
-  hash:
-    md5: "{m}"
-    sha256: "{h}"
-  category: main
-  optional: false
-""".format(h="a" * 64, m="0" * 32)
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from tests.support.lock_support import SMALL_LOCK  # noqa: E402 - after the path it is found on
 
 
 def commands(root: Path) -> dict[str, list[str]]:

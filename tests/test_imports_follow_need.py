@@ -13,45 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.lock_support import SMALL_LOCK
+
 pytestmark = pytest.mark.slow  # whole interpreters, one per command
 
-SMALL_LOCK = f"""\
-version: 1
-metadata:
-  content_hash:
-    linux-64: "{'a' * 64}"
-  channels:
-  - url: conda-forge
-    used_env_vars: []
-  platforms:
-  - linux-64
-  sources:
-  - environment.yml
-package:
-- name: python
-  version: '3.11.9'
-  manager: conda
-  platform: linux-64
-  dependencies: {{}}
-  url: https://conda.anaconda.org/conda-forge/linux-64/python-3.11.9-h0_0_cpython.conda
-  hash:
-    md5: "{'0' * 32}"
-    sha256: "{'a' * 64}"
-  category: main
-  optional: false
-- name: numpy
-  version: '2.1.0'
-  manager: conda
-  platform: linux-64
-  dependencies:
-    python: '>=3.11'
-  url: https://conda.anaconda.org/conda-forge/linux-64/numpy-2.1.0-py311h0_0.conda
-  hash:
-    md5: "{'0' * 32}"
-    sha256: "{'a' * 64}"
-  category: main
-  optional: false
-"""
 
 # what a command that asks no channel never needs: the event loop rattler's gateway runs in, TLS, sockets
 NETWORK = {"asyncio", "ssl", "socket", "_ssl", "_socket"}

@@ -11,6 +11,46 @@ from pathlib import Path
 
 import pytest
 
+#: a two-package conda-lock file (python, numpy; linux-64) that reads without a channel: commands' imports
+#: and start-up are measured on it (tests/test_imports_follow_need.py, bench/imports.py)
+SMALL_LOCK = f"""\
+version: 1
+metadata:
+  content_hash:
+    linux-64: "{'a' * 64}"
+  channels:
+  - url: conda-forge
+    used_env_vars: []
+  platforms:
+  - linux-64
+  sources:
+  - environment.yml
+package:
+- name: python
+  version: '3.11.9'
+  manager: conda
+  platform: linux-64
+  dependencies: {{}}
+  url: https://conda.anaconda.org/conda-forge/linux-64/python-3.11.9-h0_0_cpython.conda
+  hash:
+    md5: "{'0' * 32}"
+    sha256: "{'a' * 64}"
+  category: main
+  optional: false
+- name: numpy
+  version: '2.1.0'
+  manager: conda
+  platform: linux-64
+  dependencies:
+    python: '>=3.11'
+  url: https://conda.anaconda.org/conda-forge/linux-64/numpy-2.1.0-py311h0_0.conda
+  hash:
+    md5: "{'0' * 32}"
+    sha256: "{'a' * 64}"
+  category: main
+  optional: false
+"""
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CONDA_LOCK = BIN / "conda-lock"
