@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sys
@@ -54,6 +55,18 @@ from support.lanes import mark_slow_from_fixtures  # noqa: E402 (needs the sys.p
 from support.require import require  # noqa: E402
 
 pytest_plugins = ["support.channel_fixtures"]
+
+
+_POETRY_CACHES = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _own_poetry_cache() -> None:
+    """A poetry cache of its own for each test. conda-lock's pip step (poetry) caches every release it reads
+    under a name made from the index URL; the tests' local indexes differ only in their port, which the kernel
+    hands out again, so with one cache for the session a test could be answered by an earlier test's index
+    (test_pypi_bounded failed in CI this way) and never reach its own."""
+    os.environ["POETRY_CACHE_DIR"] = str(_SESSION_TMP / "cache" / "poetry" / str(next(_POETRY_CACHES)))
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -164,10 +163,6 @@ def _project(tmp_path: Path, channel_url: str, index: Index) -> Path:
 
 def _env(**settings: str) -> dict[str, str]:
     env = os.environ.copy()
-    # poetry (inside conda-lock) caches each release it reads under a name made from the index URL. The
-    # indexes here differ only in their port, which the kernel hands out again: with the session's cache a
-    # test could be answered by an earlier test's index and never reach its own. Each run gets a cache of its own.
-    env["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="pip-step-cache-")
     for k in ("ENVGUARD_LOCK_PIP_TIMEOUT", "ENVGUARD_LOCK_PIP_MAX_BYTES"):
         env.pop(k, None)
     env.update(settings)
