@@ -221,6 +221,8 @@ def measure(root: Path, env: dict[str, str], plat: str, peer_script: Path, lockf
         create(eg_pkgs, root / f"rt-eg-restamp{r}")  # hashes the files again and stamps their identities
         for key, run, pkgs, target in pairs("warm", r, eg_pkgs, pr_pkgs):
             timed(key, run, pkgs, target)
+        if r == args.rounds - 1:
+            split = warm_split(eg_pkgs, plan, plat)
         if r < args.rounds - 1 or not args.keep:  # 2.6 GB of caches a round: not kept for the next
             for path in root.glob(f"rt-*{r}"):
                 shutil.rmtree(path, ignore_errors=True)
@@ -234,6 +236,7 @@ def measure(root: Path, env: dict[str, str], plat: str, peer_script: Path, lockf
         print(f"  {state} ratio envguard / peer: {eg / pr:.2f} (envguard {eg - pr:+.3f} s); fastest rounds "
               f"{min(rows[eg_key]) / min(rows[pr_key]):.2f}; user CPU (median, child processes included) "
               f"envguard {eg_cpu:.2f} s, peer {pr_cpu:.2f} s")
+    warm_floor(split, med["peer rattler.install, warm (process)"])
     cold_split(root, plan)
     hashed = med["prepare, warm, every file hashed"]
     stamped = med["prepare, warm, identities stamped"]
@@ -241,6 +244,45 @@ def measure(root: Path, env: dict[str, str], plat: str, peer_script: Path, lockf
           f"{n_files / max(stamped, 1e-9):.0f} files/s checked by stat")
     print("  load average before / after: " + " / ".join(", ".join(f"{x:.2f}" for x in la)
                                                          for la in (load_before, os.getloadavg())))
+
+
+def warm_split(pkgs: Path, plan: Any, plat: str) -> dict[str, float]:
+    """Where a warm create's own work goes (#42), in this process, on the last round's warm cache, medians of 5:
+    the pre-link check (envguard.create.prelink.prepare: paths.json read, one lstat of every declared file,
+    the stamps compared), the pass after linking that stamps the files' new ctimes and link counts
+    (Prepared.finalize's second lstat pass, #38 point 9), and the floor of any per-file check: one bare
+    ``os.lstat`` of every file of the entries, nothing else."""
+    from envguard.create import cachetree
+    from envguard.create.entryfiles import info_present
+    from envguard.create.prelink import prepare
+
+    checks, restamps, floors = [], [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        prepared = prepare(plan.conda, pkgs, platform=plat)
+        t1 = time.perf_counter()
+        for pkg in prepared.packages:
+            entry = os.path.join(pkgs, pkg.art.stem)
+            cachetree.scan_identity(entry, pkg.entries, info_present(entry) if pkg.present is None else pkg.present)
+        t2 = time.perf_counter()
+        prepared.cleanup()
+        files = [os.path.join(pkgs, pkg.art.stem, rel) for pkg in prepared.packages for rel, _k in pkg.entries]
+        t3 = time.perf_counter()
+        for path in files:
+            os.lstat(path)
+        floors.append(time.perf_counter() - t3)
+        checks.append(t1 - t0)
+        restamps.append(t2 - t1)
+    return {"check": statistics.median(checks), "restamp": statistics.median(restamps),
+            "floor": statistics.median(floors), "files": float(len(files))}
+
+
+def warm_floor(split: dict[str, float], peer_warm: float) -> None:
+    """What the warm target leaves for envguard's own work, against what the per-file checks cost at least."""
+    budget = 0.2 * peer_warm
+    print(f"  warm split (in-process, medians of 5): pre-link check {split['check']:.3f} s, stamping after linking "
+          f"{split['restamp']:.3f} s; one bare lstat of each of the {split['files']:.0f} files {split['floor']:.3f} s "
+          f"(two passes: {2 * split['floor']:.3f} s) against the {budget:.3f} s a 1.2x target leaves over the peer")
 
 
 def cold_split(root: Path, plan: Any) -> None:
