@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -46,14 +48,44 @@ def _probe_env(env: dict[str, str] | None, tmpdir: Path | None = None) -> dict[s
     return out
 
 
+def sockets_fit(tmpdir: Path) -> bool:
+    """Whether multiprocessing's Unix sockets fit under the existing folder ``tmpdir``. A DataLoader's workers
+    hand batches over through one (the file_descriptor sharing strategy; the forkserver too), at
+    ``<TMPDIR>/pymp-XXXXXXXX/listener-XXXXXXXX``, and a socket's path must fit in the kernel's address (107
+    bytes on Linux). The kernel is asked: a socket is bound at a path of that very shape (the folder made as
+    multiprocessing makes its own, the listener's name as long as its)."""
+    import socket
+    import tempfile
+
+    if not hasattr(socket, "AF_UNIX"):  # Windows
+        return True
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="pymp-", dir=tmpdir))
+    except OSError:
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(folder / "listener-xxxxxxxx"))
+        return True
+    except OSError:
+        return False
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def start_session(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, stdin: Any = subprocess.DEVNULL,
                   stdout: Any = None, stderr: Any = None, tmpdir: Path | None = None) -> subprocess.Popen[bytes]:
     """Start a probe (``argv[0]`` is the target interpreter) in a session and process group of its own;
-    ``tmpdir`` (made here) is its temporary directory, for the caller to remove after it has stopped."""
+    ``tmpdir`` (made here) is its temporary directory, for the caller to remove after it has stopped, unless
+    multiprocessing's sockets do not fit under it (:func:`sockets_fit`): then the probe keeps the TMPDIR it
+    was given, as the user's own jobs do, so that envguard's longer path never fails a DataLoader that
+    theirs runs (a probe killed outright may then leave its ``pymp-*`` folder there, as any killed job does)."""
     popen_kw: dict[str, Any] = {"start_new_session": True} if sys.platform != "win32" else {
         "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
     if tmpdir is not None:
         tmpdir.mkdir(mode=0o700, exist_ok=True)
+        if not sockets_fit(tmpdir):
+            tmpdir = None
     try:
         return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd,
                                 env=_probe_env(env, tmpdir), **popen_kw)
@@ -180,6 +212,20 @@ def pids_of(events: list[dict[str, Any]]) -> set[int]:
                 pids.add(e[key])
         pids |= {p for p in e.get("pids") or () if isinstance(p, int)}
     return pids
+
+
+def remove_temp_dirs(events: list[dict[str, Any]]) -> None:
+    """Remove the ``pymp-*`` folders the probe's processes reported (``tmp`` in their events) and left: a
+    process killed outright never runs multiprocessing's own clean-up. Only real folders of that name."""
+    for e in events:
+        path = e.get("tmp")
+        if not isinstance(path, str) or not os.path.isabs(path) or not os.path.basename(path).startswith("pymp-"):
+            continue
+        try:
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def event_pids(events_file: Path) -> set[int]:

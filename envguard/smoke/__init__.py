@@ -35,6 +35,7 @@ from envguard.procsession import (
     cleanup_shm,
     pids_of,
     read_events,
+    remove_temp_dirs,
     shm_snapshot,
     start_session,
     stop_session,
@@ -163,11 +164,13 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
         except BaseException:  # Ctrl-C or SIGTERM: never leave the probe or its work dir behind
             stop_session(proc, sorted(pids_of(read_events(events))), finished=False, grace=0.5)
             cleanup_shm(before, pids_of(read_events(events)) | {proc.pid})
+            remove_temp_dirs(read_events(events))
             _rmtree(work)
             raise
         ev = read_events(events)
         reported = sorted(pids_of(ev))
         seen = stop_session(proc, reported, finished=not timed_out)
+        remove_temp_dirs(read_events(events))
     duration = time.perf_counter() - t0
     ev = read_events(events)
     pids = pids_of(ev) | set(seen) | {proc.pid}
@@ -355,6 +358,10 @@ def _check_failure(name: str, error: str, detail: dict[str, Any], stderr: str = 
         # The worker's own last words, when its exit status was not caught.
         m = re.search(r"ERROR: Unexpected bus error encountered in worker[^\n]*", stderr)
         text += "\n" + m.group(0) if m else ""
+    if name.startswith("dataloader") and "AF_UNIX path too long" in stderr:
+        # a worker could not listen on multiprocessing's socket (a thread's traceback on stderr): the DataLoader
+        # only says that it timed out
+        text += "\nOSError: AF_UNIX path too long"
     if name == "import-torch":
         case = catalog.classify(error, default="pip-over-conda" if "undefined symbol" in error else "probe-error")
         return _f(case.id, Severity.ERROR, f"import torch failed: {_headline(error)}")
@@ -454,6 +461,12 @@ def _limit_findings(probe: dict[str, Any], already: set[str], cuda_build: bool) 
             out.append(_f("fd-limit", Severity.WARNING,
                           f"open-file limit (ulimit -n) is {soft} with the file_descriptor sharing strategy; "
                           f"under {NOFILE_WARN} DataLoaders holding many batches run out of descriptors"))
+    sock = lim.get("af_unix") or {}
+    if sock.get("error") and "tmpdir-long" not in already:  # not every DataLoader uses it: the forkserver does
+        out.append(_f("tmpdir-long", Severity.WARNING,
+                      f"TMPDIR={sock.get('tmpdir')} ({sock.get('tmpdir_bytes')} bytes) is too long for "
+                      f"multiprocessing's Unix socket ({sock.get('error')}): forkserver DataLoaders and the "
+                      "file_descriptor sharing strategy stall"))
     kmp = str(lim.get("KMP_DUPLICATE_LIB_OK") or "")
     if kmp.upper() in ("TRUE", "1", "YES"):
         out.append(_f("omp-dup", Severity.WARNING,

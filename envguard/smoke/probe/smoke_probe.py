@@ -136,9 +136,20 @@ class ProbeDataset:
         return {"idx": i, "x": torch.full((self.numel,), float(i)), "wid": wid}
 
 
+def mp_temp_dir() -> str | None:
+    """multiprocessing's ``pymp-*`` folder of this process (made now if it was not yet), for the runner to
+    remove if the process is killed before its own exit handler does: the probe may run in the user's TMPDIR."""
+    try:
+        from multiprocessing import util
+
+        return util.get_temp_dir()
+    except Exception:  # noqa: BLE001 - only a clean-up aid
+        return None
+
+
 def worker_init(worker_id: int) -> None:
-    # Tell the runner which processes are ours: /dev/shm files carry their pid.
-    event(worker_pid=os.getpid(), worker_id=worker_id)
+    # Tell the runner which processes are ours: /dev/shm files carry their pid; and their pymp-* folders.
+    event(worker_pid=os.getpid(), worker_id=worker_id, tmp=mp_temp_dir())
 
 
 def dist_rank(rank: int, world: int, backend: str, init_method: str, out_dir: str, timeout_s: float) -> None:
@@ -318,12 +329,34 @@ class Probe:
             lim["sharing_strategy"] = torch.multiprocessing.get_sharing_strategy() if torch else None
         except Exception:  # noqa: BLE001
             lim["sharing_strategy"] = None
+        lim["af_unix"] = self.unix_socket()
         for var in ("KMP_DUPLICATE_LIB_OK", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LD_PRELOAD"):
             lim[var] = _START_ENV.get(var)  # threadpoolctl sets KMP_DUPLICATE_LIB_OK when imported
         lim["num_threads"] = torch.get_num_threads() if torch else None
         lim["openmp"] = self.openmp_runtimes()
         lim["foreign_cuda_libs"] = self.foreign_cuda_libs()
         lim["nvidia_dists"] = self.nvidia_dists()
+
+    @staticmethod
+    def unix_socket() -> dict | None:
+        """Whether multiprocessing can listen on the Unix socket through which DataLoader workers hand batches
+        over (the file_descriptor sharing strategy) and the forkserver is reached: its own Listener, at the
+        address it picks itself under TMPDIR (``pymp-*/listener-*``). A TMPDIR so long that the path does not
+        fit in a socket address stalls every such DataLoader until its timeout (forever without one)."""
+        import socket
+        import tempfile
+
+        if not hasattr(socket, "AF_UNIX"):  # Windows: no Unix sockets, no such limit
+            return None
+        from multiprocessing import connection
+
+        tmpdir = tempfile.gettempdir()
+        fact = {"tmpdir": tmpdir, "tmpdir_bytes": len(os.fsencode(tmpdir)), "error": None}
+        try:  # no address: multiprocessing picks its own, as it does for a DataLoader
+            connection.Listener(family="AF_UNIX").close()
+        except OSError as e:
+            fact["error"] = f"{type(e).__name__}: {e}"
+        return fact
 
     def shm_need(self) -> int:
         """Bytes of /dev/shm the probe's own DataLoaders keep in flight."""
@@ -462,6 +495,14 @@ class Probe:
         if "never-ends" in self.inject:
             self.never_ends()
         methods = self.methods()
+        sock = self.doc["limits"].get("af_unix") or {}
+        if sock.get("error") and self.doc["limits"].get("sharing_strategy") == "file_descriptor":
+            # every batch would go through that socket: each DataLoader would only stall until its timeout
+            for m in methods:
+                self.check(f"dataloader:{m}", "fail", 0.0, f"{sock['error']}: multiprocessing's socket under "
+                           f"TMPDIR={sock['tmpdir']} ({sock['tmpdir_bytes']} bytes long); not run")
+                self.doc["dataloader"][m] = {"status": "fail", "seconds": 0.0}
+            return
         # fork first, before any helper threads exist in this process; then
         # start the spawn and forkserver workers together so their slow
         # start-up (each imports torch) overlaps.
@@ -907,7 +948,7 @@ def main(argv: list[str] | None = None) -> int:
     # (by us, torch, workers) goes to stderr.
     real_stdout = os.dup(1)
     os.dup2(2, 1)
-    event(probe_pid=os.getpid())
+    event(probe_pid=os.getpid(), tmp=mp_temp_dir())
     import signal
 
     _MAIN_PID.append(os.getpid())
