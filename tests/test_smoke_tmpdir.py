@@ -167,3 +167,16 @@ def test_a_socket_fact_without_a_failed_dataloader_is_a_warning() -> None:
     found = {f.code: f for f in classify(probe)}
     assert found["tmpdir-long"].severity.name == "WARNING" and "/x/x" in found["tmpdir-long"].message
 
+
+
+@pytest.mark.slow
+def test_tune_in_a_deep_tmpdir_measures_and_leaves_nothing(short_root: Path) -> None:
+    """tune's probe starts the same way (procsession.start_session): in a TMPDIR where envguard's own folder
+    would be too deep it keeps the user's TMPDIR, its DataLoaders work, and its pymp-* folders are removed."""
+    tmpdir = _tmpdir_of_length(short_root, LINUX_SOCKET_PATH - len("/pymp-xxxxxxxx/listener-xxxxxxxx") - 6)
+    p = subprocess.run([str(Path(sys.executable).with_name("envguard")), "tune", "-p", sys.prefix, "--demo",
+                        "--current", "num_workers=2", "--max-workers", "2", "--budget", "3"],
+                       env={**os.environ, "TMPDIR": str(tmpdir)}, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "1 trial (1 worked)" in p.stdout, p.stdout
+    assert sorted(x.name for x in tmpdir.iterdir()) == [], "tune left something in TMPDIR"

@@ -24,6 +24,8 @@ from typing import IO, Any
 from envguard.procsession import (
     cleanup_shm,
     event_pids,
+    read_events,
+    remove_temp_dirs,
     shm_snapshot,
     start_session,
     stop_session,
@@ -126,6 +128,7 @@ class ProbeProcess:
             self._err.close()
         pids = event_pids(self.events) | set(seen) | {self.proc.pid}
         run.shm_removed = cleanup_shm(self.shm_before, pids)
+        remove_temp_dirs(read_events(self.events))  # where the probe kept the user's TMPDIR (start_session)
         run.pids = sorted(pids)
         run.returncode = self.proc.returncode
         try:

@@ -49,6 +49,7 @@ from tune_probe_shared import (  # noqa: E402
     _err,
     _tb,
     event,
+    mp_temp_dir,
     torch,
 )
 from tune_probe_trial import Trial  # noqa: E402
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[_EVENTS_ENV] = os.path.abspath(args["events"])  # inherited by every trial and worker
     real_stdout = os.dup(1)
     os.dup2(2, 1)
-    event(probe_pid=os.getpid())
+    event(probe_pid=os.getpid(), tmp=mp_temp_dir())
     try:
         return serve(args, real_stdout) if args["serve"] else one_trial(args, real_stdout)
     finally:

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from tune_probe_shared import _err, _tb, event, tensors_in, torch
+from tune_probe_shared import _err, _tb, event, mp_temp_dir, tensors_in, torch
 
 
 class ItemError(Exception):
@@ -78,7 +78,7 @@ class _Chain:
         self.user = user
 
     def __call__(self, worker_id: int) -> None:
-        event(worker_pid=os.getpid(), worker_id=worker_id)
+        event(worker_pid=os.getpid(), worker_id=worker_id, tmp=mp_temp_dir())
         if self.user is not None:
             self.user(worker_id)
 

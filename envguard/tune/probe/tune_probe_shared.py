@@ -41,6 +41,17 @@ def event(**fields: object) -> None:
     except OSError:
         pass
 
+def mp_temp_dir() -> str | None:
+    """multiprocessing's ``pymp-*`` folder of this process (made now if it was not yet): reported in the
+    events, the runner removes it if the process is killed before its own exit handler does."""
+    try:
+        from multiprocessing import util
+
+        return util.get_temp_dir()
+    except Exception:  # noqa: BLE001 - only a clean-up aid
+        return None
+
+
 def _err(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"[:_MAX_ERROR]
 
