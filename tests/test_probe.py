@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +94,11 @@ def test_probe_full_run_in_the_test_venv_without_envguard_importable(tmp_path: P
     assert "KMP_DUPLICATE_LIB_OK" in lim
     # the events file: the probe's pid first, every worker's pid, the phases up to "done"
     lines = [json.loads(x) for x in events.read_text().splitlines()]
-    assert lines[0] == {"probe_pid": doc["pid"]}
+    # and multiprocessing's pymp-* folder, for the runner to remove if the probe is killed (test_smoke_tmpdir.py)
+    assert lines[0]["probe_pid"] == doc["pid"] and set(lines[0]) == {"probe_pid", "tmp"}
+    assert os.path.basename(lines[0]["tmp"]).startswith("pymp-")
+    sock = lim["af_unix"]  # multiprocessing's own Listener under the probe's TMPDIR
+    assert sock["error"] is None and sock["tmpdir_bytes"] == len(os.fsencode(sock["tmpdir"]))
     worker_pids = {e["worker_pid"] for e in lines if "worker_pid" in e}
     assert worker_pids == {p for m in methods for p in checks[f"dataloader:{m}"]["detail"]["worker_pids"]}
     assert [e["phase"] for e in lines if "phase" in e][-1] == "done"
