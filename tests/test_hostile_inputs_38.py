@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -345,7 +347,7 @@ def test_a_signal_to_smoke_leaves_no_pymp_directory_in_tmpdir(tmp_path: Path, co
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process semantics (/proc, sessions)")
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_the_probe_on_its_own_removes_its_temporary_directories_when_signalled(
-        tmp_path: Path, sig: signal.Signals, code: int) -> None:
+        tmp_path: Path, sig: signal.Signals, code: int, request: pytest.FixtureRequest) -> None:
     """The probe run by path, as a scheduler or a user runs it with no envguard around it: a SIGTERM while its
     DataLoader workers ran killed it outright and its pymp-* directory stayed in TMPDIR; a Ctrl-C was swallowed
     as a failed check. Now it unwinds on either, its exit handlers remove what it made in TMPDIR, its workers end,
@@ -353,8 +355,10 @@ def test_the_probe_on_its_own_removes_its_temporary_directories_when_signalled(
     from envguard.procsession import session_members
     from envguard.smoke import probe_path
 
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    # right under /tmp: a TMPDIR as deep as some tmp_path (pytest-xdist's) is too long for multiprocessing's
+    # socket, and the probe then rightly fails its DataLoaders at once (tests/test_smoke_tmpdir.py)
+    tmp = Path(tempfile.mkdtemp(prefix="eg38-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
     events = tmp_path / "events.jsonl"
     proc = subprocess.Popen([sys.executable, str(probe_path()), "--events", str(events)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(tmp)}, start_new_session=True)

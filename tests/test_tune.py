@@ -63,7 +63,9 @@ def test_a_real_run_measures_trials_and_recommends_dataloader_kwargs(tiny_run: T
         assert isinstance(t["settings"]["num_workers"], int) and t["samples_per_s"] > 0
         assert t["batches"] == 6 and t["samples"] == 48  # 48 samples in batches of 8: a whole epoch
         assert t["first_batch_s"] > 0 and t["epoch_start_s"] > 0 and 0 <= t["wait_fraction"] <= 1
-        assert t["efficiency"] > 0 and t["bound"] in ("data", "compute")
+        # no efficiency where the rate beat the estimate of the ideal (a loaded machine): said instead
+        assert (t["efficiency"] or 0) > 0 or t["ideal_underestimated"], t
+        assert t["bound"] in ("data", "compute")
         assert t["memory"]["main"]["start"]["rss"] > 0 and t["cpu"]["main_cores"] is not None
         assert len(t["memory"]["workers"]) == t["settings"]["num_workers"]
         # the copy path ran (CPU fallback): bytes per batch of 8 x 16 float32 + 8 int64 labels
