@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.lock_support import LOCK_HEAD
 
 from envguard import cli
 from envguard.findings import Severity
@@ -453,21 +454,6 @@ def test_structural_error_stops_deeper_rules() -> None:
 
 
 # ---------------------------------------------------------------- lock files
-
-LOCK_HEAD = f"""\
-version: 1
-metadata:
-  content_hash:
-    linux-64: "{'a' * 64}"
-  channels:
-  - url: conda-forge
-    used_env_vars: []
-  platforms:
-  - linux-64
-  sources:
-  - environment.yml
-package:
-"""
 
 
 def _entry(name: str, version: str, url: str, manager: str = "conda", platform: str = "linux-64") -> str:

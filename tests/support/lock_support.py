@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-#: a two-package conda-lock file (python, numpy; linux-64) that reads without a channel: commands' imports
-#: and start-up are measured on it (tests/test_imports_follow_need.py, bench/imports.py)
-SMALL_LOCK = f"""\
+#: the metadata of a hand-written linux-64 conda-lock v1 file, up to its ``package:`` key (entries follow)
+LOCK_HEAD = f"""\
 version: 1
 metadata:
   content_hash:
@@ -26,6 +25,11 @@ metadata:
   sources:
   - environment.yml
 package:
+"""
+
+#: a two-package conda-lock file (python, numpy; linux-64) that reads without a channel: commands' imports
+#: and start-up are measured on it (tests/test_imports_follow_need.py, bench/imports.py)
+SMALL_LOCK = LOCK_HEAD + f"""\
 - name: python
   version: '3.11.9'
   manager: conda
