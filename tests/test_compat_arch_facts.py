@@ -153,25 +153,38 @@ def test_an_arch_rows_list_must_agree_with_its_range() -> None:
 # --------------------------------------------------------------------------- the command, end to end
 
 
-@pytest.mark.slow
-def test_check_flags_a_blackwell_gpu_with_a_cu124_wheel_without_its_probe(tmp_path: Path) -> None:
-    """`envguard check --no-smoke` (no probe reads the build's arch list) on a venv holding torch 2.5.1+cu124,
-    with nvidia-smi reporting an RTX 5090: EG552 from the table's row; an H100 passes."""
+def pip_venv(prefix: Path, dists: list[tuple[str, str, str]]) -> Path:
+    """A virtualenv's skeleton holding pip-installed distributions ((name, dist-info stem, version)); no files."""
+    (prefix / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.9\n")
+    for name, stem, version in dists:
+        info = prefix / "lib" / "python3.11" / "site-packages" / f"{stem}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+        (info / "INSTALLER").write_text("pip\n")
+    return prefix
+
+
+def blackwell_flagged_h100_not(prefix: Path, tmp_path: Path) -> str:
+    """`envguard check --no-smoke --format json` of ``prefix`` with nvidia-smi reporting an RTX 5090, then an
+    H100: EG552 for the first (its message returned), none for the second."""
     from support.check_envs import envguard
     from test_check import fake_smi
 
-    prefix = tmp_path / "venv"
-    dist = prefix / "lib" / "python3.11" / "site-packages" / "torch-2.5.1+cu124.dist-info"
-    dist.mkdir(parents=True)
-    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.9\n")
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1+cu124\n\n")
-    (dist / "INSTALLER").write_text("pip\n")
-    for gpu, cap, flagged in (("NVIDIA GeForce RTX 5090", "12.0", True), ("NVIDIA H100 80GB HBM3", "9.0", False)):
+    messages = {}
+    for gpu, cap in (("NVIDIA GeForce RTX 5090", "12.0"), ("NVIDIA H100 80GB HBM3", "9.0")):
         exe = fake_smi(tmp_path / cap, "575.51.03", gpu, cap, "12.9")
         proc = envguard("check", "-p", str(prefix), "--no-smoke", "--format", "json",
                         env={"ENVGUARD_NVIDIA_SMI": str(exe), "PATH": os.environ["PATH"]})
         assert proc.returncode in (0, 1), proc.stdout + proc.stderr
-        arch = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "EG552"]
-        assert bool(arch) is flagged, arch
-        if flagged:
-            assert "RTX 5090" in arch[0]["message"] and "sm_50 to sm_90" in arch[0]["message"]
+        messages[cap] = [f["message"] for f in json.loads(proc.stdout)["findings"] if f["code"] == "EG552"]
+    assert messages["12.0"] and messages["9.0"] == [], messages
+    assert "RTX 5090" in messages["12.0"][0] and "sm_50 to sm_90" in messages["12.0"][0]
+    return messages["12.0"][0]
+
+
+@pytest.mark.slow
+def test_check_flags_a_blackwell_gpu_with_a_cu124_wheel_without_its_probe(tmp_path: Path) -> None:
+    """`envguard check --no-smoke` (no probe reads the build's arch list) on a venv holding torch 2.5.1+cu124,
+    with nvidia-smi reporting an RTX 5090: EG552 from the table's row; an H100 passes."""
+    blackwell_flagged_h100_not(pip_venv(tmp_path / "venv", [("torch", "torch", "2.5.1+cu124")]), tmp_path)

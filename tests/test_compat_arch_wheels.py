@@ -9,12 +9,11 @@ Offline: the table answers."""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pytest
 from test_check_rules import _cuda_codes, _venv_with_torch
+from test_compat_arch_facts import blackwell_flagged_h100_not, pip_venv
 
 from envguard import compat
 from envguard.prefix import PrefixInfo
@@ -112,26 +111,6 @@ def test_check_flags_a_blackwell_gpu_with_pypis_2_6_wheel_without_its_probe(tmp_
     """`envguard check --no-smoke` on a venv holding what `pip install torch==2.6.0` installs (torch 2.6.0 beside
     nvidia-cuda-runtime-cu12 12.4.127), nvidia-smi reporting an RTX 5090: EG552 from the wheel's row; an H100
     passes."""
-    from support.check_envs import envguard
-    from test_check import fake_smi
-
-    prefix = tmp_path / "venv"
-    sp = prefix / "lib" / "python3.11" / "site-packages"
-    (prefix / "pyvenv.cfg").parent.mkdir(parents=True, exist_ok=True)
-    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.9\n")
-    for name, dist, version in (("torch", "torch", "2.6.0"),
-                                ("nvidia-cuda-runtime-cu12", "nvidia_cuda_runtime_cu12", "12.4.127")):
-        info = sp / f"{dist}-{version}.dist-info"
-        info.mkdir(parents=True)
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
-        (info / "INSTALLER").write_text("pip\n")
-    for gpu, cap, flagged in (("NVIDIA GeForce RTX 5090", "12.0", True), ("NVIDIA H100 80GB HBM3", "9.0", False)):
-        exe = fake_smi(tmp_path / cap, "575.51.03", gpu, cap, "12.9")
-        proc = envguard("check", "-p", str(prefix), "--no-smoke", "--format", "json",
-                        env={"ENVGUARD_NVIDIA_SMI": str(exe), "PATH": os.environ["PATH"]})
-        assert proc.returncode in (0, 1), proc.stdout + proc.stderr
-        arch = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "EG552"]
-        assert bool(arch) is flagged, arch
-        if flagged:
-            assert "RTX 5090" in arch[0]["message"] and "sm_50 to sm_90" in arch[0]["message"]
-            assert "torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl" in arch[0]["message"]
+    prefix = pip_venv(tmp_path / "venv", [("torch", "torch", "2.6.0"),
+                                          ("nvidia-cuda-runtime-cu12", "nvidia_cuda_runtime_cu12", "12.4.127")])
+    assert "torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl" in blackwell_flagged_h100_not(prefix, tmp_path)
