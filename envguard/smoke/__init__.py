@@ -163,18 +163,19 @@ def run_smoke(python: str | Path, *, quick: bool = False, distributed: bool = Fa
             timed_out = not _wait(proc, timeout, events, progress)
         except BaseException:  # Ctrl-C or SIGTERM: never leave the probe or its work dir behind
             stop_session(proc, sorted(pids_of(read_events(events))), finished=False, grace=0.5)
-            cleanup_shm(before, pids_of(read_events(events)) | {proc.pid})
-            remove_temp_dirs(read_events(events))
+            left = read_events(events)  # again: workers may have reported since
+            cleanup_shm(before, pids_of(left) | {proc.pid})
+            remove_temp_dirs(left)
             _rmtree(work)
             raise
         ev = read_events(events)
         reported = sorted(pids_of(ev))
         seen = stop_session(proc, reported, finished=not timed_out)
-        remove_temp_dirs(read_events(events))
     duration = time.perf_counter() - t0
     ev = read_events(events)
     pids = pids_of(ev) | set(seen) | {proc.pid}
     removed = cleanup_shm(before, pids)
+    remove_temp_dirs(ev)
     stdout = (work / "stdout").read_text(encoding="utf-8", errors="replace")
     stderr = (work / "stderr").read_text(encoding="utf-8", errors="replace")
     _rmtree(work)

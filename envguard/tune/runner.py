@@ -24,6 +24,7 @@ from typing import IO, Any
 from envguard.procsession import (
     cleanup_shm,
     event_pids,
+    pids_of,
     read_events,
     remove_temp_dirs,
     shm_snapshot,
@@ -126,9 +127,10 @@ class ProbeProcess:
                 pass
         if self._err is not None:
             self._err.close()
-        pids = event_pids(self.events) | set(seen) | {self.proc.pid}
+        events = read_events(self.events)
+        pids = pids_of(events) | set(seen) | {self.proc.pid}
         run.shm_removed = cleanup_shm(self.shm_before, pids)
-        remove_temp_dirs(read_events(self.events))  # where the probe kept the user's TMPDIR (start_session)
+        remove_temp_dirs(events)  # where the probe kept the user's TMPDIR (start_session)
         run.pids = sorted(pids)
         run.returncode = self.proc.returncode
         try:
